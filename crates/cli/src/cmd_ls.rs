@@ -1,0 +1,131 @@
+//! `usfs ls`: directory listings.
+
+use crate::display::{major_minor, mode_string, show_name};
+use crate::image::{self, CliError, CliResult};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use usfs_fs::{DirEntry, FileSystem, FileType, Ino};
+
+/// What to show.
+pub struct LsOptions {
+    pub long: bool,
+    pub all: bool,
+    pub recursive: bool,
+    pub inode: bool,
+}
+
+pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
+    let fs = image::open(image_path)?;
+    let ino = image::resolve(&*fs, image_path, path, true)?;
+    let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));
+    let meta = fs.getattr(ino).map_err(err)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let w = |out: &mut dyn Write, s: String| {
+        writeln!(out, "{s}").map_err(|e| CliError::at("standard output", e))
+    };
+    if !meta.is_dir() {
+        w(
+            &mut out,
+            line(&*fs, ino, path.as_bytes(), &opts).map_err(err)?,
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut stack: Vec<(Vec<u8>, Ino)> = vec![(path.as_bytes().to_vec(), ino)];
+    let mut first = true;
+    let mut failed = false;
+    while let Some((dpath, dino)) = stack.pop() {
+        let mut entries: Vec<DirEntry> = Vec::new();
+        if let Err(e) = fs.readdir(dino, 0, &mut |e, _| {
+            entries.push(e);
+            true
+        }) {
+            eprintln!("usfs: {}:{}: {e}", image_path.display(), show_name(&dpath));
+            failed = true;
+            continue;
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        if opts.recursive {
+            if !first {
+                w(&mut out, String::new())?;
+            }
+            w(&mut out, format!("{}:", show_name(&dpath)))?;
+        }
+        first = false;
+        if opts.all {
+            for (name, i) in [
+                (&b"."[..], Some(dino)),
+                (&b".."[..], fs.lookup(dino, b"..").ok()),
+            ] {
+                if let Some(i) = i {
+                    w(&mut out, line(&*fs, i, name, &opts).map_err(err)?)?;
+                }
+            }
+        }
+        let mut subdirs = Vec::new();
+        for e in &entries {
+            match line(&*fs, e.ino, &e.name, &opts) {
+                Ok(l) => w(&mut out, l)?,
+                Err(err) => {
+                    eprintln!(
+                        "usfs: {}:{}: {err}",
+                        image_path.display(),
+                        show_name(&e.name)
+                    );
+                    failed = true;
+                    continue;
+                }
+            }
+            if opts.recursive && e.file_type == Some(FileType::Directory) {
+                let mut p = dpath.clone();
+                if !p.ends_with(b"/") {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(&e.name);
+                subdirs.push((p, e.ino));
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+    out.flush()
+        .map_err(|e| CliError::at("standard output", e))?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn line(fs: &dyn FileSystem, ino: Ino, name: &[u8], opts: &LsOptions) -> usfs_fs::Result<String> {
+    let mut s = String::new();
+    if opts.inode {
+        s.push_str(&format!("{ino:>8} "));
+    }
+    if !opts.long {
+        s.push_str(&show_name(name));
+        return Ok(s);
+    }
+    let m = fs.getattr(ino)?;
+    let size = match m.file_type {
+        FileType::CharDevice | FileType::BlockDevice => {
+            let (ma, mi) = major_minor(m.rdev);
+            format!("{ma}, {mi}")
+        }
+        _ => m.size.to_string(),
+    };
+    s.push_str(&format!(
+        "{} {:>3} {:>5} {:>5} {:>10} {} {}",
+        mode_string(&m),
+        m.nlink,
+        m.uid,
+        m.gid,
+        size,
+        &m.mtime.to_utc_string()[..19],
+        show_name(name)
+    ));
+    if m.file_type == FileType::Symlink {
+        s.push_str(" -> ");
+        s.push_str(&show_name(&fs.readlink(ino)?));
+    }
+    Ok(s)
+}

@@ -1,0 +1,391 @@
+//! `usfs export`: extract an image's whole tree into a host directory, preserving content
+//! (with holes), type, permissions, owner, atime/mtime with nanoseconds, symlinks, hard
+//! links, device nodes and extended attributes.
+//!
+//! Three phases: walk the image creating directories (one thread); restore every inode
+//! that is not a directory (N threads, each with its own buffer); then hard links, then
+//! directory attributes deepest-first so that creating children does not disturb them.
+
+use crate::image::{self, CliError, CliResult};
+use crate::progress::Progress;
+use std::ffi::{CString, OsStr};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use usfs_fs::{FileSystem, FileType, Ino, Metadata};
+
+/// Options of `usfs export`.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The image.
+    image: PathBuf,
+    /// Destination directory: created if missing, else it must be empty.
+    dir: PathBuf,
+    /// Worker threads for file contents (default: CPU count).
+    #[arg(short = 'j', long)]
+    threads: Option<usize>,
+    /// Do not restore owners (the default when not running as root).
+    #[arg(long)]
+    no_owner: bool,
+    /// Do not restore extended attributes.
+    #[arg(long)]
+    no_xattrs: bool,
+    /// Show progress even when standard output is not a terminal.
+    #[arg(long, conflicts_with = "no_progress")]
+    progress: bool,
+    /// Never show progress.
+    #[arg(long)]
+    no_progress: bool,
+    /// Allow a non-empty destination directory.
+    #[arg(long)]
+    force: bool,
+}
+
+/// An inode to restore at a host path.
+struct Item {
+    path: PathBuf,
+    ino: Ino,
+    meta: Metadata,
+}
+
+/// What the restore phases share.
+struct Ctx<'a> {
+    fs: &'a dyn FileSystem,
+    owners: bool,
+    xattrs: bool,
+    problems: Mutex<Vec<String>>,
+    files_done: AtomicUsize,
+    bytes_done: AtomicU64,
+}
+
+impl Ctx<'_> {
+    fn problem(&self, path: &Path, what: impl std::fmt::Display) {
+        let msg = format!("{}: {what}", path.display());
+        self.problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(msg);
+    }
+}
+
+pub fn run(args: &ExportArgs) -> CliResult {
+    let fs = image::open(&args.image)?;
+    prepare_dest(&args.dir, args.force)?;
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let ctx = Ctx {
+        fs: &*fs,
+        owners: !args.no_owner && is_root,
+        xattrs: !args.no_xattrs,
+        problems: Mutex::new(Vec::new()),
+        files_done: AtomicUsize::new(0),
+        bytes_done: AtomicU64::new(0),
+    };
+    let force = if args.no_progress {
+        Some(false)
+    } else if args.progress {
+        Some(true)
+    } else {
+        None
+    };
+    let mut progress = Progress::new(force);
+
+    let (dirs, inodes, links) = walk(&ctx, &args.dir, &mut progress)?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 64);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = inodes.get(i) else { break };
+                    restore_inode(&ctx, item, &mut buf);
+                    ctx.files_done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        while ctx.files_done.load(Ordering::Relaxed) < inodes.len() {
+            progress.update(|| {
+                format!(
+                    "export: {}/{} files, {} MiB",
+                    ctx.files_done.load(Ordering::Relaxed),
+                    inodes.len(),
+                    ctx.bytes_done.load(Ordering::Relaxed) >> 20
+                )
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    for (target, path) in &links {
+        if let Err(e) = std::fs::hard_link(target, path) {
+            ctx.problem(path, format!("hard link to {}: {e}", target.display()));
+        }
+    }
+    for d in dirs.iter().rev() {
+        set_attributes(&ctx, d);
+    }
+    progress.finish();
+    let problems = ctx.problems.into_inner().unwrap_or_else(|e| e.into_inner());
+    for p in &problems {
+        eprintln!("usfs: export: {p}");
+    }
+    if problems.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "usfs: export: {} item(s) could not be restored completely",
+            problems.len()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn prepare_dest(dir: &Path, force: bool) -> CliResult<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut rd) => {
+            if !force && rd.next().is_some() {
+                return Err(CliError::at(
+                    dir.display(),
+                    "destination directory is not empty (use --force)",
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(|e| CliError::at(dir.display(), e))
+        }
+        Err(e) => Err(CliError::at(dir.display(), e)),
+    }
+}
+
+type Walked = (Vec<Item>, Vec<Item>, Vec<(PathBuf, PathBuf)>);
+
+/// Walks the image breadth-first, creating directories; returns the directories (in
+/// creation order, root first), the inodes to restore, and (first path, link path) pairs.
+fn walk(ctx: &Ctx, dest: &Path, progress: &mut Progress) -> CliResult<Walked> {
+    let fs = ctx.fs;
+    let root = fs.root();
+    let root_meta = fs
+        .getattr(root)
+        .map_err(|e| CliError::at("image root", e))?;
+    let mut dirs = vec![Item {
+        path: dest.to_path_buf(),
+        ino: root,
+        meta: root_meta,
+    }];
+    let mut inodes = Vec::new();
+    let mut links = Vec::new();
+    let mut first_path: std::collections::HashMap<Ino, usize> = Default::default();
+    let mut i = 0;
+    while i < dirs.len() {
+        let (dir_ino, dir_path) = (dirs[i].ino, dirs[i].path.clone());
+        i += 1;
+        let mut entries = Vec::new();
+        if let Err(e) = fs.readdir(dir_ino, 0, &mut |e, _| {
+            entries.push(e);
+            true
+        }) {
+            ctx.problem(&dir_path, e);
+            continue;
+        }
+        for e in entries {
+            let path = dir_path.join(OsStr::from_bytes(&e.name));
+            let meta = match fs.getattr(e.ino) {
+                Ok(m) => m,
+                Err(err) => {
+                    ctx.problem(&path, err);
+                    continue;
+                }
+            };
+            if meta.file_type == FileType::Directory {
+                if let Err(err) = std::fs::create_dir(&path) {
+                    ctx.problem(&path, err);
+                    continue;
+                }
+                dirs.push(Item {
+                    path,
+                    ino: e.ino,
+                    meta,
+                });
+                continue;
+            }
+            if meta.nlink > 1 {
+                if let Some(&k) = first_path.get(&e.ino) {
+                    links.push((inodes_path(&inodes, k), path));
+                    continue;
+                }
+                first_path.insert(e.ino, inodes.len());
+            }
+            inodes.push(Item {
+                path,
+                ino: e.ino,
+                meta,
+            });
+        }
+        progress.update(|| {
+            format!(
+                "export: scanning, {} directories, {} files",
+                dirs.len(),
+                inodes.len()
+            )
+        });
+    }
+    Ok((dirs, inodes, links))
+}
+
+fn inodes_path(inodes: &[Item], k: usize) -> PathBuf {
+    inodes[k].path.clone()
+}
+
+/// Creates one non-directory inode and sets its attributes.
+fn restore_inode(ctx: &Ctx, item: &Item, buf: &mut [u8]) {
+    let r = match item.meta.file_type {
+        FileType::Regular => copy_file(ctx, item, buf),
+        FileType::Symlink => ctx
+            .fs
+            .readlink(item.ino)
+            .map_err(|e| e.to_string())
+            .and_then(|t| {
+                std::os::unix::fs::symlink(OsStr::from_bytes(&t), &item.path)
+                    .map_err(|e| e.to_string())
+            }),
+        _ => make_node(&item.path, &item.meta).map_err(|e| e.to_string()),
+    };
+    match r {
+        Ok(()) => set_attributes(ctx, item),
+        Err(e) => ctx.problem(&item.path, e),
+    }
+}
+
+/// Copies file data range by range, leaving holes as holes.
+fn copy_file(ctx: &Ctx, item: &Item, buf: &mut [u8]) -> Result<(), String> {
+    let f: File = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&item.path)
+        .map_err(|e| e.to_string())?;
+    let size = item.meta.size;
+    let mut off = 0;
+    while off < size {
+        let Some(range) = ctx.fs.next_data(item.ino, off).map_err(|e| e.to_string())? else {
+            break;
+        };
+        let mut pos = range.start;
+        while pos < range.end {
+            let want = ((range.end - pos) as usize).min(buf.len());
+            let n = ctx
+                .fs
+                .read_at(item.ino, pos, &mut buf[..want])
+                .map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            f.write_all_at(&buf[..n], pos).map_err(|e| e.to_string())?;
+            ctx.bytes_done.fetch_add(n as u64, Ordering::Relaxed);
+            pos += n as u64;
+        }
+        off = range.end.max(off + 1);
+    }
+    f.set_len(size).map_err(|e| e.to_string())
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn make_node(path: &Path, m: &Metadata) -> io::Result<()> {
+    let c = cpath(path)?;
+    let mode = m.file_type.mode_bits() | 0o600;
+    // SAFETY: `c` is a valid NUL-terminated path; mknod reads it and returns.
+    let r = unsafe { libc::mknod(c.as_ptr(), mode as libc::mode_t, m.rdev as libc::dev_t) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Restores xattrs, owner, permissions and times of an item that exists on the host.
+fn set_attributes(ctx: &Ctx, item: &Item) {
+    let m = &item.meta;
+    let Ok(c) = cpath(&item.path) else {
+        return ctx.problem(&item.path, "path contains NUL");
+    };
+    if ctx.xattrs {
+        match ctx.fs.list_xattrs(item.ino) {
+            Ok(names) => {
+                for name in names {
+                    let r = ctx
+                        .fs
+                        .get_xattr(item.ino, &name)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| {
+                            let n = CString::new(name.clone())
+                                .map_err(|_| "name contains NUL".to_string())?;
+                            // SAFETY: valid C strings and a buffer of v.len() bytes.
+                            let r = unsafe {
+                                libc::lsetxattr(
+                                    c.as_ptr(),
+                                    n.as_ptr(),
+                                    v.as_ptr().cast(),
+                                    v.len(),
+                                    0,
+                                )
+                            };
+                            if r != 0 {
+                                return Err(io::Error::last_os_error().to_string());
+                            }
+                            Ok(())
+                        });
+                    if let Err(e) = r {
+                        ctx.problem(
+                            &item.path,
+                            format!("xattr {}: {e}", String::from_utf8_lossy(&name)),
+                        );
+                    }
+                }
+            }
+            Err(e) => ctx.problem(&item.path, format!("xattrs: {e}")),
+        }
+    }
+    if ctx.owners {
+        if let Err(e) = std::os::unix::fs::lchown(&item.path, Some(m.uid), Some(m.gid)) {
+            ctx.problem(&item.path, format!("chown: {e}"));
+        }
+    }
+    if m.file_type != FileType::Symlink {
+        if let Err(e) =
+            std::fs::set_permissions(&item.path, std::fs::Permissions::from_mode(m.perm))
+        {
+            ctx.problem(&item.path, format!("chmod: {e}"));
+        }
+    }
+    let ts = |t: usfs_fs::Timestamp| libc::timespec {
+        tv_sec: t.sec as libc::time_t,
+        tv_nsec: t.nsec as _,
+    };
+    let times = [ts(m.atime), ts(m.mtime)];
+    // SAFETY: valid C string and a two-element timespec array.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        ctx.problem(
+            &item.path,
+            format!("utimensat: {}", io::Error::last_os_error()),
+        );
+    }
+}

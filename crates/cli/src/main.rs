@@ -1,0 +1,115 @@
+//! `usfs`: build, check and read ext4 and EROFS images in user space.
+
+mod cmd_cat;
+mod cmd_info;
+mod cmd_ls;
+mod cmd_stat;
+mod display;
+mod export;
+mod image;
+mod progress;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// File systems in user space: read ext4 images without root, kernel mounts or FUSE.
+#[derive(Parser)]
+#[command(name = "usfs", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print a superblock summary of an image (like `dumpe2fs -h`).
+    Info {
+        /// The image (format detected by its magic number).
+        image: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a directory inside an image.
+    Ls {
+        /// Long listing: mode, links, owner, group, size, mtime, name (-> target).
+        #[arg(short = 'l')]
+        long: bool,
+        /// Also list `.` and `..`.
+        #[arg(short = 'a')]
+        all: bool,
+        /// List subdirectories recursively.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Show inode numbers.
+        #[arg(short = 'i')]
+        inode: bool,
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image (default `/`).
+        #[arg(default_value = "/")]
+        path: String,
+    },
+    /// Write a file from inside an image to standard output.
+    Cat {
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image (symbolic links are followed).
+        path: String,
+    },
+    /// Show the attributes of a file inside an image.
+    Stat {
+        /// Do not follow a symbolic link at the end of the path.
+        #[arg(short = 'L', long = "no-dereference")]
+        no_follow: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The image.
+        image: PathBuf,
+        /// Path inside the image.
+        path: String,
+    },
+    /// Extract the whole tree of an image into a directory.
+    Export(export::ExportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Info { image, json } => cmd_info::run(&image, json),
+        Cmd::Ls {
+            long,
+            all,
+            recursive,
+            inode,
+            image,
+            path,
+        } => cmd_ls::run(
+            &image,
+            &path,
+            cmd_ls::LsOptions {
+                long,
+                all,
+                recursive,
+                inode,
+            },
+        ),
+        Cmd::Cat { image, path } => cmd_cat::run(&image, &path),
+        Cmd::Stat {
+            no_follow,
+            json,
+            image,
+            path,
+        } => cmd_stat::run(&image, &path, !no_follow, json),
+        Cmd::Export(args) => export::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("usfs: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Devices: where file-system images live.
+//!
+//! A [`Device`] is a byte-addressed store with positional reads and writes. Two back ends:
+//! [`FileDevice`] (pread/pwrite on an image file or block device) and [`MmapDevice`]
+//! (a shared memory mapping of the image, so readers can copy straight out of it).
+//! Every device counts the bytes and requests it serves ([`IoStats`]), which is how usfs
+//! measures I/O amplification.
+
+mod file;
+mod mmap;
+mod stats;
+
+pub use file::FileDevice;
+pub use mmap::MmapDevice;
+pub use stats::{IoSnapshot, IoStats};
+
+use std::io;
+use std::path::Path;
+
+/// A byte-addressed store holding a file-system image.
+///
+/// Implementations are shared between threads (`&self` everywhere); positional I/O has no
+/// cursor, so concurrent readers never race on a file offset.
+pub trait Device: Send + Sync {
+    /// Fills `buf` from byte `offset`. A read that would pass the end of the device fails
+    /// with `UnexpectedEof`: callers ask only for bytes the image claims to have, so a short
+    /// device means a truncated image.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Writes all of `buf` at byte `offset`. Read-only devices fail with `PermissionDenied`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Makes written data durable (fdatasync / msync).
+    fn flush(&self) -> io::Result<()>;
+
+    /// Size of the device in bytes.
+    fn len(&self) -> u64;
+
+    /// True when the device holds no bytes at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The I/O counters of this device.
+    fn stats(&self) -> &IoStats;
+
+    /// The whole device as memory, when it is memory-mapped: lets a reader copy file data
+    /// without a system call per read (the SplitFS data path). `None` for other devices.
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// How to open an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OpenMode {
+    /// pread/pwrite on the file.
+    #[default]
+    File,
+    /// A shared mapping of the whole file.
+    Mmap,
+}
+
+/// Opens the image at `path` read-only (`writable == false`) or read-write.
+pub fn open(path: &Path, mode: OpenMode, writable: bool) -> io::Result<Box<dyn Device>> {
+    Ok(match mode {
+        OpenMode::File => Box::new(FileDevice::open(path, writable)?),
+        OpenMode::Mmap => Box::new(MmapDevice::open(path, writable)?),
+    })
+}
+
+/// Checks that `len` bytes at `offset` lie inside a device of `dev_len` bytes.
+fn check_range(offset: u64, len: usize, dev_len: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= dev_len => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("access of {len} bytes at offset {offset} passes the end of the device ({dev_len} bytes)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn temp_image(bytes: &[u8]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!(
+            "usfs-dev-test-{}-{}",
+            std::process::id(),
+            bytes.len()
+        ));
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn file_and_mmap_read_the_same_and_count() {
+        let data: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        let path = temp_image(&data);
+        for mode in [OpenMode::File, OpenMode::Mmap] {
+            let dev = open(&path, mode, false).unwrap();
+            assert_eq!(dev.len(), 8192);
+            let mut buf = [0u8; 100];
+            dev.read_at(&mut buf, 4000).unwrap();
+            assert_eq!(&buf[..], &data[4000..4100]);
+            let s = dev.stats().snapshot();
+            assert_eq!((s.reads, s.bytes_read), (1, 100));
+            assert!(dev.read_at(&mut buf, 8150).is_err());
+            assert!(dev.write_at(&buf, 0).is_err());
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn writes_land() {
+        let path = temp_image(&[0u8; 4096]);
+        for mode in [OpenMode::File, OpenMode::Mmap] {
+            let dev = open(&path, mode, true).unwrap();
+            dev.write_at(b"usfs", 10).unwrap();
+            dev.flush().unwrap();
+            let mut buf = [0u8; 4];
+            dev.read_at(&mut buf, 10).unwrap();
+            assert_eq!(&buf, b"usfs");
+            assert_eq!(dev.stats().snapshot().bytes_written, 4);
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+}

@@ -1,0 +1,228 @@
+//! Derived layout of a file system: sizes, group count, where descriptors and backups live.
+//! Built once from a validated superblock; everything here is plain arithmetic.
+
+use super::features::{compat, incompat, ro_compat, Features};
+use super::superblock::Superblock;
+use usfs_fs::{Error, Result};
+
+/// The numbers every reader and writer needs, checked for sanity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Block size in bytes (1 KiB .. 64 KiB).
+    pub block_size: u32,
+    /// log2 of the block size.
+    pub block_size_log: u32,
+    /// Total blocks.
+    pub blocks_count: u64,
+    /// First data block (1 with 1 KiB blocks, else 0).
+    pub first_data_block: u64,
+    /// Blocks per group.
+    pub blocks_per_group: u32,
+    /// Inodes per group.
+    pub inodes_per_group: u32,
+    /// Total inodes.
+    pub inodes_count: u32,
+    /// Inode record size.
+    pub inode_size: u32,
+    /// First non-reserved inode.
+    pub first_ino: u32,
+    /// Number of block groups.
+    pub group_count: u32,
+    /// On-disk group descriptor size (32, or s_desc_size with 64bit).
+    pub desc_size: u32,
+    /// Features.
+    pub features: Features,
+    /// First meta block group (meta_bg).
+    pub first_meta_bg: u32,
+    /// Groups with backups under sparse_super2.
+    pub backup_bgs: [u32; 2],
+}
+
+impl Geometry {
+    /// Derives and validates the geometry of `sb` on a device of `dev_len` bytes.
+    pub fn new<B: AsRef<[u8]>>(sb: &Superblock<B>, dev_len: u64) -> Result<Geometry> {
+        let features = Features {
+            compat: sb.s_feature_compat(),
+            incompat: sb.s_feature_incompat(),
+            ro_compat: sb.s_feature_ro_compat(),
+        };
+        let is64 = features.has_incompat(incompat::BIT64);
+        let block_size_log = sb.block_size_log();
+        if !(10..=16).contains(&block_size_log) {
+            return Err(Error::corrupt(format!(
+                "superblock: block size 2^{block_size_log} out of range"
+            )));
+        }
+        let block_size = 1u32 << block_size_log;
+        let blocks_count = sb.blocks_count(is64);
+        let first_data_block = sb.s_first_data_block() as u64;
+        let blocks_per_group = sb.s_blocks_per_group();
+        let inodes_per_group = sb.s_inodes_per_group();
+        let (inode_size, first_ino) = if sb.s_rev_level() == 0 {
+            (128, 11)
+        } else {
+            (sb.s_inode_size() as u32, sb.s_first_ino())
+        };
+        if blocks_per_group == 0 || blocks_per_group > block_size * 8 {
+            return Err(Error::corrupt(format!(
+                "superblock: {blocks_per_group} blocks per group (block size {block_size})"
+            )));
+        }
+        if inodes_per_group == 0 || inodes_per_group > block_size * 8 {
+            return Err(Error::corrupt(format!(
+                "superblock: {inodes_per_group} inodes per group"
+            )));
+        }
+        if inode_size < 128 || inode_size > block_size || !inode_size.is_power_of_two() {
+            return Err(Error::corrupt(format!(
+                "superblock: inode size {inode_size}"
+            )));
+        }
+        if first_data_block >= blocks_count || (block_size == 1024) != (first_data_block == 1) {
+            return Err(Error::corrupt(format!(
+                "superblock: first data block {first_data_block} with {blocks_count} blocks of {block_size} bytes"
+            )));
+        }
+        let groups = (blocks_count - first_data_block).div_ceil(blocks_per_group as u64);
+        if groups == 0 || groups > u32::MAX as u64 {
+            return Err(Error::corrupt(format!("superblock: {groups} block groups")));
+        }
+        let group_count = groups as u32;
+        let inodes_count = sb.s_inodes_count();
+        if inodes_count as u64 != group_count as u64 * inodes_per_group as u64 {
+            return Err(Error::corrupt(format!(
+                "superblock: inode count {inodes_count} is not {group_count} groups x {inodes_per_group}"
+            )));
+        }
+        if first_ino < 11 || first_ino > inodes_count {
+            return Err(Error::corrupt(format!(
+                "superblock: first inode {first_ino}"
+            )));
+        }
+        let desc_size = if is64 { sb.s_desc_size() as u32 } else { 32 };
+        if is64 && (desc_size < 64 || desc_size > 1024 || !desc_size.is_power_of_two()) {
+            return Err(Error::corrupt(format!(
+                "superblock: descriptor size {desc_size}"
+            )));
+        }
+        let needed = blocks_count.saturating_mul(block_size as u64);
+        if needed > dev_len {
+            return Err(Error::corrupt(format!(
+                "image is truncated: the superblock says {blocks_count} blocks of {block_size} bytes ({needed} bytes), the image has {dev_len} bytes"
+            )));
+        }
+        let bgs = sb.s_backup_bgs();
+        let backup_bgs = [
+            u32::from_le_bytes(bgs[0..4].try_into().unwrap()),
+            u32::from_le_bytes(bgs[4..8].try_into().unwrap()),
+        ];
+        Ok(Geometry {
+            block_size,
+            block_size_log,
+            blocks_count,
+            first_data_block,
+            blocks_per_group,
+            inodes_per_group,
+            inodes_count,
+            inode_size,
+            first_ino,
+            group_count,
+            desc_size,
+            features,
+            first_meta_bg: sb.s_first_meta_bg(),
+            backup_bgs,
+        })
+    }
+
+    /// Is the 64bit feature on?
+    pub fn is64(&self) -> bool {
+        self.features.has_incompat(incompat::BIT64)
+    }
+
+    /// Descriptors per block.
+    pub fn descs_per_block(&self) -> u32 {
+        self.block_size / self.desc_size
+    }
+
+    /// Blocks of the group descriptor table (without meta_bg).
+    pub fn gdt_blocks(&self) -> u32 {
+        self.group_count.div_ceil(self.descs_per_block())
+    }
+
+    /// First block of group `g`.
+    pub fn group_first_block(&self, g: u32) -> u64 {
+        self.first_data_block + g as u64 * self.blocks_per_group as u64
+    }
+
+    /// Blocks in group `g` (the last may be short).
+    pub fn group_blocks(&self, g: u32) -> u32 {
+        let start = self.group_first_block(g);
+        (self.blocks_count - start).min(self.blocks_per_group as u64) as u32
+    }
+
+    /// Group holding block `b`.
+    pub fn block_group(&self, b: u64) -> u32 {
+        ((b - self.first_data_block) / self.blocks_per_group as u64) as u32
+    }
+
+    /// Does group `g` hold a superblock backup (and with it a descriptor table copy)?
+    pub fn group_has_super(&self, g: u32) -> bool {
+        if g == 0 {
+            return true;
+        }
+        if self.features.has_compat(compat::SPARSE_SUPER2) {
+            return g == self.backup_bgs[0] || g == self.backup_bgs[1];
+        }
+        if g <= 1 || !self.features.has_ro_compat(ro_compat::SPARSE_SUPER) {
+            return true;
+        }
+        if g & 1 == 0 {
+            return false;
+        }
+        is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7)
+    }
+
+    /// Block holding the descriptors of group `g`, and the byte offset inside it.
+    pub fn desc_location(&self, g: u32) -> (u64, usize) {
+        let per = self.descs_per_block();
+        let nr = g / per;
+        let off = (g % per * self.desc_size) as usize;
+        let meta_bg = self.features.has_incompat(incompat::META_BG);
+        if !meta_bg || nr < self.first_meta_bg {
+            return (self.first_data_block + 1 + nr as u64, off);
+        }
+        let first = nr * per;
+        let has_super = u64::from(self.group_has_super(first));
+        (self.group_first_block(first) + has_super, off)
+    }
+}
+
+fn is_power_of(mut n: u32, base: u32) -> bool {
+    while n % base == 0 {
+        n /= base;
+    }
+    n == 1
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn powers() {
+        for (n, want) in [
+            (1, true),
+            (3, true),
+            (9, true),
+            (25, true),
+            (49, true),
+            (27, true),
+            (15, false),
+            (21, false),
+        ] {
+            assert_eq!(
+                super::is_power_of(n, 3) || super::is_power_of(n, 5) || super::is_power_of(n, 7),
+                want,
+                "{n}"
+            );
+        }
+    }
+}

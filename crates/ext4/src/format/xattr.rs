@@ -1,0 +1,137 @@
+//! Extended attributes: entries in the inode after the extra fields (after a 4-byte magic),
+//! or in an xattr block (after a 32-byte header). Values live in the same area, or in an
+//! EA inode (ea_inode feature).
+
+use super::checksum::crc32c_raw;
+
+/// Magic of the in-inode area and of xattr blocks.
+pub const XATTR_MAGIC: u32 = 0xEA02_0000;
+/// Size of the xattr block header.
+pub const BLOCK_HEADER_SIZE: usize = 32;
+/// Size of the fixed part of an entry.
+pub const ENTRY_HEADER_SIZE: usize = 16;
+/// Offset of `h_checksum` in the block header.
+pub const BLOCK_CHECKSUM_OFFSET: usize = 0x10;
+
+usfs_fs::layout! {
+    /// Header of an xattr block (struct ext4_xattr_header).
+    pub struct XattrBlockHeader[32] {
+        /// 0xEA020000.
+        h_magic: u32 @ 0x00,
+        /// Inodes sharing this block.
+        h_refcount: u32 @ 0x04,
+        /// Blocks used (always 1).
+        h_blocks: u32 @ 0x08,
+        /// Hash of all attributes.
+        h_hash: u32 @ 0x0C,
+        /// crc32c(seed, le64 block number || block with this field zeroed).
+        h_checksum: u32 @ 0x10,
+        /// Reserved.
+        h_reserved: [12] @ 0x14,
+    }
+}
+
+usfs_fs::layout! {
+    /// One attribute entry (struct ext4_xattr_entry); `e_name_len` name bytes follow,
+    /// padded to 4 bytes. A list ends with four zero bytes.
+    pub struct XattrEntry[16] {
+        /// Length of the name.
+        e_name_len: u8 @ 0,
+        /// Namespace index ([`prefix`]).
+        e_name_index: u8 @ 1,
+        /// Offset of the value: from the first entry (in-inode) or the block start.
+        e_value_offs: u16 @ 2,
+        /// Inode holding the value (ea_inode), else 0.
+        e_value_inum: u32 @ 4,
+        /// Size of the value.
+        e_value_size: u32 @ 8,
+        /// Hash of name and value (0 if not computed).
+        e_hash: u32 @ 12,
+    }
+}
+
+/// Namespace index 7: `system.` (inline data lives in `system.data`).
+pub const INDEX_SYSTEM: u8 = 7;
+/// Index of `system.posix_acl_access`.
+pub const INDEX_POSIX_ACL_ACCESS: u8 = 2;
+/// Index of `system.posix_acl_default`.
+pub const INDEX_POSIX_ACL_DEFAULT: u8 = 3;
+
+/// The name prefix of a namespace index.
+pub fn prefix(index: u8) -> Option<&'static str> {
+    Some(match index {
+        0 => "",
+        1 => "user.",
+        2 => "system.posix_acl_access",
+        3 => "system.posix_acl_default",
+        4 => "trusted.",
+        6 => "security.",
+        7 => "system.",
+        8 => "system.richacl",
+        _ => return None,
+    })
+}
+
+/// Space an entry with an `n`-byte name takes (header + name, rounded up to 4).
+pub fn entry_size(name_len: usize) -> usize {
+    (ENTRY_HEADER_SIZE + name_len + 3) & !3
+}
+
+/// Checksum of an xattr block.
+pub fn block_checksum(seed: u32, block_nr: u64, block: &[u8]) -> u32 {
+    let c = crc32c_raw(seed, &block_nr.to_le_bytes());
+    let c = crc32c_raw(c, &block[..BLOCK_CHECKSUM_OFFSET]);
+    let c = crc32c_raw(c, &[0; 4]);
+    crc32c_raw(c, &block[BLOCK_CHECKSUM_OFFSET + 4..])
+}
+
+/// POSIX ACL tags (shared by the ext4 and the xattr encodings).
+pub mod acl {
+    /// Owner.
+    pub const USER_OBJ: u16 = 0x01;
+    /// Named user (has an id).
+    pub const USER: u16 = 0x02;
+    /// Owning group.
+    pub const GROUP_OBJ: u16 = 0x04;
+    /// Named group (has an id).
+    pub const GROUP: u16 = 0x08;
+    /// Mask.
+    pub const MASK: u16 = 0x10;
+    /// Others.
+    pub const OTHER: u16 = 0x20;
+    /// Version of ext4's compact on-disk ACL.
+    pub const EXT4_ACL_VERSION: u32 = 1;
+    /// Version of the generic `system.posix_acl_*` xattr format.
+    pub const POSIX_ACL_XATTR_VERSION: u32 = 2;
+}
+
+/// Converts ext4's compact ACL (version 1: 4-byte entries, 8 bytes for named user/group)
+/// into the generic xattr format getxattr returns (version 2, 8-byte entries, id
+/// 0xFFFFFFFF where none). `None` if malformed.
+pub fn acl_ext4_to_xattr(v: &[u8]) -> Option<Vec<u8>> {
+    if v.len() < 4 || u32::from_le_bytes(v[0..4].try_into().ok()?) != acl::EXT4_ACL_VERSION {
+        return None;
+    }
+    let mut out = acl::POSIX_ACL_XATTR_VERSION.to_le_bytes().to_vec();
+    let mut p = 4;
+    while p < v.len() {
+        let tag = u16::from_le_bytes(v.get(p..p + 2)?.try_into().ok()?);
+        let perm = u16::from_le_bytes(v.get(p + 2..p + 4)?.try_into().ok()?);
+        let id = match tag {
+            acl::USER | acl::GROUP => {
+                let id = u32::from_le_bytes(v.get(p + 4..p + 8)?.try_into().ok()?);
+                p += 8;
+                id
+            }
+            acl::USER_OBJ | acl::GROUP_OBJ | acl::MASK | acl::OTHER => {
+                p += 4;
+                u32::MAX
+            }
+            _ => return None,
+        };
+        out.extend_from_slice(&tag.to_le_bytes());
+        out.extend_from_slice(&perm.to_le_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    Some(out)
+}

@@ -1,0 +1,276 @@
+//! Directory contents: linear entry blocks (with leaf checksums), inline directories, and
+//! lookup (through the htree index when the directory has one).
+
+use super::inode::LoadedInode;
+use super::Ext4;
+use crate::format::dirent::{self, decode_rec_len, DirEntryHeader, DIRENT_HEADER};
+use crate::format::features::{compat, incompat};
+use crate::format::inode::flags;
+use usfs_fs::{DirEntry, Error, FileType, Result};
+
+/// One entry as found on disk, with its position.
+#[derive(Debug)]
+pub(crate) struct RawEntry<'a> {
+    /// Byte offset of the entry within the directory (the readdir cookie of this entry;
+    /// kept for the checker, which reports where a bad entry sits).
+    #[allow(dead_code)]
+    pub pos: u64,
+    /// Offset of the next entry.
+    pub next: u64,
+    /// Inode number (non-zero).
+    pub ino: u32,
+    /// The name.
+    pub name: &'a [u8],
+    /// File type code from the entry.
+    pub file_type: u8,
+}
+
+impl Ext4 {
+    /// Does this inode keep its directory entries inline?
+    fn is_inline(&self, dir: &LoadedInode) -> bool {
+        dir.has_flag(flags::INLINE_DATA)
+    }
+
+    /// Calls `f` for every live entry of `dir` at or after byte position `from`, in disk
+    /// order, including `.` and `..`; `f` returns false to stop.
+    pub(crate) fn for_each_entry(
+        &self,
+        dir: &LoadedInode,
+        from: u64,
+        f: &mut dyn FnMut(&RawEntry) -> bool,
+    ) -> Result<()> {
+        if dir.file_type()? != FileType::Directory {
+            return Err(Error::NotDir);
+        }
+        if self.is_inline(dir) {
+            return self.for_each_inline(dir, from, f);
+        }
+        let bs = self.geo.block_size as u64;
+        let size = dir.raw.size();
+        let nblocks = size.div_ceil(bs);
+        let mut lblk = from / bs;
+        let mut buf = vec![0u8; bs as usize];
+        while lblk < nblocks {
+            let run = self.map_block(dir, lblk)?;
+            let Some(p) = run.pblk else {
+                lblk += run.len;
+                continue;
+            };
+            for k in 0..run.len.min(nblocks - lblk) {
+                let blk = p + k;
+                self.read_block_into(blk, &mut buf, &format!("directory {}", dir.ino))?;
+                let base = (lblk + k) * bs;
+                let start = if from > base { from - base } else { 0 };
+                if !self.walk_block(dir, &buf, base, start, lblk + k, f)? {
+                    return Ok(());
+                }
+            }
+            lblk += run.len;
+        }
+        Ok(())
+    }
+
+    /// Is this block of an indexed directory an interior dx node (one empty entry spanning
+    /// the whole block)?
+    pub(crate) fn is_dx_node(&self, dir: &LoadedInode, lblk: u64, block: &[u8]) -> bool {
+        if lblk == 0 || !dir.has_flag(flags::INDEX) {
+            return false;
+        }
+        let h = DirEntryHeader::new(block).expect("block >= 8");
+        h.inode() == 0 && decode_rec_len(h.rec_len(), self.geo.block_size) == self.geo.block_size
+    }
+
+    /// Parses one leaf block of an indexed directory from its start.
+    pub(crate) fn walk_leaf_block(
+        &self,
+        dir: &LoadedInode,
+        block: &[u8],
+        base: u64,
+        lblk: u64,
+        f: &mut dyn FnMut(&RawEntry) -> bool,
+    ) -> Result<bool> {
+        self.walk_block(dir, block, base, 0, lblk, f)
+    }
+
+    /// Parses one directory block. Returns false if `f` asked to stop.
+    fn walk_block(
+        &self,
+        dir: &LoadedInode,
+        block: &[u8],
+        base: u64,
+        start: u64,
+        lblk: u64,
+        f: &mut dyn FnMut(&RawEntry) -> bool,
+    ) -> Result<bool> {
+        let bs = block.len();
+        let indexed_root = lblk == 0 && dir.has_flag(flags::INDEX);
+        if self.is_dx_node(dir, lblk, block) {
+            return Ok(true);
+        }
+        let mut end = bs;
+        if let Some(seed) = self.csum_seed {
+            if !indexed_root {
+                let Some(tail) = dirent::find_tail(block) else {
+                    return Err(Error::corrupt(format!(
+                        "directory {} block {lblk}: no checksum tail",
+                        dir.ino
+                    )));
+                };
+                let want = dirent::leaf_checksum(seed, dir.ino, dir.raw.i_generation(), block);
+                if tail.det_checksum() != want {
+                    return Err(Error::corrupt(format!(
+                        "directory {} block {lblk}: checksum does not match",
+                        dir.ino
+                    )));
+                }
+                end = bs - dirent::TAIL_SIZE;
+            }
+        }
+        self.walk_entries(dir.ino, &block[..end], base, start, f)
+    }
+
+    /// Walks a chain of entries filling `area` (a block, or an inline area). Entries
+    /// before `start` (relative to the area) are skipped but still validated.
+    pub(crate) fn walk_entries(
+        &self,
+        dir_ino: u32,
+        area: &[u8],
+        base: u64,
+        start: u64,
+        f: &mut dyn FnMut(&RawEntry) -> bool,
+    ) -> Result<bool> {
+        let has_ft = self.geo.features.has_incompat(incompat::FILETYPE);
+        let mut off = 0usize;
+        while off < area.len() {
+            let bad = |what: &str| {
+                Err(Error::corrupt(format!(
+                    "directory {dir_ino}: entry at byte {}: {what}",
+                    base + off as u64
+                )))
+            };
+            if area.len() - off < DIRENT_HEADER {
+                return bad("truncated entry header");
+            }
+            let h = DirEntryHeader::new(&area[off..]).expect("checked length");
+            let rec_len = decode_rec_len(h.rec_len(), self.geo.block_size) as usize;
+            let name_len = if has_ft {
+                h.name_len() as usize
+            } else {
+                h.name_len() as usize | (h.file_type() as usize) << 8
+            };
+            if rec_len < DIRENT_HEADER || rec_len % 4 != 0 || off + rec_len > area.len() {
+                return bad(&format!("rec_len {rec_len} invalid"));
+            }
+            if DIRENT_HEADER + name_len > rec_len {
+                return bad(&format!("name_len {name_len} exceeds rec_len {rec_len}"));
+            }
+            let ino = h.inode();
+            if ino != 0 && off as u64 >= start {
+                if ino > self.geo.inodes_count || name_len == 0 {
+                    return bad(&format!("inode {ino} / name length {name_len} invalid"));
+                }
+                let e = RawEntry {
+                    pos: base + off as u64,
+                    next: base + (off + rec_len) as u64,
+                    ino,
+                    name: &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
+                    file_type: if has_ft { h.file_type() } else { 0 },
+                };
+                if !f(&e) {
+                    return Ok(false);
+                }
+            }
+            off += rec_len;
+        }
+        Ok(true)
+    }
+
+    /// Inline directories: parent inode in the first 4 bytes of i_block, entries in the
+    /// rest of i_block (positions 4..60) and in the system.data xattr (positions 60..).
+    fn for_each_inline(
+        &self,
+        dir: &LoadedInode,
+        from: u64,
+        f: &mut dyn FnMut(&RawEntry) -> bool,
+    ) -> Result<()> {
+        let ib = dir.raw.i_block();
+        let parent = u32::from_le_bytes(ib[0..4].try_into().unwrap());
+        // Synthesised `.` and `..` at positions 0 and 1 (no real entry lives there).
+        if from == 0 {
+            let dot = RawEntry {
+                pos: 0,
+                next: 1,
+                ino: dir.ino,
+                name: b".",
+                file_type: 2,
+            };
+            if !f(&dot) {
+                return Ok(());
+            }
+        }
+        if from <= 1 {
+            let dotdot = RawEntry {
+                pos: 1,
+                next: 4,
+                ino: parent,
+                name: b"..",
+                file_type: 2,
+            };
+            if !f(&dotdot) {
+                return Ok(());
+            }
+        }
+        if !self.walk_entries(dir.ino, &ib[4..], 4, from.saturating_sub(4), f)? {
+            return Ok(());
+        }
+        let extra = self.inline_xattr_data(dir)?;
+        if !extra.is_empty() {
+            let start = from.saturating_sub(60);
+            self.walk_entries(dir.ino, &extra, 60, start, f)?;
+        }
+        Ok(())
+    }
+
+    /// Looks `name` up in `dir`.
+    pub(crate) fn dir_lookup(&self, dir: &LoadedInode, name: &[u8]) -> Result<u32> {
+        if name.is_empty() {
+            return Err(Error::NotFound);
+        }
+        if name.len() > 255 {
+            return Err(Error::NameTooLong);
+        }
+        if dir.file_type()? != FileType::Directory {
+            return Err(Error::NotDir);
+        }
+        let indexed = dir.has_flag(flags::INDEX)
+            && !self.is_inline(dir)
+            && self.geo.features.has_compat(compat::DIR_INDEX)
+            && name != b"."
+            && name != b"..";
+        if indexed {
+            if let Some(found) = self.htree_lookup(dir, name)? {
+                return Ok(found);
+            }
+            return Err(Error::NotFound);
+        }
+        let mut found = None;
+        self.for_each_entry(dir, 0, &mut |e| {
+            if e.name == name {
+                found = Some(e.ino);
+                false
+            } else {
+                true
+            }
+        })?;
+        found.ok_or(Error::NotFound)
+    }
+
+    /// Converts a raw entry for the public interface.
+    pub(crate) fn to_dir_entry(e: &RawEntry) -> DirEntry {
+        DirEntry {
+            name: e.name.to_vec(),
+            ino: e.ino as u64,
+            file_type: dirent::file_type_from_dirent(e.file_type),
+        }
+    }
+}

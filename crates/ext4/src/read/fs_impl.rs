@@ -1,0 +1,280 @@
+//! The [`FileSystem`] implementation: file data, symlinks, attributes, and the trait glue.
+
+use super::inode::LoadedInode;
+use super::Ext4;
+use crate::format::features::{incompat, ro_compat};
+use crate::format::inode::{flags, I_BLOCK_SIZE, ROOT_INO};
+use std::ops::Range;
+use usfs_fs::{DirEntry, Error, FileSystem, FileType, Ino, Metadata, Result, StatFs};
+
+impl Ext4 {
+    /// Reads file data of `inode` at `offset` into `buf`; returns bytes read.
+    pub(crate) fn read_file(
+        &self,
+        inode: &LoadedInode,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let size = inode.raw.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        let buf = &mut buf[..n];
+        if inode.has_flag(flags::INLINE_DATA) {
+            return self.read_inline(inode, offset, buf);
+        }
+        let log = self.geo.block_size_log;
+        let mut done = 0usize;
+        while done < n {
+            let pos = offset + done as u64;
+            let run = self.map_block(inode, pos >> log)?;
+            let run_end = (run.lblk + run.len).saturating_mul(1 << log);
+            let chunk = (run_end.min(offset + n as u64) - pos) as usize;
+            let dst = &mut buf[done..done + chunk];
+            match run.pblk {
+                Some(p) => {
+                    let first = pos >> log;
+                    let phys = ((p + (first - run.lblk)) << log) + (pos & ((1 << log) - 1));
+                    let end_blk = (phys + chunk as u64).div_ceil(1 << log);
+                    if end_blk > self.geo.blocks_count {
+                        return Err(Error::corrupt(format!(
+                            "inode {}: data block beyond the end of the file system",
+                            inode.ino
+                        )));
+                    }
+                    self.dev.read_at(dst, phys)?;
+                }
+                None => dst.fill(0),
+            }
+            done += chunk;
+        }
+        Ok(n)
+    }
+
+    fn read_inline(&self, inode: &LoadedInode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut data = inode.raw.i_block().to_vec();
+        let size = inode.raw.size() as usize;
+        if size > I_BLOCK_SIZE {
+            data.extend_from_slice(&self.inline_xattr_data(inode)?);
+        }
+        if data.len() < size {
+            return Err(Error::corrupt(format!(
+                "inode {}: inline data holds {} of {size} bytes",
+                inode.ino,
+                data.len()
+            )));
+        }
+        let off = offset as usize;
+        let n = buf.len().min(size - off);
+        buf[..n].copy_from_slice(&data[off..off + n]);
+        Ok(n)
+    }
+
+    fn read_symlink(&self, inode: &LoadedInode) -> Result<Vec<u8>> {
+        if inode.file_type()? != FileType::Symlink {
+            return Err(Error::Invalid);
+        }
+        let size = inode.raw.size();
+        if size >= self.geo.block_size as u64 || size > 4095 {
+            return Err(Error::corrupt(format!(
+                "inode {}: symlink of {size} bytes",
+                inode.ino
+            )));
+        }
+        let huge = self.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let ea_blocks = if inode.raw.file_acl() != 0 {
+            self.geo.block_size as u64 / 512
+        } else {
+            0
+        };
+        let data_blocks = inode
+            .raw
+            .blocks_512(huge, self.geo.block_size)
+            .saturating_sub(ea_blocks);
+        if !inode.has_flag(flags::INLINE_DATA) && data_blocks == 0 {
+            // Fast symlink: the target sits in i_block.
+            if size as usize >= I_BLOCK_SIZE {
+                return Err(Error::corrupt(format!(
+                    "inode {}: fast symlink of {size} bytes",
+                    inode.ino
+                )));
+            }
+            return Ok(inode.raw.i_block()[..size as usize].to_vec());
+        }
+        let mut v = vec![0u8; size as usize];
+        let n = self.read_file(inode, 0, &mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn metadata(&self, inode: &LoadedInode) -> Result<Metadata> {
+        let r = &inode.raw;
+        let isz = self.geo.inode_size as usize;
+        let file_type = inode.file_type()?;
+        let huge = self.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let rdev = match file_type {
+            FileType::CharDevice | FileType::BlockDevice => r.rdev(),
+            _ => 0,
+        };
+        Ok(Metadata {
+            ino: inode.ino as u64,
+            file_type,
+            perm: r.i_mode() as u32 & 0o7777,
+            uid: r.uid(),
+            gid: r.gid(),
+            nlink: r.i_links_count() as u64,
+            size: r.size(),
+            blocks: r.blocks_512(huge, self.geo.block_size),
+            rdev,
+            blksize: self.geo.block_size,
+            atime: r.atime(isz),
+            mtime: r.mtime(isz),
+            ctime: r.ctime(isz),
+            crtime: r.crtime(isz),
+            generation: r.i_generation(),
+        })
+    }
+
+    /// The first stored data at or after `offset` (unwritten extents count as holes).
+    fn seek_data(&self, inode: &LoadedInode, offset: u64) -> Result<Option<Range<u64>>> {
+        let size = inode.raw.size();
+        if offset >= size {
+            return Ok(None);
+        }
+        if inode.has_flag(flags::INLINE_DATA) {
+            return Ok(Some(offset..size));
+        }
+        let log = self.geo.block_size_log;
+        let mut lblk = offset >> log;
+        let last = (size - 1) >> log;
+        while lblk <= last {
+            let run = self.map_block(inode, lblk)?;
+            if run.pblk.is_some() {
+                // Merge following data runs.
+                let start = (lblk << log).max(offset);
+                let mut end_blk = run.lblk + run.len;
+                while end_blk <= last {
+                    let next = self.map_block(inode, end_blk)?;
+                    if next.pblk.is_none() {
+                        break;
+                    }
+                    end_blk += next.len;
+                }
+                return Ok(Some(start..(end_blk << log).min(size)));
+            }
+            lblk = run.lblk.saturating_add(run.len);
+        }
+        Ok(None)
+    }
+}
+
+impl FileSystem for Ext4 {
+    fn format_name(&self) -> &'static str {
+        let f = &self.geo.features;
+        if f.has_incompat(incompat::EXTENTS | incompat::FLEX_BG | incompat::BIT64)
+            || f.has_ro_compat(
+                ro_compat::METADATA_CSUM | ro_compat::HUGE_FILE | ro_compat::GDT_CSUM,
+            )
+        {
+            "ext4"
+        } else if f.has_compat(crate::format::features::compat::HAS_JOURNAL) {
+            "ext3"
+        } else {
+            "ext2"
+        }
+    }
+
+    fn root(&self) -> Ino {
+        ROOT_INO as Ino
+    }
+
+    fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Ino> {
+        let d = self.load_inode(dir)?;
+        if name == b"." {
+            if d.file_type()? != FileType::Directory {
+                return Err(Error::NotDir);
+            }
+            return Ok(dir);
+        }
+        let ino = self.dir_lookup(&d, name)? as Ino;
+        self.check_ino(ino)?;
+        Ok(ino)
+    }
+
+    fn getattr(&self, ino: Ino) -> Result<Metadata> {
+        self.metadata(&self.load_inode(ino)?)
+    }
+
+    fn readdir(
+        &self,
+        dir: Ino,
+        cookie: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        let d = self.load_inode(dir)?;
+        self.for_each_entry(&d, cookie, &mut |e| {
+            if e.name == b"." || e.name == b".." {
+                return true;
+            }
+            f(Ext4::to_dir_entry(e), e.next)
+        })
+    }
+
+    fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let inode = self.load_inode(ino)?;
+        match inode.file_type()? {
+            FileType::Directory => Err(Error::IsDir),
+            FileType::Regular | FileType::Symlink => self.read_file(&inode, offset, buf),
+            _ => Err(Error::Invalid),
+        }
+    }
+
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.read_symlink(&self.load_inode(ino)?)
+    }
+
+    fn list_xattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        let inode = self.load_inode(ino)?;
+        Ok(self
+            .read_xattrs(&inode)?
+            .iter()
+            .filter(|x| !x.is_inline_data())
+            .filter_map(|x| x.full_name())
+            .collect())
+    }
+
+    fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        let inode = self.load_inode(ino)?;
+        self.read_xattrs(&inode)?
+            .iter()
+            .filter(|x| !x.is_inline_data())
+            .find(|x| x.full_name().as_deref() == Some(name))
+            .map(|x| x.user_value())
+            .ok_or(Error::NoData)
+    }
+
+    fn next_data(&self, ino: Ino, offset: u64) -> Result<Option<Range<u64>>> {
+        self.seek_data(&self.load_inode(ino)?, offset)
+    }
+
+    fn statfs(&self) -> Result<StatFs> {
+        let is64 = self.geo.is64();
+        let free = self.sb.free_blocks_count(is64);
+        let reserved = self.sb.r_blocks_count(is64);
+        Ok(StatFs {
+            block_size: self.geo.block_size,
+            blocks: self.geo.blocks_count,
+            blocks_free: free,
+            blocks_avail: free.saturating_sub(reserved),
+            files: self.geo.inodes_count as u64,
+            files_free: self.sb.s_free_inodes_count() as u64,
+            name_max: 255,
+            magic: 0xEF53,
+        })
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        self.describe_superblock()
+    }
+}

@@ -1,0 +1,74 @@
+//! Errors every back end reports.
+
+use std::io;
+
+/// Result with the usfs [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong. `Corrupt` and `Incompatible` say which structure or feature, so a user
+/// can tell a bad image from a limitation of usfs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The image is damaged: names the structure, and the inode or block where known.
+    #[error("corrupt image: {0}")]
+    Corrupt(String),
+    /// The image uses something usfs does not support: names the feature.
+    #[error("unsupported feature: {0}")]
+    Incompatible(String),
+    /// No such file or directory.
+    #[error("no such file or directory")]
+    NotFound,
+    /// A path component is not a directory.
+    #[error("not a directory")]
+    NotDir,
+    /// A directory where a file was expected.
+    #[error("is a directory")]
+    IsDir,
+    /// Not a symbolic link, or another invalid argument.
+    #[error("invalid argument")]
+    Invalid,
+    /// No such extended attribute.
+    #[error("no such attribute")]
+    NoData,
+    /// The file system is read-only.
+    #[error("read-only file system")]
+    ReadOnly,
+    /// Too many levels of symbolic links.
+    #[error("too many levels of symbolic links")]
+    Loop,
+    /// A name longer than the format allows.
+    #[error("file name too long")]
+    NameTooLong,
+    /// The device failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl Error {
+    /// Shorthand for [`Error::Corrupt`].
+    pub fn corrupt(msg: impl Into<String>) -> Self {
+        Error::Corrupt(msg.into())
+    }
+
+    /// Shorthand for [`Error::Incompatible`].
+    pub fn incompatible(msg: impl Into<String>) -> Self {
+        Error::Incompatible(msg.into())
+    }
+
+    /// The errno a POSIX caller sees for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Corrupt(_) => libc::EUCLEAN,
+            Error::Incompatible(_) => libc::EOPNOTSUPP,
+            Error::NotFound => libc::ENOENT,
+            Error::NotDir => libc::ENOTDIR,
+            Error::IsDir => libc::EISDIR,
+            Error::Invalid => libc::EINVAL,
+            Error::NoData => libc::ENODATA,
+            Error::ReadOnly => libc::EROFS,
+            Error::Loop => libc::ELOOP,
+            Error::NameTooLong => libc::ENAMETOOLONG,
+            Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}

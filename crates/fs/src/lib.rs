@@ -1,0 +1,67 @@
+//! The backend-neutral file-system interface of usfs.
+//!
+//! Every back end (ext4, EROFS, later PLFS) implements [`FileSystem`]; the CLI, the
+//! LD_PRELOAD library and the FUSE server only ever talk to this trait, so each concept
+//! (lookup, read, readdir, xattrs) has one code path above the back ends.
+
+mod error;
+pub mod layout;
+pub mod path;
+mod types;
+
+pub use error::{Error, Result};
+pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
+
+/// Read access to a mounted image. All methods take `&self` and may be called from many
+/// threads at once.
+///
+/// Inodes are named by [`Ino`] numbers that stay valid for the life of the value. Names are
+/// raw bytes (any byte but `/` and NUL), never assumed to be UTF-8.
+pub trait FileSystem: Send + Sync {
+    /// Short name of the on-disk format ("ext4", "ext3", "ext2", "erofs").
+    fn format_name(&self) -> &'static str;
+
+    /// The root directory.
+    fn root(&self) -> Ino;
+
+    /// Finds `name` in directory `dir`. `.` and `..` are resolved too.
+    fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Ino>;
+
+    /// Attributes of an inode.
+    fn getattr(&self, ino: Ino) -> Result<Metadata>;
+
+    /// Lists directory `dir` from position `cookie` (0 = start), without `.` and `..`.
+    /// `f` receives each entry and the cookie of the position after it (pass that cookie
+    /// back to resume there); it returns `false` to stop early.
+    fn readdir(
+        &self,
+        dir: Ino,
+        cookie: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()>;
+
+    /// Reads file data at byte `offset` into `buf`; returns the bytes read (0 at or past the
+    /// end of the file). Holes and unwritten ranges read as zeros.
+    fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize>;
+
+    /// The target of a symbolic link.
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>>;
+
+    /// Names of the extended attributes of an inode, with their namespace prefix
+    /// (`user.`, `trusted.`, `security.`, `system.`).
+    fn list_xattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>>;
+
+    /// The value of one extended attribute ([`Error::NoData`] if absent).
+    fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>>;
+
+    /// The first range of stored data at or after `offset` (SEEK_DATA), as
+    /// `start..end` in file bytes, or `None` if only a hole remains. Unwritten extents
+    /// count as holes. Back ends without holes return `offset..size`.
+    fn next_data(&self, ino: Ino, offset: u64) -> Result<Option<std::ops::Range<u64>>>;
+
+    /// Space and inode totals.
+    fn statfs(&self) -> Result<StatFs>;
+
+    /// A human summary of the superblock (like `dumpe2fs -h`), as ordered key/value pairs.
+    fn describe(&self) -> Vec<(String, String)>;
+}

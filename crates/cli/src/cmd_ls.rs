@@ -32,6 +32,8 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let mut stack: Vec<(Vec<u8>, Ino)> = vec![(path.as_bytes().to_vec(), ino)];
+    // A corrupt image can link a directory into its own subtree: list each once.
+    let mut seen = std::collections::HashSet::from([ino]);
     let mut first = true;
     let mut failed = false;
     while let Some((dpath, dino)) = stack.pop() {
@@ -76,7 +78,21 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
                     continue;
                 }
             }
-            if opts.recursive && e.file_type == Some(FileType::Directory) {
+            let is_dir = match e.file_type {
+                Some(t) => t == FileType::Directory,
+                None => fs.getattr(e.ino).is_ok_and(|m| m.is_dir()),
+            };
+            if opts.recursive && is_dir {
+                if !seen.insert(e.ino) {
+                    eprintln!(
+                        "usfs: {}:{}: directory loop (inode {} already listed)",
+                        image_path.display(),
+                        show_name(&e.name),
+                        e.ino
+                    );
+                    failed = true;
+                    continue;
+                }
                 let mut p = dpath.clone();
                 if !p.ends_with(b"/") {
                     p.push(b'/');

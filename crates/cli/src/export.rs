@@ -184,6 +184,8 @@ fn walk(ctx: &Ctx, dest: &Path, progress: &mut Progress) -> CliResult<Walked> {
     let mut inodes = Vec::new();
     let mut links = Vec::new();
     let mut first_path: std::collections::HashMap<Ino, usize> = Default::default();
+    // A corrupt image can link a directory twice (or into its own subtree).
+    let mut seen_dirs = std::collections::HashSet::from([root]);
     let mut i = 0;
     while i < dirs.len() {
         let (dir_ino, dir_path) = (dirs[i].ino, dirs[i].path.clone());
@@ -206,6 +208,13 @@ fn walk(ctx: &Ctx, dest: &Path, progress: &mut Progress) -> CliResult<Walked> {
                 }
             };
             if meta.file_type == FileType::Directory {
+                if !seen_dirs.insert(e.ino) {
+                    ctx.problem(
+                        &path,
+                        format!("directory inode {} appears twice (directory loop)", e.ino),
+                    );
+                    continue;
+                }
                 if let Err(err) = std::fs::create_dir(&path) {
                     ctx.problem(&path, err);
                     continue;

@@ -1,16 +1,19 @@
 //! Devices: where file-system images live.
 //!
-//! A [`Device`] is a byte-addressed store with positional reads and writes. Two back ends:
+//! A [`Device`] is a byte-addressed store with positional reads and writes. Three back ends:
 //! [`FileDevice`] (pread/pwrite on an image file or block device) and [`MmapDevice`]
-//! (a shared memory mapping of the image, so readers can copy straight out of it).
+//! (a shared memory mapping of the image, so readers can copy straight out of it) and
+//! [`MemDevice`] (a byte vector, for tests and fuzzing).
 //! Every device counts the bytes and requests it serves ([`IoStats`]), which is how usfs
 //! measures I/O amplification.
 
 mod file;
+mod mem;
 mod mmap;
 mod stats;
 
 pub use file::FileDevice;
+pub use mem::MemDevice;
 pub use mmap::MmapDevice;
 pub use stats::{IoSnapshot, IoStats};
 

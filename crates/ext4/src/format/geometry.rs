@@ -100,7 +100,7 @@ impl Geometry {
             )));
         }
         let desc_size = if is64 { sb.s_desc_size() as u32 } else { 32 };
-        if is64 && (desc_size < 64 || desc_size > 1024 || !desc_size.is_power_of_two()) {
+        if is64 && (!(64..=1024).contains(&desc_size) || !desc_size.is_power_of_two()) {
             return Err(Error::corrupt(format!(
                 "superblock: descriptor size {desc_size}"
             )));
@@ -198,7 +198,7 @@ impl Geometry {
 }
 
 fn is_power_of(mut n: u32, base: u32) -> bool {
-    while n % base == 0 {
+    while n.is_multiple_of(base) {
         n /= base;
     }
     n == 1

@@ -60,7 +60,7 @@ impl Ext4 {
                 let blk = p + k;
                 self.read_block_into(blk, &mut buf, &format!("directory {}", dir.ino))?;
                 let base = (lblk + k) * bs;
-                let start = if from > base { from - base } else { 0 };
+                let start = from.saturating_sub(base);
                 if !self.walk_block(dir, &buf, base, start, lblk + k, f)? {
                     return Ok(());
                 }
@@ -158,7 +158,7 @@ impl Ext4 {
             } else {
                 h.name_len() as usize | (h.file_type() as usize) << 8
             };
-            if rec_len < DIRENT_HEADER || rec_len % 4 != 0 || off + rec_len > area.len() {
+            if rec_len < DIRENT_HEADER || !rec_len.is_multiple_of(4) || off + rec_len > area.len() {
                 return bad(&format!("rec_len {rec_len} invalid"));
             }
             if DIRENT_HEADER + name_len > rec_len {

@@ -83,7 +83,7 @@ impl Ext4 {
         let isz = self.geo.inode_size as usize;
         if isz > 128 {
             let extra = raw.i_extra_isize() as usize;
-            if 128 + extra > isz || extra % 4 != 0 {
+            if 128 + extra > isz || !extra.is_multiple_of(4) {
                 return Err(Error::corrupt(format!(
                     "inode {ino}: i_extra_isize {extra} invalid"
                 )));
@@ -103,6 +103,14 @@ impl Ext4 {
             )));
         }
         inode.file_type()?;
+        // Logical block numbers are 32 bits: no file extends past 2^32 blocks.
+        let max_size = (1u64 << 32) << self.geo.block_size_log;
+        if inode.raw.size() > max_size {
+            return Err(Error::corrupt(format!(
+                "inode {ino}: size {} exceeds the largest possible file ({max_size})",
+                inode.raw.size()
+            )));
+        }
         if inode.has_flag(flags::ENCRYPT) {
             return Err(Error::incompatible(format!(
                 "encrypt (inode {ino} is encrypted)"

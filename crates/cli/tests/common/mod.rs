@@ -1,0 +1,163 @@
+//! Shared test support: scratch directories, running tools, kernel mounts that clean up.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The usfs binary under test.
+pub fn usfs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_usfs"))
+}
+
+/// True when running as root; otherwise prints a visible SKIP line.
+pub fn need_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    eprintln!("SKIP {test}: needs root (loop mounts, mknod, chown)");
+    false
+}
+
+/// True if `tool` is on PATH; otherwise prints a visible SKIP line.
+pub fn need_tool(test: &str, tool: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIP {test}: {tool} not installed");
+    }
+    ok
+}
+
+/// A scratch directory removed on drop (unmount anything inside it first).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let base = std::env::var_os("USFS_TEST_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let p = base.join(format!("usfs-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs a command, panicking with its output if it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{cmd:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// Runs a shell snippet, panicking on failure.
+pub fn sh(script: &str) -> Output {
+    run_ok(Command::new("sh").arg("-c").arg(script))
+}
+
+/// Runs a command with a time limit; returns (exit code or None if killed, stdout, stderr).
+pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let start = Instant::now();
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (out.status.code(), out.stdout, out.stderr);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            return (None, out.stdout, out.stderr);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A loop mount of an image, unmounted (and its loop device freed) on drop, also when
+/// the test fails.
+pub struct Mount {
+    pub dir: PathBuf,
+}
+
+impl Mount {
+    /// `mount -t TYPE -o loop,OPTS IMAGE DIR`.
+    pub fn new(image: &Path, dir: &Path, fstype: &str, opts: &str) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let o = if opts.is_empty() {
+            "loop".to_string()
+        } else {
+            format!("loop,{opts}")
+        };
+        run_ok(
+            Command::new("mount")
+                .args(["-t", fstype, "-o", &o])
+                .arg(image)
+                .arg(dir),
+        );
+        Mount {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let ok = Command::new("umount")
+                .arg(&self.dir)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Makes an ext2/3/4 image of `size` with mke2fs and extra arguments, optionally
+/// populated from `src` with `-d`.
+pub fn mke2fs(image: &Path, size: &str, args: &[&str], src: Option<&Path>) {
+    let mut c = Command::new("mke2fs");
+    c.args(["-q", "-F"]).args(args);
+    if let Some(s) = src {
+        c.arg("-d").arg(s);
+    }
+    c.arg(image)
+        .arg(size)
+        .env("MKE2FS_CONFIG", "/etc/mke2fs.conf");
+    run_ok(&mut c);
+}

@@ -9,7 +9,7 @@ cargo build --release -q --workspace
 work=$(mktemp -d /tmp/usfs-example.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 bin=target/release
-$bin/usfs-gentree --seed 1 --profile small "$work/src" >/dev/null
+$bin/usfs-gentree --seed 1 --profile small --times-32bit --no-hardlinked-symlinks "$work/src" >/dev/null
 mke2fs -q -F -t ext4 -d "$work/src" "$work/example.img" 256M
 echo "== usfs info"; $bin/usfs info "$work/example.img" | head -12
 echo "== usfs ls -l /"; $bin/usfs ls -l "$work/example.img" /

@@ -12,7 +12,7 @@ use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -257,7 +257,13 @@ fn inodes_path(inodes: &[Item], k: usize) -> PathBuf {
 /// Creates one non-directory inode and sets its attributes.
 fn restore_inode(ctx: &Ctx, item: &Item, buf: &mut [u8]) {
     let r = match item.meta.file_type {
-        FileType::Regular => copy_file(ctx, item, buf),
+        FileType::Regular => match copy_file(ctx, item, buf) {
+            Ok(f) => {
+                set_attributes_on(ctx, item, Target::Fd(&f));
+                return;
+            }
+            Err(e) => Err(e),
+        },
         FileType::Symlink => ctx
             .fs
             .readlink(item.ino)
@@ -274,8 +280,8 @@ fn restore_inode(ctx: &Ctx, item: &Item, buf: &mut [u8]) {
     }
 }
 
-/// Copies file data range by range, leaving holes as holes.
-fn copy_file(ctx: &Ctx, item: &Item, buf: &mut [u8]) -> Result<(), String> {
+/// Copies file data range by range, leaving holes as holes; returns the open file.
+fn copy_file(ctx: &Ctx, item: &Item, buf: &mut [u8]) -> Result<File, String> {
     let f: File = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -284,6 +290,7 @@ fn copy_file(ctx: &Ctx, item: &Item, buf: &mut [u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let size = item.meta.size;
     let mut off = 0;
+    let mut written_to = 0;
     while off < size {
         let Some(range) = ctx.fs.next_data(item.ino, off).map_err(|e| e.to_string())? else {
             break;
@@ -301,10 +308,15 @@ fn copy_file(ctx: &Ctx, item: &Item, buf: &mut [u8]) -> Result<(), String> {
             f.write_all_at(&buf[..n], pos).map_err(|e| e.to_string())?;
             ctx.bytes_done.fetch_add(n as u64, Ordering::Relaxed);
             pos += n as u64;
+            written_to = pos;
         }
         off = range.end.max(off + 1);
     }
-    f.set_len(size).map_err(|e| e.to_string())
+    if written_to != size {
+        // A trailing hole (or an empty file that is not empty on disk).
+        f.set_len(size).map_err(|e| e.to_string())?;
+    }
+    Ok(f)
 }
 
 fn cpath(p: &Path) -> io::Result<CString> {
@@ -322,12 +334,31 @@ fn make_node(path: &Path, m: &Metadata) -> io::Result<()> {
     Ok(())
 }
 
+/// Where attributes are applied: an open descriptor (regular files: no path lookups) or
+/// a path (directories, symlinks, nodes; never following a final symlink).
+enum Target<'a> {
+    Fd(&'a File),
+    Path(&'a CString),
+}
+
 /// Restores xattrs, owner, permissions and times of an item that exists on the host.
 fn set_attributes(ctx: &Ctx, item: &Item) {
+    match cpath(&item.path) {
+        Ok(c) => set_attributes_on(ctx, item, Target::Path(&c)),
+        Err(_) => ctx.problem(&item.path, "path contains NUL"),
+    }
+}
+
+fn check(r: libc::c_int) -> Result<(), String> {
+    if r != 0 {
+        return Err(io::Error::last_os_error().to_string());
+    }
+    Ok(())
+}
+
+fn set_attributes_on(ctx: &Ctx, item: &Item, t: Target) {
+    use std::os::fd::AsRawFd;
     let m = &item.meta;
-    let Ok(c) = cpath(&item.path) else {
-        return ctx.problem(&item.path, "path contains NUL");
-    };
     if ctx.xattrs {
         match ctx.fs.list_xattrs(item.ino) {
             Ok(names) => {
@@ -339,20 +370,18 @@ fn set_attributes(ctx: &Ctx, item: &Item) {
                         .and_then(|v| {
                             let n = CString::new(name.clone())
                                 .map_err(|_| "name contains NUL".to_string())?;
-                            // SAFETY: valid C strings and a buffer of v.len() bytes.
-                            let r = unsafe {
-                                libc::lsetxattr(
-                                    c.as_ptr(),
-                                    n.as_ptr(),
-                                    v.as_ptr().cast(),
-                                    v.len(),
-                                    0,
-                                )
-                            };
-                            if r != 0 {
-                                return Err(io::Error::last_os_error().to_string());
-                            }
-                            Ok(())
+                            let (val, len) = (v.as_ptr().cast(), v.len());
+                            // SAFETY: valid C strings, an open descriptor, a buffer of len bytes.
+                            check(unsafe {
+                                match t {
+                                    Target::Fd(f) => {
+                                        libc::fsetxattr(f.as_raw_fd(), n.as_ptr(), val, len, 0)
+                                    }
+                                    Target::Path(c) => {
+                                        libc::lsetxattr(c.as_ptr(), n.as_ptr(), val, len, 0)
+                                    }
+                                }
+                            })
                         });
                     if let Err(e) = r {
                         ctx.problem(
@@ -366,14 +395,28 @@ fn set_attributes(ctx: &Ctx, item: &Item) {
         }
     }
     if ctx.owners {
-        if let Err(e) = std::os::unix::fs::lchown(&item.path, Some(m.uid), Some(m.gid)) {
+        // SAFETY: valid C string / open descriptor.
+        let r = check(unsafe {
+            match t {
+                Target::Fd(f) => libc::fchown(f.as_raw_fd(), m.uid, m.gid),
+                Target::Path(c) => libc::lchown(c.as_ptr(), m.uid, m.gid),
+            }
+        });
+        if let Err(e) = r {
             ctx.problem(&item.path, format!("chown: {e}"));
         }
     }
     if m.file_type != FileType::Symlink {
-        if let Err(e) =
-            std::fs::set_permissions(&item.path, std::fs::Permissions::from_mode(m.perm))
-        {
+        // After chown, which clears setuid/setgid.
+        let mode = m.perm as libc::mode_t;
+        // SAFETY: valid C string / open descriptor.
+        let r = check(unsafe {
+            match t {
+                Target::Fd(f) => libc::fchmod(f.as_raw_fd(), mode),
+                Target::Path(c) => libc::chmod(c.as_ptr(), mode),
+            }
+        });
+        if let Err(e) = r {
             ctx.problem(&item.path, format!("chmod: {e}"));
         }
     }
@@ -382,19 +425,19 @@ fn set_attributes(ctx: &Ctx, item: &Item) {
         tv_nsec: t.nsec as _,
     };
     let times = [ts(m.atime), ts(m.mtime)];
-    // SAFETY: valid C string and a two-element timespec array.
-    let r = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if r != 0 {
-        ctx.problem(
-            &item.path,
-            format!("utimensat: {}", io::Error::last_os_error()),
-        );
+    // SAFETY: valid C string / open descriptor, and a two-element timespec array.
+    let r = check(unsafe {
+        match t {
+            Target::Fd(f) => libc::futimens(f.as_raw_fd(), times.as_ptr()),
+            Target::Path(c) => libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            ),
+        }
+    });
+    if let Err(e) = r {
+        ctx.problem(&item.path, format!("utimensat: {e}"));
     }
 }

@@ -62,6 +62,15 @@ fn run_case(case: &Case, how: Populate, profile: Profile, seed: u64) {
     let bs = case.block_size();
     opts.max_symlink_len = opts.max_symlink_len.min(bs - 1);
     opts.max_xattr_size = opts.max_xattr_size.min(bs / 4);
+    if bs < 4096 {
+        opts.max_xattrs_per_file = 16;
+    }
+    // mke2fs -d stores only the low 32 bits of seconds (the kernel agrees with usfs on
+    // what such an image holds; the source then differs).
+    // 128-byte inodes have no room for times past 2038 either. mke2fs -d also does not
+    // keep a second hard link to a symlink.
+    opts.times_32bit = how == Populate::Mke2fs || !case.ns_times;
+    opts.hardlinked_symlinks = how == Populate::Kernel;
     let report = generate(&src, &opts).expect("generate tree");
     eprintln!("{test}: {report}");
     let img = s.path("image");
@@ -108,11 +117,20 @@ fn run_case(case: &Case, how: Populate, profile: Profile, seed: u64) {
     if how == Populate::Mke2fs || !case.ns_times {
         vs_src.time_granularity = TimeGranularity::Second;
     }
-    match compare(&src, &out, &vs_src) {
-        Ok(st) => eprintln!("{test}: vs source: {st}"),
-        Err(d) => panic!("{test}: export differs from the source tree: {d}"),
+    if how == Populate::Mke2fs && case.args.contains(&"inline_data") {
+        // mke2fs 1.47.0 -d with inline_data cuts every file whose tail is a hole at its
+        // last data block (debugfs: a 4 MiB file with one 4 KiB data block is stored with
+        // i_size 4096), so the image does not hold the source; the exact comparison with
+        // the kernel's view above is the check for this image.
+        eprintln!(
+            "{test}: source comparison skipped: mke2fs -d with inline_data drops trailing holes"
+        );
+    } else {
+        match compare(&src, &out, &vs_src) {
+            Ok(st) => eprintln!("{test}: vs source: {st}"),
+            Err(d) => panic!("{test}: export differs from the source tree: {d}"),
+        }
     }
-
     check_fsck_clean(&img, &test);
 }
 

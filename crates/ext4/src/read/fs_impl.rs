@@ -52,22 +52,27 @@ impl Ext4 {
         Ok(n)
     }
 
-    fn read_inline(&self, inode: &LoadedInode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// The bytes an inline-data inode stores: i_block, then the `system.data` value.
+    fn inline_bytes(&self, inode: &LoadedInode) -> Result<Vec<u8>> {
         let mut data = inode.raw.i_block().to_vec();
-        let size = inode.raw.size() as usize;
-        if size > I_BLOCK_SIZE {
+        if inode.raw.size() > I_BLOCK_SIZE as u64 {
             data.extend_from_slice(&self.inline_xattr_data(inode)?);
         }
-        if data.len() < size {
-            return Err(Error::corrupt(format!(
-                "inode {}: inline data holds {} of {size} bytes",
-                inode.ino,
-                data.len()
-            )));
+        Ok(data)
+    }
+
+    /// Reads inline data; bytes past what the inode stores read as zeros (mke2fs -d makes
+    /// such inodes for all-zero files, and the kernel reads them this way).
+    fn read_inline(&self, inode: &LoadedInode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let data = self.inline_bytes(inode)?;
+        let stored = (data.len() as u64).min(inode.raw.size());
+        let n = buf.len();
+        let have = stored.saturating_sub(offset).min(n as u64) as usize;
+        if have > 0 {
+            let off = offset as usize;
+            buf[..have].copy_from_slice(&data[off..off + have]);
         }
-        let off = offset as usize;
-        let n = buf.len().min(size - off);
-        buf[..n].copy_from_slice(&data[off..off + n]);
+        buf[have..].fill(0);
         Ok(n)
     }
 
@@ -143,7 +148,8 @@ impl Ext4 {
             return Ok(None);
         }
         if inode.has_flag(flags::INLINE_DATA) {
-            return Ok(Some(offset..size));
+            let stored = (self.inline_bytes(inode)?.len() as u64).min(size);
+            return Ok((offset < stored).then_some(offset..stored));
         }
         let log = self.geo.block_size_log;
         let mut lblk = offset >> log;

@@ -59,8 +59,21 @@ pub trait FileSystem: Send + Sync {
     /// count as holes. Back ends without holes return `offset..size`.
     fn next_data(&self, ino: Ino, offset: u64) -> Result<Option<std::ops::Range<u64>>>;
 
+    /// The stored bytes of file `ino` from `offset` on, straight from the image, when the
+    /// image is memory-mapped and the data is stored uncompressed and contiguously there:
+    /// the longest such run, at most `max` bytes. `None` when the bytes must be read with
+    /// [`read_at`](Self::read_at) (holes, inline or compressed data, unmapped images).
+    /// This is the zero-copy data path (SplitFS's reads by memcpy from a mapping).
+    fn mapped_data(&self, _ino: Ino, _offset: u64, _max: usize) -> Result<Option<&[u8]>> {
+        Ok(None)
+    }
+
     /// Space and inode totals.
     fn statfs(&self) -> Result<StatFs>;
+
+    /// The I/O counters of the device under this file system (bytes and requests read
+    /// from the image: I/O amplification is measured with these).
+    fn io_stats(&self) -> usfs_dev::IoSnapshot;
 
     /// A human summary of the superblock (like `dumpe2fs -h`), as ordered key/value pairs.
     fn describe(&self) -> Vec<(String, String)>;

@@ -264,6 +264,39 @@ impl FileSystem for Ext4 {
         self.seek_data(&self.load_inode(ino)?, offset)
     }
 
+    fn mapped_data(&self, ino: Ino, offset: u64, max: usize) -> Result<Option<&[u8]>> {
+        let Some(image) = self.dev.as_slice() else {
+            return Ok(None);
+        };
+        let inode = self.load_inode(ino)?;
+        let size = inode.raw.size();
+        if offset >= size || max == 0 || inode.has_flag(flags::INLINE_DATA) {
+            return Ok(None);
+        }
+        if inode.file_type()? != FileType::Regular {
+            return Err(Error::Invalid);
+        }
+        let log = self.geo.block_size_log;
+        let run = self.map_block(&inode, offset >> log)?;
+        let Some(p) = run.pblk else { return Ok(None) };
+        let phys = ((p + ((offset >> log) - run.lblk)) << log) + (offset & ((1 << log) - 1));
+        let run_end = (run.lblk + run.len).saturating_mul(1 << log).min(size);
+        let len = (run_end - offset).min(max as u64);
+        let end = phys
+            .checked_add(len)
+            .filter(|&e| e <= image.len() as u64 && e.div_ceil(1 << log) <= self.geo.blocks_count);
+        match end {
+            Some(end) => {
+                // Count the bytes handed out, so I/O figures stay honest.
+                self.dev.stats().record_read(len as usize);
+                Ok(Some(&image[phys as usize..end as usize]))
+            }
+            None => Err(Error::corrupt(format!(
+                "inode {ino}: data block beyond the end of the file system"
+            ))),
+        }
+    }
+
     fn statfs(&self) -> Result<StatFs> {
         let is64 = self.geo.is64();
         let free = self.sb.free_blocks_count(is64);
@@ -278,6 +311,10 @@ impl FileSystem for Ext4 {
             name_max: 255,
             magic: 0xEF53,
         })
+    }
+
+    fn io_stats(&self) -> usfs_dev::IoSnapshot {
+        self.dev.stats().snapshot()
     }
 
     fn describe(&self) -> Vec<(String, String)> {

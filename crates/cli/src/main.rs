@@ -1,6 +1,7 @@
 //! `usfs`: build, check and read ext4 and EROFS images in user space.
 
 mod cmd_cat;
+mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
 mod cmd_stat;
@@ -73,10 +74,24 @@ enum Cmd {
     },
     /// Extract the whole tree of an image into a directory.
     Export(export::ExportArgs),
+    /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
+    /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
+    Fsck(cmd_fsck::FsckArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            if !e.use_stderr() {
+                return ExitCode::SUCCESS; // --help, --version
+            }
+            // Usage errors: e2fsck's code for fsck, the usual 2 elsewhere.
+            let fsck = std::env::args().nth(1).as_deref() == Some("fsck");
+            return ExitCode::from(if fsck { cmd_fsck::EXIT_USAGE } else { 2 });
+        }
+    };
     let result = match cli.cmd {
         Cmd::Info { image, json } => cmd_info::run(&image, json),
         Cmd::Ls {
@@ -104,6 +119,7 @@ fn main() -> ExitCode {
             path,
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
+        Cmd::Fsck(args) => cmd_fsck::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -134,18 +134,35 @@ fn run_case(case: &Case, how: Populate, profile: Profile, seed: u64) {
     check_fsck_clean(&img, &test);
 }
 
-/// The images the tests make must be clean, or the comparison proves little.
+/// The images the tests make must be clean, or the comparison proves little; and
+/// `usfs fsck -n` must agree with `e2fsck -fn`: exit 0 and the same summary line.
 fn check_fsck_clean(img: &Path, test: &str) {
     let o = Command::new("e2fsck")
         .args(["-fn"])
         .arg(img)
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{test}: e2fsck -fn not clean:\n{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    let e2 = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{test}: e2fsck -fn not clean:\n{e2}");
+    for j in ["1", "2"] {
+        let u = Command::new(usfs())
+            .args(["fsck", "-n", "-j", j])
+            .arg(img)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&u.stdout).into_owned();
+        assert_eq!(
+            u.status.code(),
+            Some(0),
+            "{test}: usfs fsck -n -j{j} not clean:\n{out}"
+        );
+        let last = |s: &str| s.lines().last().unwrap_or("").to_string();
+        assert_eq!(
+            last(&out),
+            last(&e2),
+            "{test}: summary lines differ (-j{j})"
+        );
+    }
 }
 
 macro_rules! cases {

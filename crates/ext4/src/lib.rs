@@ -4,7 +4,7 @@
 pub mod format;
 mod read;
 
-pub use read::Ext4;
+pub use read::{Ext4, OpenIssue};
 
 /// Does `dev` hold an ext2/3/4 superblock (magic 0xEF53 at byte 1080)?
 pub fn probe(dev: &dyn usfs_dev::Device) -> bool {

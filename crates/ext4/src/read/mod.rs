@@ -30,6 +30,20 @@ impl Ext4 {
     /// Opens the file system on `dev`: reads and checks the superblock and every group
     /// descriptor. Unsupported features give [`Error::Incompatible`] naming them.
     pub fn open(dev: Box<dyn Device>) -> Result<Ext4> {
+        let (fs, issues) = Ext4::open_inner(dev, true)?;
+        debug_assert!(issues.is_empty());
+        Ok(fs)
+    }
+
+    /// Opens for checking: checksum and location problems of the superblock and the group
+    /// descriptors are returned instead of failing (the checker reports them). Only a
+    /// superblock whose geometry makes no sense at all is an error.
+    pub fn open_for_check(dev: Box<dyn Device>) -> Result<(Ext4, Vec<OpenIssue>)> {
+        Ext4::open_inner(dev, false)
+    }
+
+    fn open_inner(dev: Box<dyn Device>, strict: bool) -> Result<(Ext4, Vec<OpenIssue>)> {
+        let mut issues = Vec::new();
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -60,10 +74,16 @@ impl Ext4 {
             }
             let want = sb.compute_checksum();
             if sb.s_checksum() != want {
-                return Err(Error::corrupt(format!(
-                    "superblock checksum {:#010x} does not match contents ({want:#010x})",
-                    sb.s_checksum()
-                )));
+                if strict {
+                    return Err(Error::corrupt(format!(
+                        "superblock checksum {:#010x} does not match contents ({want:#010x})",
+                        sb.s_checksum()
+                    )));
+                }
+                issues.push(OpenIssue::SuperblockChecksum {
+                    stored: sb.s_checksum(),
+                    computed: want,
+                });
             }
         }
         check_features(&f)?;
@@ -82,8 +102,8 @@ impl Ext4 {
             groups: Vec::new(),
             csum_seed,
         };
-        fs.groups = fs.load_groups()?;
-        Ok(fs)
+        fs.groups = fs.load_groups(strict, &mut issues)?;
+        Ok((fs, issues))
     }
 
     /// The superblock as read.
@@ -135,7 +155,11 @@ impl Ext4 {
         Ok(buf)
     }
 
-    fn load_groups(&self) -> Result<Vec<GroupDesc<[u8; 64]>>> {
+    fn load_groups(
+        &self,
+        strict: bool,
+        issues: &mut Vec<OpenIssue>,
+    ) -> Result<Vec<GroupDesc<[u8; 64]>>> {
         let g = &self.geo;
         let ds = g.desc_size as usize;
         let gdt_csum = g.features.has_ro_compat(ro_compat::GDT_CSUM);
@@ -151,10 +175,17 @@ impl Ext4 {
             if self.csum_seed.is_some() || gdt_csum {
                 let want = desc.compute_checksum(grp, ds, self.csum_seed, self.sb.s_uuid());
                 if desc.bg_checksum() != want {
-                    return Err(Error::corrupt(format!(
-                        "group {grp} descriptor checksum {:#06x} does not match contents ({want:#06x})",
-                        desc.bg_checksum()
-                    )));
+                    if strict {
+                        return Err(Error::corrupt(format!(
+                            "group {grp} descriptor checksum {:#06x} does not match contents ({want:#06x})",
+                            desc.bg_checksum()
+                        )));
+                    }
+                    issues.push(OpenIssue::DescriptorChecksum {
+                        group: grp,
+                        stored: desc.bg_checksum(),
+                        computed: want,
+                    });
                 }
             }
             let itable_blocks =
@@ -164,16 +195,53 @@ impl Ext4 {
                 ("inode bitmap", desc.inode_bitmap(), 1),
                 ("inode table", desc.inode_table(), itable_blocks),
             ] {
-                if b < g.first_data_block + 1 || b + len > g.blocks_count {
-                    return Err(Error::corrupt(format!(
-                        "group {grp}: {what} at block {b} lies outside the file system"
-                    )));
+                if b < g.first_data_block + 1 || b.saturating_add(len) > g.blocks_count {
+                    if strict {
+                        return Err(Error::corrupt(format!(
+                            "group {grp}: {what} at block {b} lies outside the file system"
+                        )));
+                    }
+                    issues.push(OpenIssue::MetadataOutside {
+                        group: grp,
+                        what,
+                        block: b,
+                    });
                 }
             }
             out.push(desc);
         }
         Ok(out)
     }
+}
+
+/// A problem found while opening for a check ([`Ext4::open_for_check`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenIssue {
+    /// The superblock checksum does not match.
+    SuperblockChecksum {
+        /// Stored value.
+        stored: u32,
+        /// Value of the contents.
+        computed: u32,
+    },
+    /// A group descriptor checksum does not match.
+    DescriptorChecksum {
+        /// The group.
+        group: u32,
+        /// Stored value.
+        stored: u16,
+        /// Value of the contents.
+        computed: u16,
+    },
+    /// A bitmap or inode table lies outside the file system.
+    MetadataOutside {
+        /// The group.
+        group: u32,
+        /// "block bitmap", "inode bitmap" or "inode table".
+        what: &'static str,
+        /// Where the descriptor says it is.
+        block: u64,
+    },
 }
 
 /// Refuses feature sets the reader cannot serve correctly.

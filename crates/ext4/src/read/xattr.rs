@@ -165,3 +165,12 @@ impl Ext4 {
             .unwrap_or_default())
     }
 }
+
+impl Ext4 {
+    /// The `system.data` value of inode `ino` (the inline data past i_block), for the
+    /// checker. Fails like any inode load on a damaged inode.
+    pub fn inline_data_extra(&self, ino: u32) -> Result<Vec<u8>> {
+        let inode = self.load_inode(ino as u64)?;
+        self.inline_xattr_data(&inode)
+    }
+}

@@ -1,0 +1,208 @@
+//! `usfs fsck`: check an ext4 image like `e2fsck -fn`, in parallel (check mode only).
+
+use crate::image::CliResult;
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use usfs_fsck::problem::{Pass, Severity};
+
+/// e2fsck's exit codes.
+pub const EXIT_CLEAN: u8 = 0;
+/// Errors left uncorrected.
+pub const EXIT_UNCORRECTED: u8 = 4;
+/// Operational error.
+pub const EXIT_OPERATIONAL: u8 = 8;
+/// Usage error.
+pub const EXIT_USAGE: u8 = 16;
+
+/// Options of `usfs fsck` (named as e2fsck's).
+#[derive(clap::Args)]
+pub struct FsckArgs {
+    /// Open read-only and answer "no" to every question (the only mode so far).
+    #[arg(short = 'n')]
+    no: bool,
+    /// Force checking even if the file system seems clean (always done).
+    #[arg(short = 'f')]
+    force: bool,
+    /// Repair automatically (not implemented yet: refused).
+    #[arg(short = 'y', conflicts_with = "no")]
+    yes: bool,
+    /// Repair safe problems automatically (not implemented yet: refused).
+    #[arg(short = 'p', conflicts_with = "no")]
+    preen: bool,
+    /// Worker threads (default: CPU count).
+    #[arg(short = 'j', long = "threads")]
+    threads: Option<usize>,
+    /// Show a progress bar on standard error (the argument, a file descriptor, is
+    /// accepted for e2fsck compatibility and ignored).
+    #[arg(short = 'C', num_args = 0..=1, default_missing_value = "0")]
+    progress: Option<i32>,
+    /// Print problems and the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print per-stage times and thread allocation over time to standard error.
+    #[arg(long)]
+    trace: bool,
+    /// Resource-aware: workers at SCHED_IDLE, core budget from idle CPUs (/proc/stat).
+    #[arg(long)]
+    nice: bool,
+    /// The image.
+    image: PathBuf,
+}
+
+pub fn run(a: &FsckArgs) -> CliResult {
+    if a.yes || a.preen {
+        eprintln!("usfs fsck: repair (-y/-p) is not implemented yet; use -n to check");
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    let _ = (a.no, a.force);
+    let path_name = a.image.display().to_string();
+    let dev = match usfs_dev::FileDevice::open(&a.image, false) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("usfs fsck: {path_name}: {e}");
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    };
+    let mut opts = usfs_fsck::Options::default();
+    if let Some(j) = a.threads {
+        opts.threads = j.max(1);
+    }
+    opts.nice = a.nice;
+    if a.progress.is_some() {
+        eprintln!("{path_name}: checking with {} threads", opts.threads);
+    }
+    let report = match usfs_fsck::check(Box::new(dev), &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("usfs fsck: {path_name}: {e}");
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"image": path_name, "error": e.to_string(), "exit": EXIT_OPERATIONAL})
+                );
+            }
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    };
+    let code = if report.has_errors() {
+        EXIT_UNCORRECTED
+    } else {
+        EXIT_CLEAN
+    };
+    // e2fsck names the file system by its label when it has one.
+    let name = display_name(&report.label, &path_name);
+    if a.json {
+        let problems: Vec<_> = report
+            .problems
+            .iter()
+            .map(|p| {
+                let d = p.code.def();
+                json!({
+                    "code": format!("{:#08x}", d.code),
+                    "name": d.name,
+                    "pass": d.pass.label(),
+                    "severity": if d.severity == Severity::Error { "error" } else { "info" },
+                    "ino": p.ino,
+                    "block": p.block,
+                    "group": p.group,
+                    "message": p.message(),
+                })
+            })
+            .collect();
+        let s = report.summary;
+        let v = json!({
+            "image": name,
+            "clean": !report.has_errors(),
+            "exit": code,
+            "problems": problems,
+            "summary": {
+                "line": s.line(&name),
+                "inodes_used": s.inodes_used, "inodes": s.inodes,
+                "blocks_used": s.blocks_used, "blocks": s.blocks,
+                "fragmented_tenths_percent": s.fragmented_tenths,
+            },
+        });
+        println!("{v}");
+    } else {
+        print_text(&name, &report);
+    }
+    if a.trace {
+        print_trace(&report.trace);
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// The label if set, else the path; whitespace and ':' become '_' (as e2fsck prints it).
+fn display_name(label: &[u8], path: &str) -> String {
+    if label.is_empty() {
+        return path.to_string();
+    }
+    String::from_utf8_lossy(label)
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == ':' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn print_text(name: &str, report: &usfs_fsck::Report) {
+    println!("usfs fsck {} (check only)", env!("CARGO_PKG_VERSION"));
+    let headings = [
+        (Pass::P0, None),
+        (Pass::P1, Some("Pass 1: Checking inodes, blocks, and sizes")),
+        (Pass::P1B, None),
+        (Pass::P2, Some("Pass 2: Checking directory structure")),
+        (Pass::P3, Some("Pass 3: Checking directory connectivity")),
+        (Pass::P4, Some("Pass 4: Checking reference counts")),
+        (Pass::P5, Some("Pass 5: Checking group summary information")),
+    ];
+    for (pass, heading) in headings {
+        if let Some(h) = heading {
+            println!("{h}");
+        }
+        let mut in_pass = report
+            .problems
+            .iter()
+            .filter(|p| p.code.def().pass == pass)
+            .peekable();
+        if pass == Pass::P1B && in_pass.peek().is_some() {
+            println!("\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks");
+        }
+        for p in in_pass {
+            println!("{}.  ", p.message());
+        }
+    }
+    if report.has_errors() {
+        println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
+    }
+    println!("{}", report.summary.line(name));
+}
+
+fn print_trace(t: &usfs_fsck::Trace) {
+    let mut e = String::new();
+    for (p, s) in &t.phases {
+        e.push_str(&format!("trace: {p:<16} {:.3} s\n", s));
+    }
+    e.push_str(&format!(
+        "trace: measured cost: {} ns per inode, {} ns per directory block; {} inodes, {} directory blocks, {} entries\n",
+        t.costs[0], t.costs[1], t.counters.inodes, t.counters.dir_blocks, t.counters.entries
+    ));
+    for (i, (b, tl)) in t.busy.iter().zip(&t.timelines).enumerate() {
+        let switches: Vec<String> = tl
+            .iter()
+            .map(|(ms, st)| format!("{ms}ms:{}", if *st == 0 { "inodes" } else { "dirs" }))
+            .collect();
+        e.push_str(&format!(
+            "trace: worker {i}: busy {:.3} s inodes, {:.3} s dirs; stages over time: {}\n",
+            b[0],
+            b[1],
+            switches.join(" ")
+        ));
+    }
+    eprint!("{e}");
+}

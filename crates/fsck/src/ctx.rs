@@ -1,0 +1,141 @@
+//! Contexts: [`Ctx`] is what every thread reads (the file system, the shared state, the
+//! queues); [`Worker`] is one thread's own state (buffers, problems found, counters,
+//! intermediate results), merged only at the end: pFSCK's per-thread contexts.
+
+use crate::problem::Problem;
+use crate::sched::Queues;
+use crate::state::Shared;
+use std::collections::HashMap;
+use usfs_ext4::format::geometry::Geometry;
+use usfs_ext4::format::inode::Inode;
+use usfs_ext4::Ext4;
+
+/// A directory block found by pass 1, to be checked by pass 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirBlock {
+    /// The directory's inode.
+    pub dir: u32,
+    /// The directory inode's generation (for checksums).
+    pub generation: u32,
+    /// Logical block within the directory.
+    pub lblk: u32,
+    /// Physical block.
+    pub pblk: u64,
+    /// The directory is htree-indexed.
+    pub indexed: bool,
+}
+
+/// Read-only context shared by all threads.
+pub struct Ctx<'a> {
+    /// The file system (opened leniently).
+    pub fs: &'a Ext4,
+    /// Its geometry.
+    pub geo: &'a Geometry,
+    /// The shared bitmaps and per-inode arrays.
+    pub shared: &'a Shared,
+    /// Work queues.
+    pub queues: &'a Queues,
+}
+
+/// Counters of one thread, summed at the end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    /// In-use inodes seen.
+    pub inodes: u64,
+    /// Directories.
+    pub dirs: u64,
+    /// Regular files.
+    pub files: u64,
+    /// Fragmented files (not directories).
+    pub fragmented: u64,
+    /// Fragmented directories.
+    pub fragmented_dirs: u64,
+    /// Directory blocks checked.
+    pub dir_blocks: u64,
+    /// Directory entries checked.
+    pub entries: u64,
+}
+
+impl Counters {
+    /// Adds another thread's counters.
+    pub fn add(&mut self, o: &Counters) {
+        self.inodes += o.inodes;
+        self.dirs += o.dirs;
+        self.files += o.files;
+        self.fragmented += o.fragmented;
+        self.fragmented_dirs += o.fragmented_dirs;
+        self.dir_blocks += o.dir_blocks;
+        self.entries += o.entries;
+    }
+}
+
+/// One thread's state.
+pub struct Worker {
+    /// Problems found.
+    pub problems: Vec<Problem>,
+    /// Counters.
+    pub counters: Counters,
+    /// References to each xattr block (block -> inodes using it).
+    pub xattr_refs: HashMap<u64, u32>,
+    /// (directory, its `..` entry), from pass 2.
+    pub dotdots: Vec<(u32, u32)>,
+    /// (directory, a directory holding an entry for it), from pass 2.
+    pub parents: Vec<(u32, u32)>,
+    /// Directory blocks whose entries named inodes pass 1 had not reached yet: their
+    /// reference checks run after pass 1 (deferred certification).
+    pub revisit: Vec<DirBlock>,
+    /// Directory blocks found by pass 1, not yet handed to the queue.
+    pub dir_batch: Vec<DirBlock>,
+    /// `/lost+found` if pass 2 saw it in the root.
+    pub lost_found: Option<u32>,
+    /// Inode table chunk buffer.
+    pub table: Vec<u8>,
+    /// One buffer per extent-tree / indirect level, and one for directory blocks.
+    pub blocks: Vec<Vec<u8>>,
+    /// A padded inode view, reused.
+    pub inode: Inode<Vec<u8>>,
+    /// Busy nanoseconds per stage (pass 1, pass 2), for the trace and the scheduler.
+    pub busy_ns: [u64; 2],
+    /// (milliseconds since start, stage) each time this worker switched stage.
+    pub timeline: Vec<(u32, u8)>,
+}
+
+impl Worker {
+    /// A worker with buffers for blocks of `block_size` bytes.
+    pub fn new(block_size: usize) -> Worker {
+        Worker {
+            problems: Vec::new(),
+            counters: Counters::default(),
+            xattr_refs: HashMap::new(),
+            dotdots: Vec::new(),
+            parents: Vec::new(),
+            revisit: Vec::new(),
+            dir_batch: Vec::new(),
+            lost_found: None,
+            table: Vec::new(),
+            blocks: (0..8).map(|_| vec![0u8; block_size]).collect(),
+            inode: Inode::from_raw(&[0u8; 1024]),
+            busy_ns: [0; 2],
+            timeline: Vec::new(),
+        }
+    }
+
+    /// Records a problem.
+    pub fn report(&mut self, p: Problem) {
+        self.problems.push(p);
+    }
+}
+
+impl Ctx<'_> {
+    /// Reads block `blk` into `buf` (bounds already checked by the caller).
+    pub fn read_block(&self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.fs
+            .device()
+            .read_at(buf, blk << self.geo.block_size_log)
+    }
+
+    /// Is `blk` a valid block number for file data or metadata?
+    pub fn valid_block(&self, blk: u64) -> bool {
+        blk >= self.geo.first_data_block.max(1) && blk < self.geo.blocks_count
+    }
+}

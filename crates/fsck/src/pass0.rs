@@ -1,0 +1,169 @@
+//! Pass 0: what opening found (superblock and descriptor checksums, misplaced tables),
+//! group descriptor sanity, the journal superblock; and marking every block of file-system
+//! metadata (superblocks, descriptor tables, reserved GDT, bitmaps, inode tables) as used
+//! before pass 1 claims file blocks.
+
+use crate::ctx::Ctx;
+use crate::problem::{Code, Problem};
+use usfs_ext4::format::features::{compat, incompat};
+use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use usfs_ext4::OpenIssue;
+
+/// Converts what opening found into problems.
+pub fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
+    let mut bad_groups = Vec::new();
+    let mut out = Vec::new();
+    for i in issues {
+        match i {
+            OpenIssue::SuperblockChecksum { stored, computed } => {
+                out.push(Problem::new(
+                    Code::SuperblockChecksum,
+                    format!("stored {stored:#010x}, computed {computed:#010x}"),
+                ));
+            }
+            OpenIssue::DescriptorChecksum { group, .. } => bad_groups.push(*group),
+            OpenIssue::MetadataOutside { group, what, block } => out.push(
+                Problem::new(
+                    Code::GroupMetadataLocation,
+                    format!(
+                        "The {what} for group {group} is not in the filesystem (block {block})"
+                    ),
+                )
+                .group(*group),
+            ),
+        }
+    }
+    if !bad_groups.is_empty() {
+        let list: Vec<String> = bad_groups.iter().map(u32::to_string).collect();
+        out.push(
+            Problem::new(
+                Code::GroupDescChecksum,
+                format!("groups {}", list.join(", ")),
+            )
+            .group(bad_groups[0]),
+        );
+    }
+    out
+}
+
+/// Group descriptor sanity and metadata marking.
+pub fn check(ctx: &Ctx) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let geo = ctx.geo;
+    let itable_blocks =
+        (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
+    let csums = ctx.fs.csum_seed().is_some()
+        || geo
+            .features
+            .has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM);
+    for g in 0..geo.group_count {
+        for b in metadata_blocks_of_group(ctx, g) {
+            ctx.shared.claim_block(b);
+        }
+        let d = ctx.fs.group(g);
+        for (b, n) in [
+            (d.block_bitmap(), 1),
+            (d.inode_bitmap(), 1),
+            (d.inode_table(), itable_blocks),
+        ] {
+            if ctx.valid_block(b) && ctx.valid_block(b + n - 1) {
+                for k in 0..n {
+                    ctx.shared.claim_block(b + k);
+                }
+            }
+        }
+        if csums {
+            if d.itable_unused() > geo.inodes_per_group || d.free_inodes_count() < d.itable_unused()
+            {
+                out.push(
+                    Problem::new(
+                        Code::GroupUnusedInodes,
+                        format!(
+                            "Group {g} has an invalid unused inodes count {}",
+                            d.itable_unused()
+                        ),
+                    )
+                    .group(g),
+                );
+            }
+        } else if d.has_flag(BG_INODE_UNINIT) || d.has_flag(BG_BLOCK_UNINIT) {
+            out.push(
+                Problem::new(
+                    Code::GroupUnusedInodes,
+                    format!("Group {g} has uninit flags without group descriptor checksums"),
+                )
+                .group(g),
+            );
+        }
+    }
+    if geo.features.has_compat(compat::HAS_JOURNAL) {
+        out.extend(check_journal(ctx));
+    }
+    if ctx.fs.superblock().s_last_orphan() != 0 {
+        out.push(Problem::new(
+            Code::OrphanList,
+            format!(
+                "Orphan inode list starts at inode {} (not cleanly unmounted)",
+                ctx.fs.superblock().s_last_orphan()
+            ),
+        ));
+    }
+    out
+}
+
+/// Blocks of group `g` holding a superblock copy, descriptor blocks and reserved GDT
+/// blocks (as e2fsprogs's super-and-descriptor layout defines them).
+pub fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
+    let geo = ctx.geo;
+    let mut out = Vec::new();
+    let first = geo.group_first_block(g);
+    let has_super = geo.group_has_super(g);
+    if has_super {
+        out.push(first);
+    }
+    let per = geo.descs_per_block();
+    let meta_bg = geo.features.has_incompat(incompat::META_BG);
+    if !meta_bg || g / per < geo.first_meta_bg {
+        if has_super {
+            let old = if meta_bg {
+                geo.first_meta_bg as u64
+            } else {
+                geo.gdt_blocks() as u64 + ctx.fs.superblock().s_reserved_gdt_blocks() as u64
+            };
+            out.extend((1..=old).map(|k| first + k));
+        }
+    } else {
+        let r = g % per;
+        if r == 0 || r == 1 || r == per - 1 {
+            out.push(first + u64::from(has_super));
+        }
+    }
+    out.retain(|&b| b < geo.blocks_count);
+    out
+}
+
+fn check_journal(ctx: &Ctx) -> Vec<Problem> {
+    use usfs_fs::FileSystem;
+    let ino = ctx.fs.superblock().s_journal_inum();
+    if ino == 0 {
+        // External journal: nothing here to check.
+        return Vec::new();
+    }
+    let mut sb = [0u8; 1024];
+    match ctx.fs.read_at(ino as u64, 0, &mut sb) {
+        Ok(n) if n == sb.len() => {
+            let magic = u32::from_be_bytes(sb[0..4].try_into().unwrap());
+            let btype = u32::from_be_bytes(sb[4..8].try_into().unwrap());
+            if magic != 0xC03B_3998 || !(3..=4).contains(&btype) {
+                return vec![
+                    Problem::new(Code::JournalBad, "Journal superblock is corrupt").ino(ino),
+                ];
+            }
+            Vec::new()
+        }
+        Ok(_) => vec![Problem::new(Code::JournalBad, "Journal is too short").ino(ino)],
+        Err(e) => {
+            vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Pass 1: every inode in the used part of each inode table. Checks the record
+//! (checksum, mode, dtime, extra size, flags), walks its blocks (claiming them in the
+//! shared bitmap, counting them for i_blocks, measuring fragmentation, checking i_size),
+//! its extended attributes, and queues directory blocks for pass 2 as they are found.
+
+use crate::blocks::{walk_extents, walk_indirect, BlockKind, Visit};
+use crate::ctx::{Ctx, DirBlock, Worker};
+use crate::problem::{Code, Problem};
+use crate::state::InodeKind;
+use usfs_ext4::format::features::{compat, incompat, ro_compat};
+use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
+use usfs_ext4::format::xattr::{
+    self, XattrBlockHeader, XattrEntry, BLOCK_HEADER_SIZE, ENTRY_HEADER_SIZE, XATTR_MAGIC,
+};
+use usfs_fs::FileType;
+
+/// A run of inodes of one group: the unit of pass-1 work.
+#[derive(Clone, Copy, Debug)]
+pub struct InodeChunk {
+    /// The group.
+    pub group: u32,
+    /// First index within the group.
+    pub start: u32,
+    /// Inodes in the chunk.
+    pub count: u32,
+}
+
+/// The resize inode, whose blocks are the reserved GDT blocks (metadata, marked in pass 0).
+const RESIZE_INO: u32 = 7;
+/// The bad-blocks inode.
+const BAD_BLOCKS_INO: u32 = 1;
+
+/// Checks one chunk of inodes.
+pub fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
+    let geo = ctx.geo;
+    let isz = geo.inode_size as usize;
+    let desc = ctx.fs.group(chunk.group);
+    let offset = (desc.inode_table() << geo.block_size_log) + chunk.start as u64 * isz as u64;
+    let len = chunk.count as usize * isz;
+    let mut table = std::mem::take(&mut w.table);
+    table.resize(len, 0);
+    if let Err(e) = ctx.fs.device().read_at(&mut table, offset) {
+        w.report(
+            Problem::new(
+                Code::GroupMetadataLocation,
+                format!("Error reading inode table of group {}: {e}", chunk.group),
+            )
+            .group(chunk.group),
+        );
+    } else {
+        for i in 0..chunk.count {
+            let ino = chunk.group * geo.inodes_per_group + chunk.start + i + 1;
+            let rec = &table[i as usize * isz..(i as usize + 1) * isz];
+            check_inode(ctx, w, ino, rec);
+        }
+    }
+    w.table = table;
+    flush_dir_batch(ctx, w);
+}
+
+/// Hands the directory blocks found so far to pass 2.
+pub fn flush_dir_batch(ctx: &Ctx, w: &mut Worker) {
+    if !w.dir_batch.is_empty() {
+        ctx.queues.push_dir_blocks(std::mem::take(&mut w.dir_batch));
+    }
+}
+
+fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
+    let geo = ctx.geo;
+    let isz = geo.inode_size as usize;
+    let links = u16::from_le_bytes([rec[0x1A], rec[0x1B]]);
+    let mode = u16::from_le_bytes([rec[0], rec[1]]);
+    let dtime = u32::from_le_bytes(rec[0x14..0x18].try_into().unwrap());
+    let reserved = ino < geo.first_ino;
+    if links == 0 && !(reserved && ino != BAD_BLOCKS_INO && mode != 0) {
+        // Not in use. A deleted inode should carry its deletion time (unless it is on
+        // the orphan list, where dtime links the list; e2fsck checks those separately).
+        if mode != 0 && dtime == 0 && !reserved && ctx.fs.superblock().s_last_orphan() == 0 {
+            w.report(Problem::new(Code::InodeZeroDtime, ino.to_string()).ino(ino));
+        }
+        return;
+    }
+    // Copy into the padded view (no allocation).
+    {
+        let b = w.inode.bytes_mut();
+        b[..isz].copy_from_slice(rec);
+        if isz < Inode::<Vec<u8>>::SIZE {
+            b[isz..Inode::<Vec<u8>>::SIZE].fill(0);
+        }
+    }
+    let inode = &w.inode;
+    let extra = inode.i_extra_isize() as usize;
+    let bad_extra = isz > GOOD_OLD_INODE_SIZE
+        && (GOOD_OLD_INODE_SIZE + extra > isz
+            || !extra.is_multiple_of(4)
+            || (extra != 0 && extra < 4));
+    let bad_csum = ctx
+        .fs
+        .csum_seed()
+        .is_some_and(|seed| !inode.checksum_ok(seed, ino, isz));
+    let iflags = inode.i_flags();
+    let dind = u32::from_le_bytes(inode.i_block()[13 * 4..14 * 4].try_into().unwrap()) as u64;
+    if bad_extra {
+        w.report(Problem::new(Code::BadExtraIsize, ino.to_string()).ino(ino));
+    }
+    if bad_csum {
+        w.report(Problem::new(Code::InodeChecksum, ino.to_string()).ino(ino));
+    }
+    let Some(ft) = FileType::from_mode(mode as u32) else {
+        if ino == BAD_BLOCKS_INO || (reserved && ino != 2) {
+            ctx.shared.set_inode(ino, InodeKind::Unused, links);
+            return;
+        }
+        w.report(Problem::new(Code::InodeBadMode, ino.to_string()).ino(ino));
+        return;
+    };
+    if ino == 2 && ft != FileType::Directory {
+        w.report(Problem::new(Code::ReservedInode, "Root inode is not a directory").ino(ino));
+    }
+    if dtime != 0 && !reserved && links != 0 {
+        w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
+    }
+    let f = &geo.features;
+    if iflags & flags::INDEX != 0 && (ft != FileType::Directory || !f.has_compat(compat::DIR_INDEX))
+    {
+        w.report(
+            Problem::new(
+                Code::BadFlags,
+                format!("{ino} has INDEX_FL flag set but is not a htree directory"),
+            )
+            .ino(ino),
+        );
+    }
+    if iflags & flags::INLINE_DATA != 0 && !f.has_incompat(incompat::INLINE_DATA) {
+        w.report(
+            Problem::new(
+                Code::BadFlags,
+                format!(
+                    "{ino} has INLINE_DATA_FL flag on a filesystem without inline data support"
+                ),
+            )
+            .ino(ino),
+        );
+    }
+    if iflags & flags::EXTENTS != 0 && !f.has_incompat(incompat::EXTENTS) {
+        w.report(
+            Problem::new(
+                Code::BadFlags,
+                format!("{ino} is in extent format, but superblock is missing EXTENTS feature"),
+            )
+            .ino(ino),
+        );
+    }
+    ctx.shared.set_inode(ino, InodeKind::Used(ft), links);
+    if iflags & flags::EA_INODE != 0 {
+        ctx.shared.ea_inodes.set(ino as u64);
+    }
+    if iflags & flags::INDEX != 0 {
+        ctx.shared.indexed_dirs.set(ino as u64);
+    }
+    w.counters.inodes += 1;
+    match ft {
+        FileType::Directory => w.counters.dirs += 1,
+        FileType::Regular => w.counters.files += 1,
+        _ => {}
+    }
+    if ino == RESIZE_INO {
+        // Its indirect blocks are the reserved GDT blocks, marked as metadata in pass 0;
+        // only the double-indirect block is its own.
+        if dind != 0 && ctx.valid_block(dind) {
+            ctx.shared.claim_block(dind);
+        }
+        return;
+    }
+    check_inode_blocks(ctx, w, ino, ft);
+}
+
+/// Pass-1 visitor: claims blocks, counts them, tracks fragmentation and the last block.
+struct Claim<'a> {
+    ctx: &'a Ctx<'a>,
+    blocks: u64,
+    previous: u64,
+    fragmented: bool,
+    /// Last logical block mapped (any extent), and last written one.
+    last_lblk: Option<u64>,
+    last_init_lblk: Option<u64>,
+    /// Directory blocks: (lblk, pblk).
+    dir: Option<Vec<(u64, u64)>>,
+    /// The inode is block-mapped: its indirect blocks take part in the contiguity check
+    /// (e2fsck reports them in pre-order with the data blocks); extent tree blocks do not.
+    indirect: bool,
+}
+
+impl Visit for Claim<'_> {
+    fn block(&mut self, pblk: u64, kind: BlockKind) {
+        self.ctx.shared.claim_block(pblk);
+        self.blocks += 1;
+        if let BlockKind::Data { lblk, init } = kind {
+            if self.previous != 0 && pblk != self.previous + 1 {
+                self.fragmented = true;
+            }
+            self.previous = pblk;
+            self.last_lblk = Some(self.last_lblk.map_or(lblk, |l| l.max(lblk)));
+            if init {
+                self.last_init_lblk = Some(self.last_init_lblk.map_or(lblk, |l| l.max(lblk)));
+            }
+            if let Some(d) = &mut self.dir {
+                d.push((lblk, pblk));
+            }
+        } else if self.indirect {
+            // Indirect blocks take part in the contiguity check (e2fsck reports them in
+            // pre-order with the data blocks); extent tree blocks do not.
+            if self.previous != 0 && pblk != self.previous + 1 {
+                self.fragmented = true;
+            }
+            self.previous = pblk;
+        }
+    }
+}
+
+fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
+    let geo = ctx.geo;
+    let inode = &w.inode;
+    let iflags = inode.i_flags();
+    let size = inode.size();
+    let generation = inode.i_generation();
+    let i_block: [u8; 60] = *inode.i_block();
+    let file_acl = inode.file_acl();
+    let huge = geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+    let stored_blocks = inode.blocks_512(huge, geo.block_size);
+    let is_dir = ft == FileType::Directory;
+    let mut claim = Claim {
+        ctx,
+        blocks: 0,
+        previous: 0,
+        fragmented: false,
+        last_lblk: None,
+        last_init_lblk: None,
+        dir: is_dir.then(Vec::new),
+        indirect: iflags & flags::EXTENTS == 0,
+    };
+    let inline = iflags & flags::INLINE_DATA != 0;
+    let fast_symlink = ft == FileType::Symlink && !inline && {
+        let ea_blocks = if file_acl != 0 {
+            geo.block_size as u64 / 512
+        } else {
+            0
+        };
+        stored_blocks.saturating_sub(ea_blocks) == 0
+    };
+    let has_blocks = matches!(
+        ft,
+        FileType::Regular | FileType::Directory | FileType::Symlink
+    ) && !inline
+        && !fast_symlink;
+    // Inline data and xattrs first (they borrow the inode view).
+    check_in_inode_xattrs(ctx, w, ino);
+    if has_blocks {
+        if iflags & flags::EXTENTS != 0 {
+            walk_extents(ctx, w, ino, generation, &i_block, true, &mut claim);
+        } else {
+            walk_indirect(ctx, w, ino, &i_block, true, &mut claim);
+        }
+    } else if fast_symlink && (size == 0 || size >= 60 || i_block[..size as usize].contains(&0)) {
+        w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
+    }
+    if file_acl != 0 && check_xattr_block(ctx, w, ino, file_acl) {
+        claim.blocks += 1;
+    }
+    // Fragmentation, as e2fsck counts it: not contiguous and smaller than a group.
+    if claim.fragmented && claim.blocks < geo.blocks_per_group as u64 {
+        if is_dir {
+            w.counters.fragmented_dirs += 1;
+        } else {
+            w.counters.fragmented += 1;
+        }
+    }
+    // i_blocks.
+    let counted = claim.blocks * (geo.block_size as u64 / 512);
+    let stored_cmp = stored_blocks;
+    if (has_blocks || file_acl != 0) && counted != stored_cmp {
+        w.report(
+            Problem::new(
+                Code::BadIBlocks,
+                format!("{ino}, i_blocks is {stored_cmp}, should be {counted}"),
+            )
+            .ino(ino),
+        );
+    }
+    // i_size.
+    let bs = geo.block_size as u64;
+    if is_dir && has_blocks {
+        let nblock = size / bs;
+        let last = claim.last_lblk.map_or(0, |l| l + 1);
+        let prealloc = ctx.fs.superblock().s_prealloc_dir_blocks() as u64;
+        if !size.is_multiple_of(bs) || nblock > last || (nblock < last && last - nblock > prealloc)
+        {
+            w.report(
+                Problem::new(
+                    Code::BadISize,
+                    format!("{ino}, i_size is {size}, should be {}", last * bs),
+                )
+                .ino(ino),
+            );
+        }
+    } else if ft == FileType::Regular && has_blocks {
+        if let Some(l) = claim.last_init_lblk {
+            if size < l * bs {
+                w.report(
+                    Problem::new(
+                        Code::BadISize,
+                        format!("{ino}, i_size is {size}, should be {}", (l + 1) * bs),
+                    )
+                    .ino(ino),
+                );
+            }
+        }
+    }
+    if is_dir && inline {
+        crate::pass2::check_inline_dir(ctx, w, ino);
+    } else if let Some(blocks) = claim.dir.take() {
+        let indexed = iflags & flags::INDEX != 0;
+        let mut expect = 0u64;
+        for (lblk, pblk) in blocks {
+            if lblk != expect && lblk > expect {
+                w.report(Problem::new(Code::DirHole, format!("{ino} (block #{expect})")).ino(ino));
+            }
+            expect = lblk + 1;
+            if lblk < size.div_ceil(bs) {
+                w.dir_batch.push(DirBlock {
+                    dir: ino,
+                    generation,
+                    lblk: lblk as u32,
+                    pblk,
+                    indexed,
+                });
+            }
+        }
+        if w.dir_batch.len() >= 256 {
+            flush_dir_batch(ctx, w);
+        }
+    }
+}
+
+/// Checks the in-inode xattr area of the inode in `w.inode`.
+fn check_in_inode_xattrs(ctx: &Ctx, w: &mut Worker, ino: u32) {
+    let isz = ctx.geo.inode_size as usize;
+    if isz <= GOOD_OLD_INODE_SIZE {
+        return;
+    }
+    let start = GOOD_OLD_INODE_SIZE + w.inode.i_extra_isize() as usize;
+    if start + 4 > isz {
+        return;
+    }
+    let bytes = &w.inode.bytes()[..isz];
+    if u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) != XATTR_MAGIC {
+        return;
+    }
+    let area = &bytes[start + 4..];
+    if !entries_ok(area, 0, area.len()) {
+        w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).ino(ino));
+    }
+}
+
+/// Are the entries in `area[first..]` well formed, with values inside `area[..limit]`?
+fn entries_ok(area: &[u8], first: usize, limit: usize) -> bool {
+    let mut off = first;
+    loop {
+        if off + 4 > area.len() {
+            return false;
+        }
+        if area[off..off + 4] == [0; 4] {
+            return true;
+        }
+        let Some(e) = XattrEntry::new(&area[off..]) else {
+            return false;
+        };
+        let n = e.e_name_len() as usize;
+        let size = xattr::entry_size(n);
+        if n == 0 || off + size > area.len() {
+            return false;
+        }
+        if e.e_value_inum() == 0 {
+            let v = e.e_value_offs() as usize;
+            if v + e.e_value_size() as usize > limit {
+                return false;
+            }
+        }
+        off += size;
+    }
+}
+
+/// Checks an xattr block and counts the reference; returns whether it counts toward
+/// i_blocks.
+fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
+    if !ctx.valid_block(blk) {
+        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).ino(ino));
+        return false;
+    }
+    let first = {
+        let c = w.xattr_refs.entry(blk).or_insert(0);
+        *c += 1;
+        *c == 1
+    };
+    // Each block is validated and claimed once per thread; the merge catches a block
+    // claimed by two threads (fine) and compares refcounts.
+    if !first {
+        return true;
+    }
+    let mut buf = std::mem::take(&mut w.blocks[7]);
+    let ok = ctx.read_block(blk, &mut buf).is_ok() && {
+        let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
+        h.h_magic() == XATTR_MAGIC
+            && h.h_blocks() == 1
+            && entries_ok(&buf, BLOCK_HEADER_SIZE, buf.len())
+    };
+    if !ok {
+        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).ino(ino));
+    } else if let Some(seed) = ctx.fs.csum_seed() {
+        let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
+        if h.h_checksum() != xattr::block_checksum(seed, blk, &buf) {
+            w.report(
+                Problem::new(
+                    Code::BadXattrBlock,
+                    format!("{ino} ({blk}): checksum does not match"),
+                )
+                .ino(ino),
+            );
+        }
+    }
+    w.blocks[7] = buf;
+    let _ = ENTRY_HEADER_SIZE;
+    true
+}

@@ -1,0 +1,448 @@
+//! Pass 2: directory blocks. Structure is checked as soon as a block arrives (checksum,
+//! rec_len/name_len, `.` and `..`, duplicate names within the block, htree nodes), and
+//! every entry is counted toward its inode's references. Checks that need pass 1's verdict
+//! on the named inode (in use? which type?) run at once when pass 1 has finished that
+//! inode's group, otherwise the block is revisited after pass 1 (deferred certification,
+//! in-order commit).
+
+use crate::ctx::{Ctx, DirBlock, Worker};
+use crate::problem::{Code, Problem};
+use crate::state::InodeKind;
+use std::collections::HashSet;
+use usfs_ext4::format::dirent::{
+    self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DIRENT_HEADER,
+};
+use usfs_ext4::format::dx::{
+    self, DxCountLimit, DxRootInfo, DxTail, DX_ENTRY_SIZE, DX_TAIL_SIZE, NODE_COUNT_OFFSET,
+    ROOT_COUNT_OFFSET,
+};
+use usfs_ext4::format::features::incompat;
+use usfs_ext4::format::inode::{flags, ROOT_INO};
+use usfs_fs::FileType;
+
+/// How a block is being visited.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    /// First visit: structure, counts, and reference checks where possible.
+    First,
+    /// After pass 1: only the reference checks.
+    Revisit,
+}
+
+/// Checks one directory block (first visit).
+pub fn check_block(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
+    visit_block(ctx, w, b, Visit::First);
+}
+
+/// Runs the deferred reference checks of a block (after pass 1).
+pub fn revisit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
+    visit_block(ctx, w, b, Visit::Revisit);
+}
+
+fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
+    let mut buf = std::mem::take(&mut w.blocks[6]);
+    if ctx.read_block(b.pblk, &mut buf).is_err() {
+        if how == Visit::First {
+            w.report(
+                Problem::new(
+                    Code::DirCorruptEntry,
+                    format!("{}, block #{}: cannot be read", b.dir, b.lblk),
+                )
+                .ino(b.dir),
+            );
+        }
+        w.blocks[6] = buf;
+        return;
+    }
+    if how == Visit::First {
+        w.counters.dir_blocks += 1;
+    }
+    let bs = buf.len();
+    let is_dx_node = b.indexed && b.lblk != 0 && {
+        let h = DirEntryHeader::new(&buf[..]).expect("block >= 8");
+        h.inode() == 0 && decode_rec_len(h.rec_len(), bs as u32) as usize == bs
+    };
+    if is_dx_node {
+        if how == Visit::First {
+            check_dx_node(ctx, w, &b, &buf, NODE_COUNT_OFFSET);
+        }
+        w.blocks[6] = buf;
+        return;
+    }
+    let mut end = bs;
+    let root_dx = b.indexed && b.lblk == 0;
+    // A dx root has no leaf tail (its dx tail may even look like one: the kernel builds
+    // the root from a former leaf block, leaving the old tail bytes in dt_reserved).
+    if let (Some(seed), false) = (ctx.fs.csum_seed(), root_dx) {
+        match dirent::find_tail(&buf) {
+            Some(t) => {
+                end = bs - dirent::TAIL_SIZE;
+                if how == Visit::First
+                    && t.det_checksum() != dirent::leaf_checksum(seed, b.dir, b.generation, &buf)
+                {
+                    w.report(
+                        Problem::new(
+                            Code::DirBlockChecksum,
+                            format!("{}, block #{}", b.dir, b.lblk),
+                        )
+                        .ino(b.dir)
+                        .block(b.pblk),
+                    );
+                }
+            }
+            None => {
+                if how == Visit::First {
+                    w.report(
+                        Problem::new(Code::DirNoTail, format!("{}, block #{}", b.dir, b.lblk))
+                            .ino(b.dir)
+                            .block(b.pblk),
+                    );
+                }
+            }
+        }
+    }
+    let deferred = walk_entries(ctx, w, &b, &buf[..end], 0, how);
+    if how == Visit::First {
+        if root_dx {
+            check_dx_node(ctx, w, &b, &buf, ROOT_COUNT_OFFSET);
+        }
+        if deferred {
+            w.revisit.push(b);
+        }
+    }
+    w.blocks[6] = buf;
+}
+
+/// Walks the entries of one area (a block, or an inline directory's area). Returns
+/// whether some reference checks had to be deferred.
+fn walk_entries(
+    ctx: &Ctx,
+    w: &mut Worker,
+    b: &DirBlock,
+    area: &[u8],
+    base: usize,
+    how: Visit,
+) -> bool {
+    let geo = ctx.geo;
+    let has_ft = geo.features.has_incompat(incompat::FILETYPE);
+    let first_block = b.lblk == 0 && base == 0;
+    let mut names: HashSet<&[u8]> = HashSet::new();
+    // Entries whose target pass 1 must have judged: checked together at the end, now if
+    // every target's group is done, else all after pass 1 (so none is checked twice).
+    let mut refs: Vec<(u32, u8, &[u8])> = Vec::new();
+    let mut off = 0usize;
+    let mut index = 0usize;
+    while off < area.len() {
+        let report = how == Visit::First;
+        if area.len() - off < DIRENT_HEADER {
+            if report {
+                w.report(
+                    Problem::new(
+                        Code::DirCorruptEntry,
+                        format!("{}, block #{}, offset {}", b.dir, b.lblk, base + off),
+                    )
+                    .ino(b.dir),
+                );
+            }
+            break;
+        }
+        let h = DirEntryHeader::new(&area[off..]).expect("checked");
+        let rec_len = decode_rec_len(h.rec_len(), geo.block_size) as usize;
+        let name_len = if has_ft {
+            h.name_len() as usize
+        } else {
+            h.name_len() as usize | (h.file_type() as usize) << 8
+        };
+        if rec_len < DIRENT_HEADER
+            || !rec_len.is_multiple_of(4)
+            || off + rec_len > area.len()
+            || DIRENT_HEADER + name_len > rec_len
+        {
+            if report {
+                w.report(
+                    Problem::new(
+                        Code::DirCorruptEntry,
+                        format!(
+                            "{}, block #{}, offset {}: rec_len {rec_len}, name_len {name_len}",
+                            b.dir,
+                            b.lblk,
+                            base + off
+                        ),
+                    )
+                    .ino(b.dir),
+                );
+            }
+            break;
+        }
+        let ino = h.inode();
+        let name = &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len];
+        let ft = if has_ft { h.file_type() } else { 0 };
+        if report {
+            w.counters.entries += 1;
+        }
+        // `.` and `..` lead the first block.
+        if first_block && index < 2 {
+            let want: &[u8] = if index == 0 { b"." } else { b".." };
+            if name != want || ino == 0 {
+                if report {
+                    let code = if index == 0 {
+                        Code::DirBadDot
+                    } else {
+                        Code::DirBadDotDot
+                    };
+                    let what = if index == 0 { "'.'" } else { "'..'" };
+                    w.report(
+                        Problem::new(code, format!("Missing {what} in directory inode {}", b.dir))
+                            .ino(b.dir),
+                    );
+                }
+            } else if index == 0 {
+                if ino != b.dir && report {
+                    w.report(
+                        Problem::new(
+                            Code::DirBadDot,
+                            format!("'.' in directory inode {} points to {ino}", b.dir),
+                        )
+                        .ino(b.dir),
+                    );
+                }
+                if report && ino <= geo.inodes_count && ino != 0 {
+                    ctx.shared.add_ref(ino);
+                }
+            } else {
+                if report && ino <= geo.inodes_count {
+                    ctx.shared.add_ref(ino);
+                    w.dotdots.push((b.dir, ino));
+                }
+            }
+            index += 1;
+            off += rec_len;
+            continue;
+        }
+        index += 1;
+        off += rec_len;
+        if ino == 0 {
+            continue;
+        }
+        let shown = || {
+            format!(
+                "'{}' in directory inode {}",
+                String::from_utf8_lossy(name),
+                b.dir
+            )
+        };
+        if ino > geo.inodes_count || (ino != ROOT_INO && ino < geo.first_ino) {
+            if report {
+                w.report(
+                    Problem::new(Code::DirBadInode, format!("{} ({ino})", shown())).ino(b.dir),
+                );
+            }
+            continue;
+        }
+        if report {
+            if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+                w.report(Problem::new(Code::DirBadName, shown()).ino(b.dir));
+            }
+            // A `.` or `..` past the first two entries is a duplicate too.
+            if name == b"." || name == b".." || !names.insert(name) {
+                w.report(Problem::new(Code::DirDuplicateEntry, shown()).ino(b.dir));
+            }
+            if ino == ROOT_INO {
+                w.report(Problem::new(Code::DirEntryToRoot, shown()).ino(b.dir));
+            }
+            ctx.shared.add_ref(ino);
+            if b.dir == ROOT_INO && name == b"lost+found" {
+                w.lost_found = Some(ino);
+            }
+        }
+        refs.push((ino, ft, name));
+    }
+    let ready = how == Visit::Revisit
+        || refs
+            .iter()
+            .all(|r| ctx.shared.inode_checked(r.0, geo.inodes_per_group));
+    if !ready {
+        return true;
+    }
+    for (ino, ft, name) in refs {
+        check_reference(w, b.dir, ino, ft, name, ctx.shared.kind(ino), has_ft);
+    }
+    false
+}
+
+/// The checks that need pass 1's verdict on the named inode.
+fn check_reference(
+    w: &mut Worker,
+    dir: u32,
+    ino: u32,
+    ft: u8,
+    name: &[u8],
+    kind: InodeKind,
+    has_ft: bool,
+) {
+    let shown = || {
+        format!(
+            "'{}' in directory inode {dir}",
+            String::from_utf8_lossy(name)
+        )
+    };
+    match kind {
+        InodeKind::Unused => {
+            w.report(Problem::new(Code::DirUnusedInode, format!("{} ({ino})", shown())).ino(dir));
+        }
+        InodeKind::Used(t) => {
+            // A zero file type is tolerated (e2fsck sets it silently).
+            if has_ft && ft != 0 && file_type_from_dirent(ft) != Some(t) {
+                w.report(
+                    Problem::new(Code::DirBadFileType, format!("{} ({ino})", shown())).ino(dir),
+                );
+            }
+            if t == FileType::Directory {
+                w.parents.push((ino, dir));
+            }
+        }
+    }
+}
+
+/// Checks a dx root (count at 0x20) or interior node (count at 0x08).
+fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offset: usize) {
+    let bs = buf.len();
+    let bad = |w: &mut Worker, what: String| {
+        w.report(
+            Problem::new(Code::HtreeBad, format!("{}: {what}", b.dir))
+                .ino(b.dir)
+                .block(b.pblk),
+        );
+    };
+    if count_offset == ROOT_COUNT_OFFSET {
+        let info = DxRootInfo::new(&buf[0x18..]).expect("in block");
+        let max = if ctx.geo.features.has_incompat(incompat::LARGEDIR) {
+            3
+        } else {
+            2
+        };
+        if info.reserved_zero() != 0
+            || info.info_length() != 8
+            || info.indirect_levels() as usize >= max
+            || info.hash_version() > 6
+        {
+            bad(
+                w,
+                format!(
+                    "root node fails checks (levels {}, hash {})",
+                    info.indirect_levels(),
+                    info.hash_version()
+                ),
+            );
+            return;
+        }
+    }
+    let cl = DxCountLimit::new(&buf[count_offset..]).expect("in block");
+    let (count, limit) = (cl.count() as usize, cl.limit() as usize);
+    let tail = if ctx.fs.csum_seed().is_some() {
+        DX_TAIL_SIZE
+    } else {
+        0
+    };
+    let want = (bs - count_offset - tail) / DX_ENTRY_SIZE;
+    if limit != want {
+        bad(w, format!("block #{} has a bad limit ({limit})", b.lblk));
+        return;
+    }
+    if count == 0 || count > limit {
+        bad(w, format!("block #{} has a bad count ({count})", b.lblk));
+        return;
+    }
+    if let Some(seed) = ctx.fs.csum_seed() {
+        let tail_off = count_offset + limit * DX_ENTRY_SIZE;
+        let t = DxTail::new(&buf[tail_off..]).expect("in block");
+        if t.dt_checksum()
+            != dx::node_checksum(
+                seed,
+                b.dir,
+                b.generation,
+                buf,
+                count_offset,
+                count,
+                tail_off,
+            )
+        {
+            w.report(
+                Problem::new(
+                    Code::HtreeChecksum,
+                    format!("{} (block #{})", b.dir, b.lblk),
+                )
+                .ino(b.dir)
+                .block(b.pblk),
+            );
+        }
+    }
+    let mut prev = 0u32;
+    for i in 1..count {
+        let o = count_offset + i * DX_ENTRY_SIZE;
+        let h = u32::from_le_bytes(buf[o..o + 4].try_into().unwrap());
+        if h < prev {
+            bad(w, format!("block #{} has unordered hash table", b.lblk));
+            return;
+        }
+        prev = h;
+    }
+}
+
+/// Inline directories are checked in pass 1 (their entries live in the inode): the
+/// parent in the first four bytes of i_block, entries after it and in system.data.
+pub fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
+    let ib: [u8; 60] = *w.inode.i_block();
+    let parent = u32::from_le_bytes(ib[0..4].try_into().unwrap());
+    let b = DirBlock {
+        dir: ino,
+        generation: w.inode.i_generation(),
+        lblk: 1,
+        pblk: 0,
+        indexed: false,
+    };
+    // `.` is implicit; `..` is the stored parent.
+    ctx.shared.add_ref(ino);
+    if parent == 0 || parent > ctx.geo.inodes_count {
+        w.report(
+            Problem::new(
+                Code::DirBadDotDot,
+                format!("Bad '..' ({parent}) in inline directory inode {ino}"),
+            )
+            .ino(ino),
+        );
+    } else {
+        ctx.shared.add_ref(parent);
+        w.dotdots.push((ino, parent));
+    }
+    // Entries referencing inodes of groups pass 1 has not finished are re-checked later
+    // through the reader-independent revisit list: inline areas are small, so re-parse
+    // them from the inode then.
+    let extra = inline_extra(ctx, ino);
+    let d1 = walk_entries(ctx, w, &b, &ib[4..], 4, Visit::First);
+    let d2 = match &extra {
+        Some(x) => walk_entries(ctx, w, &b, x, 60, Visit::First),
+        None => false,
+    };
+    if d1 || d2 {
+        w.revisit.push(DirBlock { pblk: 0, ..b });
+    }
+    let _ = flags::INLINE_DATA;
+}
+
+/// The system.data part of an inline directory, read through the reader.
+fn inline_extra(ctx: &Ctx, ino: u32) -> Option<Vec<u8>> {
+    ctx.fs.inline_data_extra(ino).ok().filter(|v| !v.is_empty())
+}
+
+/// Revisits an inline directory (its DirBlock has pblk 0).
+pub fn revisit_inline(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
+    let Ok(raw) = ctx.fs.read_inode_raw(b.dir) else {
+        return;
+    };
+    let ib: [u8; 60] = *raw.i_block();
+    walk_entries(ctx, w, &b, &ib[4..], 4, Visit::Revisit);
+    if let Some(x) = inline_extra(ctx, b.dir) {
+        walk_entries(ctx, w, &b, &x, 60, Visit::Revisit);
+    }
+}

@@ -1,0 +1,50 @@
+//! Pass 4: reference counts. Every inode in use must be named by some entry, and its
+//! link count must equal the entries naming it (`.` and subdirectories' `..` included);
+//! a directory with more than 65000 links stores 1 (dir_nlink), and an indexed one may.
+
+use crate::ctx::Worker;
+use crate::problem::{Code, Problem};
+use crate::state::{InodeKind, Shared};
+use usfs_ext4::format::geometry::Geometry;
+use usfs_ext4::format::inode::ROOT_INO;
+use usfs_fs::FileType;
+
+/// Most links an inode can record; directories past it store 1.
+const LINK_MAX: u16 = 65000;
+
+/// Runs pass 4. `skip` are inodes no entry names by design (the orphan file).
+pub fn run(geo: &Geometry, shared: &Shared, w: &mut Worker, skip: &[u32]) {
+    for ino in 1..=geo.inodes_count {
+        if ino < geo.first_ino && ino != ROOT_INO {
+            continue;
+        }
+        let InodeKind::Used(ft) = shared.kind(ino) else {
+            continue;
+        };
+        if skip.contains(&ino) || shared.ea_inodes.get(ino as u64) {
+            continue;
+        }
+        let refs = shared.refs(ino);
+        let links = shared.links(ino);
+        if refs == 0 {
+            if ft != FileType::Directory {
+                w.report(Problem::new(Code::UnattachedInode, ino.to_string()).ino(ino));
+            }
+            continue;
+        }
+        let counted = if ft == FileType::Directory && refs > LINK_MAX {
+            1
+        } else {
+            refs
+        };
+        if counted != links {
+            w.report(
+                Problem::new(
+                    Code::BadRefCount,
+                    format!("{ino} ref count is {links}, should be {counted}"),
+                )
+                .ino(ino),
+            );
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The problem table: every problem the checker can report, with a stable code, the pass
+//! that finds it, whether it leaves the file system in error, its message and the fix a
+//! repair would apply. The checks only name problems; wording and severity live here
+//! (as in e2fsck's problem.c, whose pass numbering the codes follow: 0x0P_NNNN).
+
+/// The pass a problem belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Pass {
+    /// Superblock, group descriptors, journal.
+    P0,
+    /// Inodes, blocks, sizes.
+    P1,
+    /// Blocks claimed by more than one inode.
+    P1B,
+    /// Directory structure.
+    P2,
+    /// Directory connectivity.
+    P3,
+    /// Reference counts.
+    P4,
+    /// Group summary information (bitmaps and counts).
+    P5,
+}
+
+impl Pass {
+    /// The number e2fsck prints in its pass headings ("1B" for [`Pass::P1B`]).
+    pub fn label(self) -> &'static str {
+        match self {
+            Pass::P0 => "0",
+            Pass::P1 => "1",
+            Pass::P1B => "1B",
+            Pass::P2 => "2",
+            Pass::P3 => "3",
+            Pass::P4 => "4",
+            Pass::P5 => "5",
+        }
+    }
+}
+
+/// How bad a problem is. As in e2fsck under -n: no pass-0 problem, a missing
+/// lost+found and the superblock's free counts do not by themselves make the check fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// The file system is inconsistent: `fsck -n` exits 4.
+    Error,
+    /// Worth saying, not an inconsistency (e.g. superblock free counts, which the kernel
+    /// recomputes): exit status stays 0.
+    Info,
+}
+
+/// What a repair would do (carried now so that repair is a table lookup later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fix {
+    /// Recompute and store a checksum.
+    RecomputeChecksum,
+    /// Clear the inode.
+    ClearInode,
+    /// Set a field to the value found.
+    SetField,
+    /// Remove the directory entry.
+    ClearEntry,
+    /// Rebuild the structure (e.g. an htree index).
+    Rebuild,
+    /// Connect to lost+found.
+    Reconnect,
+    /// Create the missing object.
+    Create,
+    /// Copy shared blocks so each owner has its own.
+    CloneBlocks,
+    /// Rewrite bitmaps and counts from what was found.
+    FixSummary,
+}
+
+macro_rules! problems {
+    ($( $(#[$m:meta])* $name:ident = $code:literal, $pass:ident, $sev:ident, $fix:ident, $msg:literal; )*) => {
+        /// Every problem the checker reports.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Code {
+            $( $(#[$m])* $name, )*
+        }
+
+        impl Code {
+            /// The row of the table.
+            pub fn def(self) -> &'static ProblemDef {
+                match self {
+                    $( Code::$name => &ProblemDef { code: $code, name: stringify!($name), pass: Pass::$pass, severity: Severity::$sev, fix: Fix::$fix, message: $msg }, )*
+                }
+            }
+
+            /// Every code, in table order.
+            pub const ALL: &'static [Code] = &[ $( Code::$name, )* ];
+        }
+    };
+}
+
+/// One row of the problem table.
+#[derive(Debug)]
+pub struct ProblemDef {
+    /// Stable numeric code: 0x0P_NNNN with P the pass (0x11 for pass 1B).
+    pub code: u32,
+    /// Stable symbolic name.
+    pub name: &'static str,
+    /// The pass that finds it.
+    pub pass: Pass,
+    /// Error or information.
+    pub severity: Severity,
+    /// What a repair would do.
+    pub fix: Fix,
+    /// The message; `{}` is replaced by the problem's details.
+    pub message: &'static str,
+}
+
+problems! {
+    /// The superblock checksum is wrong.
+    SuperblockChecksum = 0x00_0001, P0, Info, RecomputeChecksum, "Superblock checksum does not match superblock ({})";
+    /// A group descriptor checksum is wrong.
+    GroupDescChecksum = 0x00_0002, P0, Info, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
+    /// A bitmap or inode table lies outside the file system or its group.
+    GroupMetadataLocation = 0x00_0003, P0, Info, Rebuild, "{}";
+    /// itable_unused / flags of a group contradict its counts.
+    GroupUnusedInodes = 0x00_0004, P0, Info, SetField, "{}";
+    /// The journal inode or the journal superblock is invalid.
+    JournalBad = 0x00_0005, P0, Info, Rebuild, "{}";
+    /// Orphan inodes are listed (the file system was not cleanly unmounted).
+    OrphanList = 0x00_0006, P0, Info, ClearInode, "{}";
+    /// Superblock counts are unusual (recomputed by the kernel; not an error).
+    SuperblockCounts = 0x00_0007, P0, Info, FixSummary, "{}";
+
+    /// An inode's checksum does not match.
+    InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";
+    /// The mode holds no valid file type.
+    InodeBadMode = 0x01_0002, P1, Error, ClearInode, "Inode {} has a bad mode";
+    /// An in-use inode has a deletion time.
+    InodeDtimeSet = 0x01_0003, P1, Error, SetField, "Inode {} is in use, but has dtime set";
+    /// A deleted inode has no deletion time.
+    InodeZeroDtime = 0x01_0004, P1, Error, SetField, "Deleted inode {} has zero dtime";
+    /// Extent header invalid.
+    ExtentHeader = 0x01_0005, P1, Error, ClearInode, "Inode {} has a bad extent header";
+    /// An extent points outside the file system or over metadata.
+    ExtentBad = 0x01_0006, P1, Error, ClearEntry, "Inode {} has an invalid extent";
+    /// Extents out of order or overlapping.
+    ExtentOrder = 0x01_0007, P1, Error, Rebuild, "Inode {} has out of order extents";
+    /// Extent block checksum wrong.
+    ExtentChecksum = 0x01_0008, P1, Error, RecomputeChecksum, "Inode {} extent block passes checks, but checksum does not match extent";
+    /// A block pointer of a block-mapped inode is invalid.
+    IllegalBlock = 0x01_0009, P1, Error, ClearEntry, "Inode {} has illegal block(s)";
+    /// i_blocks disagrees with the blocks found.
+    BadIBlocks = 0x01_000A, P1, Error, SetField, "Inode {}";
+    /// i_size disagrees with the blocks found.
+    BadISize = 0x01_000B, P1, Error, SetField, "Inode {}";
+    /// A symlink is malformed.
+    BadSymlink = 0x01_000C, P1, Error, ClearInode, "Symlink {} is invalid";
+    /// An xattr block is malformed.
+    BadXattrBlock = 0x01_000D, P1, Error, ClearEntry, "Inode {} has a bad extended attribute block";
+    /// In-inode xattrs are malformed.
+    BadXattrInInode = 0x01_000E, P1, Error, ClearEntry, "Inode {} has bad in-inode extended attributes";
+    /// An xattr block's reference count disagrees with its users.
+    XattrRefcount = 0x01_000F, P1, Error, SetField, "Extended attribute block {}";
+    /// A flag the inode's type or the features do not allow.
+    BadFlags = 0x01_0010, P1, Error, SetField, "Inode {}";
+    /// A reserved inode is wrong (root not a directory, journal inode bad, ...).
+    ReservedInode = 0x01_0011, P1, Error, ClearInode, "{}";
+    /// i_extra_isize out of range.
+    BadExtraIsize = 0x01_0012, P1, Error, SetField, "Inode {} has an invalid extra size";
+    /// Inline data malformed.
+    BadInlineData = 0x01_0013, P1, Error, ClearInode, "Inode {} has inline data problems";
+    /// The inode is marked in use but its group's table says unused.
+    InodeInUnusedArea = 0x01_0014, P1, Error, SetField, "{}";
+
+    /// Blocks claimed by more than one inode.
+    MultiplyClaimed = 0x11_0001, P1B, Error, CloneBlocks, "Multiply-claimed block(s) in inode {}";
+
+    /// Directory block checksum wrong.
+    DirBlockChecksum = 0x02_0001, P2, Error, RecomputeChecksum, "Directory inode {}: directory passes checks but fails checksum";
+    /// Directory leaf block without a checksum tail.
+    DirNoTail = 0x02_0002, P2, Error, Rebuild, "Directory inode {}: directory has no checksum";
+    /// A directory entry's rec_len or name_len is invalid.
+    DirCorruptEntry = 0x02_0003, P2, Error, ClearEntry, "Directory inode {}: corrupted directory entry";
+    /// An entry names an inode number outside the file system.
+    DirBadInode = 0x02_0004, P2, Error, ClearEntry, "Entry {} has bad inode #";
+    /// An entry names an unused inode.
+    DirUnusedInode = 0x02_0005, P2, Error, ClearEntry, "Entry {} has deleted/unused inode";
+    /// `.` missing or wrong.
+    DirBadDot = 0x02_0006, P2, Error, Create, "{}";
+    /// `..` missing or not second.
+    DirBadDotDot = 0x02_0007, P2, Error, Create, "{}";
+    /// An entry's file type disagrees with the inode.
+    DirBadFileType = 0x02_0008, P2, Error, SetField, "Entry {} has an incorrect filetype";
+    /// Two entries with the same name.
+    DirDuplicateEntry = 0x02_0009, P2, Error, ClearEntry, "Duplicate entry {} found";
+    /// A second name for a directory.
+    DirLinkToDir = 0x02_000A, P2, Error, ClearEntry, "Entry {} is a link to a directory";
+    /// An entry name contains '/' or NUL, or is empty.
+    DirBadName = 0x02_000B, P2, Error, SetField, "Entry {} has illegal characters in its name";
+    /// htree root/node structure invalid.
+    HtreeBad = 0x02_000C, P2, Error, Rebuild, "Problem in HTREE directory inode {}";
+    /// dx node checksum wrong.
+    HtreeChecksum = 0x02_000D, P2, Error, RecomputeChecksum, "Problem in HTREE directory inode {}: node fails checksum";
+    /// A hole in a directory.
+    DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";
+    /// An entry in a directory names the directory's ancestor root wrongly, or root entry.
+    DirEntryToRoot = 0x02_000F, P2, Error, ClearEntry, "Entry {} points to the root inode";
+
+    /// The root inode is missing or not a directory.
+    NoRoot = 0x03_0001, P3, Error, Create, "Root inode not allocated";
+    /// A directory no entry reaches.
+    UnconnectedDir = 0x03_0002, P3, Error, Reconnect, "Unconnected directory inode {}";
+    /// `..` names another directory than the parent.
+    BadDotDot = 0x03_0003, P3, Error, SetField, "'..' in {}";
+    /// No /lost+found.
+    NoLostFound = 0x03_0004, P3, Info, Create, "/lost+found not found";
+    /// /lost+found is not a directory.
+    LostFoundNotDir = 0x03_0005, P3, Error, Create, "/lost+found is not a directory ({})";
+
+    /// An inode in use that no entry names.
+    UnattachedInode = 0x04_0001, P4, Error, Reconnect, "Unattached inode {}";
+    /// An inode's link count disagrees with the entries naming it.
+    BadRefCount = 0x04_0002, P4, Error, SetField, "Inode {}";
+
+    /// The block bitmap disagrees with the blocks in use.
+    BlockBitmapDiff = 0x05_0001, P5, Error, FixSummary, "Block bitmap differences: {}";
+    /// The inode bitmap disagrees with the inodes in use.
+    InodeBitmapDiff = 0x05_0002, P5, Error, FixSummary, "Inode bitmap differences: {}";
+    /// A group's free block count is wrong.
+    GroupFreeBlocks = 0x05_0003, P5, Error, FixSummary, "Free blocks count wrong for group #{}";
+    /// A group's free inode count is wrong.
+    GroupFreeInodes = 0x05_0004, P5, Error, FixSummary, "Free inodes count wrong for group #{}";
+    /// A group's directory count is wrong.
+    GroupDirs = 0x05_0005, P5, Error, FixSummary, "Directories count wrong for group #{}";
+    /// The superblock's free block count is wrong (not an error: the kernel recounts).
+    TotalFreeBlocks = 0x05_0006, P5, Info, FixSummary, "Free blocks count wrong ({})";
+    /// The superblock's free inode count is wrong (not an error).
+    TotalFreeInodes = 0x05_0007, P5, Info, FixSummary, "Free inodes count wrong ({})";
+    /// A bitmap checksum is wrong.
+    BitmapChecksum = 0x05_0008, P5, Error, RecomputeChecksum, "{}";
+    /// The padding at the end of a bitmap is not set.
+    BitmapPadding = 0x05_0009, P5, Error, FixSummary, "Padding at end of {} bitmap is not set";
+}
+
+/// One problem found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Which.
+    pub code: Code,
+    /// The inode concerned, if any.
+    pub ino: Option<u32>,
+    /// The block concerned, if any.
+    pub block: Option<u64>,
+    /// The group concerned, if any.
+    pub group: Option<u32>,
+    /// Details filled into the message.
+    pub detail: String,
+}
+
+impl Problem {
+    /// A problem with details.
+    pub fn new(code: Code, detail: impl Into<String>) -> Problem {
+        Problem {
+            code,
+            ino: None,
+            block: None,
+            group: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// Attaches the inode.
+    pub fn ino(mut self, ino: u32) -> Problem {
+        self.ino = Some(ino);
+        self
+    }
+
+    /// Attaches the block.
+    pub fn block(mut self, b: u64) -> Problem {
+        self.block = Some(b);
+        self
+    }
+
+    /// Attaches the group.
+    pub fn group(mut self, g: u32) -> Problem {
+        self.group = Some(g);
+        self
+    }
+
+    /// The message as printed.
+    pub fn message(&self) -> String {
+        let m = self.code.def().message;
+        match m.find("{}") {
+            Some(i) => format!("{}{}{}", &m[..i], self.detail, m[i + 2..].replace("{}", "")),
+            None if self.detail.is_empty() => m.to_string(),
+            None => format!("{m}: {}", self.detail),
+        }
+    }
+
+    /// Sort key: pass, then inode, block, group, code.
+    pub fn sort_key(&self) -> (Pass, u32, u64, u32, Code) {
+        (
+            self.code.def().pass,
+            self.ino.unwrap_or(0),
+            self.block.unwrap_or(0),
+            self.group.unwrap_or(0),
+            self.code,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_match_their_pass() {
+        let mut seen = std::collections::HashSet::new();
+        for c in Code::ALL {
+            let d = c.def();
+            assert!(seen.insert(d.code), "duplicate code {:#x}", d.code);
+            let pass_of_code = match d.code >> 16 {
+                0 => Pass::P0,
+                1 => Pass::P1,
+                0x11 => Pass::P1B,
+                2 => Pass::P2,
+                3 => Pass::P3,
+                4 => Pass::P4,
+                5 => Pass::P5,
+                _ => panic!("bad code {:#x}", d.code),
+            };
+            assert_eq!(pass_of_code, d.pass, "{}", d.name);
+        }
+    }
+}

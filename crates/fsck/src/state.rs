@@ -1,0 +1,226 @@
+//! State shared by the worker threads: the few structures the design needs shared
+//! (pFSCK's "global metadata update"), all lock-free. Everything else is per thread.
+
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use usfs_fs::FileType;
+
+/// A bitmap updated with atomic or: concurrent markers never lose a bit, and a marker
+/// learns whether the bit was already set (a block claimed twice).
+pub struct AtomicBitmap {
+    words: Vec<AtomicU64>,
+    len: u64,
+}
+
+impl AtomicBitmap {
+    /// `len` clear bits.
+    pub fn new(len: u64) -> Self {
+        let n = len.div_ceil(64) as usize;
+        AtomicBitmap {
+            words: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            len,
+        }
+    }
+
+    /// Sets bit `i`; returns whether it was already set. Out-of-range bits are ignored
+    /// (and reported as not set).
+    pub fn set(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let m = 1u64 << (i % 64);
+        self.words[(i / 64) as usize].fetch_or(m, Relaxed) & m != 0
+    }
+
+    /// Is bit `i` set?
+    pub fn get(&self, i: u64) -> bool {
+        i < self.len && self.words[(i / 64) as usize].load(Relaxed) & (1u64 << (i % 64)) != 0
+    }
+
+    /// Number of bits.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for a bitmap of no bits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The per-inode facts later passes need, one byte each: unused, or the file type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InodeKind {
+    /// Not in use (links 0) or cleared.
+    Unused,
+    /// In use, of this type.
+    Used(FileType),
+}
+
+impl InodeKind {
+    fn encode(self) -> u8 {
+        match self {
+            InodeKind::Unused => 0,
+            InodeKind::Used(t) => 1 + t.dirent_type(),
+        }
+    }
+
+    fn decode(b: u8) -> InodeKind {
+        let t = match b {
+            0 => return InodeKind::Unused,
+            b => b - 1,
+        };
+        InodeKind::Used(match t {
+            8 => FileType::Regular,
+            4 => FileType::Directory,
+            10 => FileType::Symlink,
+            2 => FileType::CharDevice,
+            6 => FileType::BlockDevice,
+            1 => FileType::Fifo,
+            _ => FileType::Socket,
+        })
+    }
+}
+
+/// Shared state of one check.
+pub struct Shared {
+    /// Blocks found in use (metadata and every inode's blocks).
+    pub blocks: AtomicBitmap,
+    /// Blocks claimed twice (the pass 1B input): a second bitmap, set on collision.
+    pub dup_blocks: AtomicBitmap,
+    /// Were duplicates found at all?
+    pub any_dup: AtomicBool,
+    /// Kind of each inode (index ino - 1), written by pass 1.
+    kinds: Vec<AtomicU8>,
+    /// i_links_count of each inode, written by pass 1.
+    links: Vec<AtomicU16>,
+    /// References from directory entries (including `.` and `..`), saturating at
+    /// u16::MAX - 1; counted by pass 2.
+    refs: Vec<AtomicU16>,
+    /// Pass 1 finished group g.
+    group_done: Vec<AtomicBool>,
+    /// Chunks of group g pass 1 has not finished.
+    group_pending: Vec<AtomicU32>,
+    /// Inodes holding xattr values (ea_inode): referenced by xattrs, not by entries.
+    pub ea_inodes: AtomicBitmap,
+    /// Directories with the htree INDEX flag (their link count may be 1).
+    pub indexed_dirs: AtomicBitmap,
+}
+
+impl Shared {
+    /// State for `inodes` inodes, `blocks` blocks and `groups` groups.
+    pub fn new(inodes: u32, blocks: u64, groups: u32) -> Shared {
+        let n = inodes as usize;
+        Shared {
+            blocks: AtomicBitmap::new(blocks),
+            dup_blocks: AtomicBitmap::new(blocks),
+            any_dup: AtomicBool::new(false),
+            kinds: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            links: (0..n).map(|_| AtomicU16::new(0)).collect(),
+            refs: (0..n).map(|_| AtomicU16::new(0)).collect(),
+            group_done: (0..groups).map(|_| AtomicBool::new(false)).collect(),
+            group_pending: (0..groups).map(|_| AtomicU32::new(0)).collect(),
+            ea_inodes: AtomicBitmap::new(inodes as u64 + 1),
+            indexed_dirs: AtomicBitmap::new(inodes as u64 + 1),
+        }
+    }
+
+    /// Marks a block in use; a second claim is recorded as a duplicate.
+    pub fn claim_block(&self, b: u64) {
+        if self.blocks.set(b) {
+            self.dup_blocks.set(b);
+            self.any_dup.store(true, Relaxed);
+        }
+    }
+
+    /// Records what pass 1 found for `ino`.
+    pub fn set_inode(&self, ino: u32, kind: InodeKind, links: u16) {
+        let i = (ino - 1) as usize;
+        self.kinds[i].store(kind.encode(), Relaxed);
+        self.links[i].store(links, Relaxed);
+    }
+
+    /// Marks `ino` unused again (pass 1 found it unusable).
+    pub fn clear_inode(&self, ino: u32) {
+        self.kinds[(ino - 1) as usize].store(0, Relaxed);
+    }
+
+    /// What pass 1 found for `ino` (valid once its group is done).
+    pub fn kind(&self, ino: u32) -> InodeKind {
+        InodeKind::decode(self.kinds[(ino - 1) as usize].load(Relaxed))
+    }
+
+    /// i_links_count of `ino`.
+    pub fn links(&self, ino: u32) -> u16 {
+        self.links[(ino - 1) as usize].load(Relaxed)
+    }
+
+    /// Counts one directory entry naming `ino`.
+    pub fn add_ref(&self, ino: u32) {
+        let r = &self.refs[(ino - 1) as usize];
+        let _ = r.fetch_update(Relaxed, Relaxed, |v| (v < u16::MAX - 1).then_some(v + 1));
+    }
+
+    /// Entries naming `ino` (saturated at u16::MAX - 1).
+    pub fn refs(&self, ino: u32) -> u16 {
+        self.refs[(ino - 1) as usize].load(Relaxed)
+    }
+
+    /// Pass 1 will scan group `g` in `chunks` chunks (0: the group is done already).
+    pub fn plan_group(&self, g: u32, chunks: u32) {
+        self.group_pending[g as usize].store(chunks, Relaxed);
+        if chunks == 0 {
+            self.finish_group(g);
+        }
+    }
+
+    /// One chunk of group `g` is done; the last one finishes the group.
+    pub fn chunk_done(&self, g: u32) {
+        if self.group_pending[g as usize].fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            self.finish_group(g);
+        }
+    }
+
+    /// Pass 1 is done with group `g`.
+    fn finish_group(&self, g: u32) {
+        self.group_done[g as usize].store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Has pass 1 finished the group of `ino`?
+    pub fn inode_checked(&self, ino: u32, inodes_per_group: u32) -> bool {
+        self.group_done[((ino - 1) / inodes_per_group) as usize]
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        for t in [
+            FileType::Regular,
+            FileType::Directory,
+            FileType::Symlink,
+            FileType::CharDevice,
+            FileType::BlockDevice,
+            FileType::Fifo,
+            FileType::Socket,
+        ] {
+            assert_eq!(
+                InodeKind::decode(InodeKind::Used(t).encode()),
+                InodeKind::Used(t)
+            );
+        }
+        assert_eq!(InodeKind::decode(0), InodeKind::Unused);
+    }
+
+    #[test]
+    fn bitmap_reports_second_claims() {
+        let s = Shared::new(10, 100, 1);
+        s.claim_block(5);
+        assert!(!s.any_dup.load(Relaxed));
+        s.claim_block(5);
+        assert!(s.any_dup.load(Relaxed) && s.dup_blocks.get(5) && !s.dup_blocks.get(6));
+    }
+}

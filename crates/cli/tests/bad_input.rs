@@ -1,6 +1,7 @@
 //! Bad input: truncated images, zeroed superblocks and hundreds of seeded byte flips in
 //! metadata. usfs must exit non-zero with a message or succeed, never panic (exit 101),
-//! never be killed by a signal, never hang.
+//! never be killed by a signal, never hang; `usfs fsck -n` must give a verdict (0, 4 or
+//! 8) every time.
 
 mod common;
 
@@ -36,6 +37,27 @@ fn exercise(image: &Path, scratch: &Scratch, label: &str) -> bool {
         vec!["cat".into()],
         vec!["stat".into()],
     ];
+    // The checker: a verdict every time (0 clean, 4 errors, 8 unreadable), on both
+    // thread counts.
+    for j in ["1", "2"] {
+        let mut c = Command::new(usfs());
+        c.args(["fsck", "-n", "-j", j]).arg(image);
+        let (code, _out, stderr) = run_limited(&mut c, Duration::from_secs(20));
+        match code {
+            Some(0 | 4 | 8) => {}
+            None => {
+                eprintln!("{label}: usfs fsck -j{j} hung or died by a signal");
+                all_ok = false;
+            }
+            Some(c) => {
+                eprintln!(
+                    "{label}: usfs fsck -j{j} exited {c}:\n{}",
+                    String::from_utf8_lossy(&stderr)
+                );
+                all_ok = false;
+            }
+        }
+    }
     for args in cmds {
         let mut c = Command::new(usfs());
         c.arg(&args[0]);

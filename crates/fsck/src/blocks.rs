@@ -40,10 +40,12 @@ pub fn walk_extents(
     v: &mut dyn Visit,
 ) -> bool {
     let h = ExtentHeader::new(&root[..]).expect("60 bytes");
+    // eh_max must be the node's capacity, or at most 2 less (as e2fsck requires).
     if h.eh_magic() != EXTENT_MAGIC
         || h.eh_max() as usize > 4
+        || (h.eh_max() as usize) < 2
         || h.eh_entries() > h.eh_max()
-        || h.eh_depth() > MAX_DEPTH
+        || h.eh_depth() > 4 * MAX_DEPTH
     {
         if report {
             w.report(Problem::new(Code::ExtentHeader, ino.to_string()).ino(ino));
@@ -151,10 +153,21 @@ impl Walk {
             }
             let bs = buf.len();
             let ch = ExtentHeader::new(&buf[..]).expect("block >= 12");
+            // The index's logical start must be the child's first entry's.
+            if ch.eh_magic() == EXTENT_MAGIC && ch.eh_entries() > 0 {
+                let first = u32::from_le_bytes(buf[ENTRY_SIZE..ENTRY_SIZE + 4].try_into().unwrap());
+                if first != ix.ei_block() {
+                    self.problem(
+                        w,
+                        Code::ExtentBad,
+                        format!("{} (interior node: logical start {} does not match {first} at the next level)", self.ino, ix.ei_block()),
+                    );
+                }
+            }
             let cap = (bs - ENTRY_SIZE) / ENTRY_SIZE;
             let ok = ch.eh_magic() == EXTENT_MAGIC
                 && ch.eh_max() as usize <= cap
-                && ch.eh_max() > 0
+                && ch.eh_max() as usize + 2 >= cap
                 && ch.eh_entries() <= ch.eh_max()
                 && ch.eh_depth() == depth - 1;
             if !ok {

@@ -37,6 +37,14 @@ pub struct Ctx<'a> {
     pub queues: &'a Queues,
 }
 
+impl Ctx<'_> {
+    /// Does group `g`'s descriptor carry `flag` (BG_*_UNINIT)? (Trusted even when the
+    /// descriptor's checksum fails, as e2fsck -n does.)
+    pub fn group_flag(&self, g: u32, flag: u16) -> bool {
+        self.fs.group(g).has_flag(flag)
+    }
+}
+
 /// Counters of one thread, summed at the end.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counters {

@@ -121,6 +121,15 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let t0 = Instant::now();
     let mut phases = Vec::new();
     let (fs, issues) = Ext4::open_for_check(dev)?;
+    // e2fsck -n cannot go on from a superblock whose checksum fails (exit 8).
+    if let Some(usfs_ext4::OpenIssue::SuperblockChecksum { stored, computed }) = issues
+        .iter()
+        .find(|i| matches!(i, usfs_ext4::OpenIssue::SuperblockChecksum { .. }))
+    {
+        return Err(usfs_fs::Error::corrupt(format!(
+            "superblock checksum {stored:#010x} does not match contents ({computed:#010x})"
+        )));
+    }
     let geo = fs.geometry().clone();
     let shared = state::Shared::new(geo.inodes_count, geo.blocks_count, geo.group_count);
     let threads = opts.threads.max(1);
@@ -203,12 +212,23 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     }
     let mut late = Worker::new(bs);
     check_xattr_refcounts(&ctx, &mut late, &xattr_refs);
-    if shared.any_dup.load(std::sync::atomic::Ordering::Relaxed) {
+    // With shared_blocks, sharing is the feature (a deduplicated read-only image).
+    let sharing_allowed = geo
+        .features
+        .has_ro_compat(usfs_ext4::format::features::ro_compat::SHARED_BLOCKS);
+    if shared.any_dup.load(std::sync::atomic::Ordering::Relaxed) && !sharing_allowed {
         pass1b::run(&ctx, &mut late);
     }
     phases.push(("pass 1B + merge", t3.elapsed().as_secs_f64()));
     let t4 = Instant::now();
-    pass3::run(&geo, &shared, &mut late, &dotdots, &parents, lost_found);
+    pass3::run(
+        &geo,
+        &shared,
+        &mut late,
+        &mut dotdots,
+        &mut parents,
+        lost_found,
+    );
     phases.push(("pass 3", t4.elapsed().as_secs_f64()));
     let t5 = Instant::now();
     // Inodes no directory names by design: the orphan file, quota files, the journal.
@@ -231,9 +251,10 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
 
     let sb = fs.superblock();
     let inodes = geo.inodes_count as u64;
-    let inodes_used = inodes.saturating_sub(sb.s_free_inodes_count() as u64);
+    let inodes_used = (geo.inodes_count.wrapping_sub(sb.s_free_inodes_count())) as u64;
     let blocks = geo.blocks_count;
-    let blocks_used = blocks.saturating_sub(sb.free_blocks_count(geo.is64()));
+    // (Wrapping, as e2fsck prints it when the free count exceeds the total.)
+    let blocks_used = blocks.wrapping_sub(sb.free_blocks_count(geo.is64()));
     let frag = counters.fragmented + counters.fragmented_dirs;
     // e2fsck computes this in 32-bit arithmetic (it wraps past 429496 fragmented inodes).
     let fragmented_tenths = 10000u32

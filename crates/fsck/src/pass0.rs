@@ -56,17 +56,30 @@ pub fn check(ctx: &Ctx) -> Vec<Problem> {
         || geo
             .features
             .has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM);
+    let super_or_desc: std::collections::HashSet<u64> = (0..geo.group_count)
+        .flat_map(|g| metadata_blocks_of_group(ctx, g))
+        .collect();
+    for &b in &super_or_desc {
+        ctx.shared.claim_block(b);
+    }
     for g in 0..geo.group_count {
-        for b in metadata_blocks_of_group(ctx, g) {
-            ctx.shared.claim_block(b);
-        }
         let d = ctx.fs.group(g);
-        for (b, n) in [
-            (d.block_bitmap(), 1),
-            (d.inode_bitmap(), 1),
-            (d.inode_table(), itable_blocks),
+        for (what, b, n) in [
+            ("block bitmap", d.block_bitmap(), 1),
+            ("inode bitmap", d.inode_bitmap(), 1),
+            ("inode table", d.inode_table(), itable_blocks),
         ] {
             if ctx.valid_block(b) && ctx.valid_block(b + n - 1) {
+                // Over a superblock or descriptor copy?
+                if (0..n).any(|k| super_or_desc.contains(&(b + k))) {
+                    out.push(
+                        Problem::new(
+                            Code::GroupMetadataLocation,
+                            format!("The {what} for group {g} overlaps the superblock or group descriptors (block {b})"),
+                        )
+                        .group(g),
+                    );
+                }
                 for k in 0..n {
                     ctx.shared.claim_block(b + k);
                 }

@@ -73,6 +73,12 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     let dtime = u32::from_le_bytes(rec[0x14..0x18].try_into().unwrap());
     let reserved = ino < geo.first_ino;
     if links == 0 && !(reserved && ino != BAD_BLOCKS_INO && mode != 0) {
+        // A deleted inode's record is still checksummed (an all-zero record never was).
+        if let Some(seed) = ctx.fs.csum_seed() {
+            if !reserved && rec.iter().any(|&b| b != 0) && !inode_checksum_ok(rec, seed, ino, isz) {
+                w.report(Problem::new(Code::InodeChecksum, ino.to_string()).ino(ino));
+            }
+        }
         // Not in use. A deleted inode should carry its deletion time (unless it is on
         // the orphan list, where dtime links the list; e2fsck checks those separately).
         if mode != 0 && dtime == 0 && !reserved && ctx.fs.superblock().s_last_orphan() == 0 {
@@ -175,6 +181,14 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     check_inode_blocks(ctx, w, ino, ft);
 }
 
+fn inode_checksum_ok(rec: &[u8], seed: u32, ino: u32, isz: usize) -> bool {
+    let mut b = [0u8; 1024];
+    b[..isz.min(1024)].copy_from_slice(&rec[..isz.min(1024)]);
+    Inode::new(&b[..])
+        .expect("1024 bytes")
+        .checksum_ok(seed, ino, isz)
+}
+
 /// Pass-1 visitor: claims blocks, counts them, tracks fragmentation and the last block.
 struct Claim<'a> {
     ctx: &'a Ctx<'a>,
@@ -261,9 +275,36 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         } else {
             walk_indirect(ctx, w, ino, &i_block, true, &mut claim);
         }
-    } else if fast_symlink && (size == 0 || size >= 60 || i_block[..size as usize].contains(&0)) {
+    } else if fast_symlink
+        && (size == 0
+            || size >= 60
+            || i_block[..size as usize].contains(&0)
+            || iflags & flags::EXTENTS != 0)
+    {
         w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
     }
+    if inline && !has_system_data(ctx, &w.inode) {
+        w.report(
+            Problem::new(
+                Code::BadInlineData,
+                format!("{ino} (INLINE_DATA_FL set but no system.data attribute)"),
+            )
+            .ino(ino),
+        );
+    }
+    claim.blocks += ea_inode_blocks(ctx, w, ino);
+    let file_acl = if file_acl != 0 && !geo.features.has_compat(compat::EXT_ATTR) {
+        w.report(
+            Problem::new(
+                Code::BadXattrBlock,
+                format!("{ino} (i_file_acl {file_acl} set without the ext_attr feature)"),
+            )
+            .ino(ino),
+        );
+        0
+    } else {
+        file_acl
+    };
     if file_acl != 0 && check_xattr_block(ctx, w, ino, file_acl) {
         claim.blocks += 1;
     }
@@ -303,7 +344,8 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
                 .ino(ino),
             );
         }
-    } else if ft == FileType::Regular && has_blocks {
+    } else if ft == FileType::Regular && has_blocks && iflags & flags::VERITY == 0 {
+        // (fs-verity keeps its Merkle tree past i_size.)
         if let Some(l) = claim.last_init_lblk {
             if size < l * bs {
                 w.report(
@@ -326,7 +368,8 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
                 w.report(Problem::new(Code::DirHole, format!("{ino} (block #{expect})")).ino(ino));
             }
             expect = lblk + 1;
-            if lblk < size.div_ceil(bs) {
+            // Every block is checked, also past i_size (as e2fsck does).
+            {
                 w.dir_batch.push(DirBlock {
                     dir: ino,
                     generation,
@@ -340,6 +383,93 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
             flush_dir_batch(ctx, w);
         }
     }
+}
+
+/// Do the entries of an xattr block carry the hash of their name and value (either
+/// variant; values in EA inodes are not hashed here)?
+fn entry_hashes_ok(block: &[u8]) -> bool {
+    let mut ok = true;
+    for_each_entry(block, BLOCK_HEADER_SIZE, |e, name| {
+        if e.e_value_inum() != 0 || e.e_hash() == 0 {
+            return;
+        }
+        let v = e.e_value_offs() as usize;
+        let Some(value) = block.get(v..v + e.e_value_size() as usize) else {
+            return;
+        };
+        if e.e_hash() != xattr::entry_hash(name, value, false)
+            && e.e_hash() != xattr::entry_hash(name, value, true)
+        {
+            ok = false;
+        }
+    });
+    ok
+}
+
+/// The entries of the in-inode xattr area of `inode`, if it has one.
+fn in_inode_area<'a>(ctx: &Ctx, inode: &'a Inode<Vec<u8>>) -> Option<&'a [u8]> {
+    let isz = ctx.geo.inode_size as usize;
+    let start = GOOD_OLD_INODE_SIZE + inode.i_extra_isize() as usize;
+    if isz <= GOOD_OLD_INODE_SIZE || start + 4 > isz {
+        return None;
+    }
+    let bytes = &inode.bytes()[..isz];
+    (u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) == XATTR_MAGIC)
+        .then(|| &bytes[start + 4..])
+}
+
+/// Calls `f(entry)` for each entry of an xattr entry list (stops at the end marker or
+/// at the first malformed entry).
+fn for_each_entry(area: &[u8], first: usize, mut f: impl FnMut(&XattrEntry<&[u8]>, &[u8])) {
+    let mut off = first;
+    while off + 4 <= area.len() && area[off..off + 4] != [0; 4] {
+        let Some(e) = XattrEntry::new(&area[off..]) else {
+            return;
+        };
+        let size = xattr::entry_size(e.e_name_len() as usize);
+        if off + size > area.len() {
+            return;
+        }
+        let name =
+            &area[off + ENTRY_HEADER_SIZE..off + ENTRY_HEADER_SIZE + e.e_name_len() as usize];
+        f(&e, name);
+        off += size;
+    }
+}
+
+/// Does the inode carry the `system.data` attribute (inline data beyond i_block)?
+fn has_system_data(ctx: &Ctx, inode: &Inode<Vec<u8>>) -> bool {
+    let mut found = false;
+    if let Some(area) = in_inode_area(ctx, inode) {
+        for_each_entry(area, 0, |e, name| {
+            found |= e.e_name_index() == xattr::INDEX_SYSTEM && name == b"data"
+        });
+    }
+    found
+}
+
+/// Blocks of the EA inodes holding this inode's in-inode xattr values (e2fsck charges
+/// them to the owner's i_blocks).
+fn ea_inode_blocks(ctx: &Ctx, w: &Worker, ino: u32) -> u64 {
+    let _ = ino;
+    let mut total = 0;
+    if let Some(area) = in_inode_area(ctx, &w.inode) {
+        for_each_entry(area, 0, |e, _| {
+            total += ea_inode_size_blocks(ctx, e.e_value_inum())
+        });
+    }
+    total
+}
+
+/// i_blocks of EA inode `ea` in file-system blocks (0 if none or unreadable).
+fn ea_inode_size_blocks(ctx: &Ctx, ea: u32) -> u64 {
+    if ea == 0 || ea > ctx.geo.inodes_count {
+        return 0;
+    }
+    let huge = ctx.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+    ctx.fs.read_inode_raw(ea).map_or(0, |r| {
+        r.blocks_512(huge, ctx.geo.block_size) / (ctx.geo.block_size as u64 / 512)
+    })
 }
 
 /// Checks the in-inode xattr area of the inode in `w.inode`.
@@ -357,37 +487,52 @@ fn check_in_inode_xattrs(ctx: &Ctx, w: &mut Worker, ino: u32) {
         return;
     }
     let area = &bytes[start + 4..];
-    if !entries_ok(area, 0, area.len()) {
+    if !entries_ok(
+        area,
+        0,
+        area.len(),
+        ctx.geo.features.has_incompat(incompat::EA_INODE),
+    ) {
         w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).ino(ino));
     }
 }
 
-/// Are the entries in `area[first..]` well formed, with values inside `area[..limit]`?
-fn entries_ok(area: &[u8], first: usize, limit: usize) -> bool {
+/// Are the entries in `area[first..]` well formed, with values inside `area[..limit]`,
+/// clear of the entry table and of each other (what e2fsck calls an allocation
+/// collision)?
+fn entries_ok(area: &[u8], first: usize, limit: usize, ea_inode: bool) -> bool {
     let mut off = first;
+    let mut values: Vec<(usize, usize)> = Vec::new();
     loop {
         if off + 4 > area.len() {
             return false;
         }
         if area[off..off + 4] == [0; 4] {
-            return true;
+            break;
         }
         let Some(e) = XattrEntry::new(&area[off..]) else {
             return false;
         };
-        let n = e.e_name_len() as usize;
-        let size = xattr::entry_size(n);
-        if n == 0 || off + size > area.len() {
+        // An empty name is valid: POSIX ACLs are index 2/3 with no name.
+        let size = xattr::entry_size(e.e_name_len() as usize);
+        if off + size > area.len() {
             return false;
         }
-        if e.e_value_inum() == 0 {
+        if e.e_value_inum() != 0 && !ea_inode {
+            return false;
+        }
+        if e.e_value_inum() == 0 && e.e_value_size() != 0 {
             let v = e.e_value_offs() as usize;
             if v + e.e_value_size() as usize > limit {
                 return false;
             }
+            values.push((v, v + (e.e_value_size() as usize).next_multiple_of(4)));
         }
         off += size;
     }
+    let table_end = off + 4;
+    values.sort_unstable();
+    values.iter().all(|&(a, _)| a >= table_end) && values.windows(2).all(|p| p[0].1 <= p[1].0)
 }
 
 /// Checks an xattr block and counts the reference; returns whether it counts toward
@@ -412,8 +557,22 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
         let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
         h.h_magic() == XATTR_MAGIC
             && h.h_blocks() == 1
-            && entries_ok(&buf, BLOCK_HEADER_SIZE, buf.len())
+            && entries_ok(
+                &buf,
+                BLOCK_HEADER_SIZE,
+                buf.len(),
+                ctx.geo.features.has_incompat(incompat::EA_INODE),
+            )
     };
+    if ok && !entry_hashes_ok(&buf) {
+        w.report(
+            Problem::new(
+                Code::BadXattrBlock,
+                format!("{ino} ({blk}): an entry's hash is invalid"),
+            )
+            .ino(ino),
+        );
+    }
     if !ok {
         w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).ino(ino));
     } else if let Some(seed) = ctx.fs.csum_seed() {

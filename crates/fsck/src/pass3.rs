@@ -1,58 +1,77 @@
 //! Pass 3: directory connectivity. Every directory must be reachable from the root
 //! through entries, its `..` must name the directory holding it, no directory may have
-//! two parents or sit in a loop, and /lost+found must exist.
+//! two parents or sit in a loop, and /lost+found must exist. Memory stays proportional to
+//! the directories: sorted pair lists and one state byte per inode, no hash maps.
 
 use crate::ctx::Worker;
 use crate::problem::{Code, Problem};
 use crate::state::{InodeKind, Shared};
-use std::collections::HashMap;
 use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::ROOT_INO;
 use usfs_fs::FileType;
 
-/// Runs pass 3 on the merged `..` and parent lists.
+/// Looks `key` up in a list of pairs sorted by their first element.
+fn find(pairs: &[(u32, u32)], key: u32) -> Option<u32> {
+    pairs
+        .binary_search_by_key(&key, |p| p.0)
+        .ok()
+        .map(|i| pairs[i].1)
+}
+
+/// Runs pass 3 on the merged `..` and parent lists (sorted here, in place).
 pub fn run(
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
-    dotdots: &[(u32, u32)],
-    parents: &[(u32, u32)],
+    dotdots: &mut [(u32, u32)],
+    parents: &mut Vec<(u32, u32)>,
     lost_found: Option<u32>,
 ) {
     if shared.kind(ROOT_INO) != InodeKind::Used(FileType::Directory) {
         w.report(Problem::new(Code::NoRoot, ""));
         return;
     }
-    let dotdot: HashMap<u32, u32> = dotdots.iter().copied().collect();
-    let mut parent: HashMap<u32, u32> = HashMap::with_capacity(parents.len());
-    for &(child, p) in parents {
-        if let Some(&first) = parent.get(&child) {
-            if first != p || child != ROOT_INO {
+    dotdots.sort_unstable();
+    parents.sort_unstable();
+    parents.dedup();
+    // Several entries may name one directory: the parent is the one its `..` names (or,
+    // failing that, the lowest-numbered, so the verdict does not depend on thread
+    // timing); every other name is a hard link to a directory.
+    let mut chosen: Vec<(u32, u32)> = Vec::with_capacity(parents.len());
+    for group in parents.chunk_by(|a, b| a.0 == b.0) {
+        let child = group[0].0;
+        let dd = find(dotdots, child);
+        let pick = dd
+            .filter(|d| group.iter().any(|g| g.1 == *d))
+            .unwrap_or(group[0].1);
+        for &(_, p) in group {
+            if p != pick {
                 w.report(
                     Problem::new(
                         Code::DirLinkToDir,
-                        format!("in directory inode {p} ({child}), already in {first}"),
+                        format!("in directory inode {p} ({child}), already in {pick}"),
                     )
                     .ino(p),
                 );
             }
-        } else {
-            parent.insert(child, p);
         }
+        chosen.push((child, pick));
     }
-    // 0 unknown, 1 on the current path, 2 reaches the root.
-    let mut state: HashMap<u32, u8> = HashMap::with_capacity(parent.len());
-    state.insert(ROOT_INO, 2);
+    // Per inode: 0 unknown, 1 on the current path, 2 reaches the root, 3 does not.
+    let mut state = vec![0u8; geo.inodes_count as usize + 1];
+    state[ROOT_INO as usize] = 2;
+    let mut path = Vec::new();
     for ino in 1..=geo.inodes_count {
         if shared.kind(ino) != InodeKind::Used(FileType::Directory) || ino == ROOT_INO {
             continue;
         }
-        let Some(&p) = parent.get(&ino) else {
-            let was = dotdot.get(&ino).copied().unwrap_or(0);
+        let Some(p) = find(&chosen, ino) else {
+            let was = find(dotdots, ino).unwrap_or(0);
             w.report(Problem::new(Code::UnconnectedDir, format!("{ino} (was in {was})")).ino(ino));
+            state[ino as usize] = 3;
             continue;
         };
-        let dd = dotdot.get(&ino).copied().unwrap_or(0);
+        let dd = find(dotdots, ino).unwrap_or(0);
         if dd != p {
             w.report(
                 Problem::new(
@@ -62,30 +81,31 @@ pub fn run(
                 .ino(ino),
             );
         }
-        // Walk up until a directory known to reach the root, or a loop.
-        let mut path = Vec::new();
+        // Walk up until a directory whose fate is known, or a loop.
+        path.clear();
         let mut cur = ino;
-        let verdict = loop {
-            match state.get(&cur).copied().unwrap_or(0) {
-                2 => break 2,
-                1 => break 3,
+        let reaches = loop {
+            match state[cur as usize] {
+                2 => break true,
+                3 => break false,
+                1 => {
+                    w.report(
+                        Problem::new(Code::UnconnectedDir, format!("{ino} (in a directory loop)"))
+                            .ino(ino),
+                    );
+                    break false;
+                }
                 _ => {}
             }
-            state.insert(cur, 1);
+            state[cur as usize] = 1;
             path.push(cur);
-            match parent.get(&cur) {
-                Some(&p) => cur = p,
-                None => break 4,
+            match find(&chosen, cur) {
+                Some(p) if (p as usize) < state.len() => cur = p,
+                _ => break false,
             }
         };
-        let fin = if verdict == 2 { 2 } else { 0 };
-        if verdict == 3 {
-            w.report(
-                Problem::new(Code::UnconnectedDir, format!("{ino} (in a directory loop)")).ino(ino),
-            );
-        }
-        for d in path {
-            state.insert(d, if fin == 2 { 2 } else { 5 });
+        for &d in &path {
+            state[d as usize] = if reaches { 2 } else { 3 };
         }
     }
     match lost_found {

@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
     let itable_blocks = (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(bs as u64);
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
-        if d.has_flag(BG_BLOCK_UNINIT) {
+        if ctx.group_flag(g, BG_BLOCK_UNINIT) {
             uninit_extra.extend(metadata_blocks_of_group(ctx, g));
             uninit_extra.insert(d.block_bitmap());
             uninit_extra.insert(d.inode_bitmap());
@@ -93,7 +93,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
         let first = geo.group_first_block(g);
         let nblocks = geo.group_blocks(g) as u64;
         // Block bitmap.
-        let uninit = d.has_flag(BG_BLOCK_UNINIT);
+        let uninit = ctx.group_flag(g, BG_BLOCK_UNINIT);
         let readable = !uninit
             && ctx.valid_block(d.block_bitmap())
             && ctx.read_block(d.block_bitmap(), &mut buf).is_ok();
@@ -156,7 +156,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
         }
 
         // Inode bitmap.
-        let iuninit = d.has_flag(BG_INODE_UNINIT);
+        let iuninit = ctx.group_flag(g, BG_INODE_UNINIT);
         let ireadable = !iuninit
             && ctx.valid_block(d.inode_bitmap())
             && ctx.read_block(d.inode_bitmap(), &mut buf).is_ok();

@@ -37,8 +37,9 @@ impl Pass {
     }
 }
 
-/// How bad a problem is. As in e2fsck under -n: no pass-0 problem, a missing
-/// lost+found and the superblock's free counts do not by themselves make the check fail.
+/// How bad a problem is. As e2fsck under -n: most pass-0 problems (not a bad descriptor
+/// checksum), lost+found problems and the superblock's free counts do not by themselves
+/// make the check fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
     /// The file system is inconsistent: `fsck -n` exits 4.
@@ -114,7 +115,7 @@ problems! {
     /// The superblock checksum is wrong.
     SuperblockChecksum = 0x00_0001, P0, Info, RecomputeChecksum, "Superblock checksum does not match superblock ({})";
     /// A group descriptor checksum is wrong.
-    GroupDescChecksum = 0x00_0002, P0, Info, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
+    GroupDescChecksum = 0x00_0002, P0, Error, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
     /// A bitmap or inode table lies outside the file system or its group.
     GroupMetadataLocation = 0x00_0003, P0, Info, Rebuild, "{}";
     /// itable_unused / flags of a group contradict its counts.
@@ -210,7 +211,7 @@ problems! {
     /// No /lost+found.
     NoLostFound = 0x03_0004, P3, Info, Create, "/lost+found not found";
     /// /lost+found is not a directory.
-    LostFoundNotDir = 0x03_0005, P3, Error, Create, "/lost+found is not a directory ({})";
+    LostFoundNotDir = 0x03_0005, P3, Info, Create, "/lost+found is not a directory ({})";
 
     /// An inode in use that no entry names.
     UnattachedInode = 0x04_0001, P4, Error, Reconnect, "Unattached inode {}";

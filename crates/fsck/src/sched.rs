@@ -219,7 +219,7 @@ pub fn plan_chunks(ctx: &Ctx, per_chunk: u32) -> Vec<InodeChunk> {
         let d = ctx.fs.group(g);
         let mut used = geo.inodes_per_group;
         if trust_unused {
-            if d.has_flag(usfs_ext4::format::group_desc::BG_INODE_UNINIT) {
+            if ctx.group_flag(g, usfs_ext4::format::group_desc::BG_INODE_UNINIT) {
                 used = 0;
             } else {
                 used = used.saturating_sub(d.itable_unused());

@@ -82,26 +82,41 @@ pub fn sh(script: &str) -> Output {
 }
 
 /// Runs a command with a time limit; returns (exit code or None if killed, stdout, stderr).
+/// Both pipes are drained while the command runs, so large outputs never stall it.
 pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+    use std::io::Read;
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
     let start = Instant::now();
-    loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            return (out.status.code(), out.stdout, out.stderr);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            return (None, out.stdout, out.stderr);
+            let _ = child.wait();
+            break None;
         }
         std::thread::sleep(Duration::from_millis(5));
-    }
+    };
+    (
+        code,
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
 }
 
 /// A loop mount of an image, unmounted (and its loop device freed) on drop, also when

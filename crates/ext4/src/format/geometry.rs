@@ -94,6 +94,13 @@ impl Geometry {
                 "superblock: inode count {inodes_count} is not {group_count} groups x {inodes_per_group}"
             )));
         }
+        // Every inode needs its record in an inode table on the device: this also bounds
+        // what a checker allocates per inode on a hostile superblock.
+        if inodes_count as u64 * inode_size as u64 > dev_len {
+            return Err(Error::corrupt(format!(
+                "superblock: {inodes_count} inodes of {inode_size} bytes do not fit in an image of {dev_len} bytes"
+            )));
+        }
         if first_ino < 11 || first_ino > inodes_count {
             return Err(Error::corrupt(format!(
                 "superblock: first inode {first_ino}"

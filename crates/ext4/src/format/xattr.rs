@@ -77,6 +77,28 @@ pub fn entry_size(name_len: usize) -> usize {
     (ENTRY_HEADER_SIZE + name_len + 3) & !3
 }
 
+/// The hash of an xattr block entry (`e_hash`): name bytes mixed in with a 5-bit rotate,
+/// then the value as little-endian 32-bit words (zero-padded) with a 16-bit rotate.
+/// `signed_chars` selects the variant that widened name bytes as signed chars (both
+/// exist on disk; checkers accept either).
+pub fn entry_hash(name: &[u8], value: &[u8], signed_chars: bool) -> u32 {
+    let mut h: u32 = 0;
+    for &c in name {
+        let v = if signed_chars {
+            c as i8 as i32 as u32
+        } else {
+            c as u32
+        };
+        h = (h << 5) ^ (h >> 27) ^ v;
+    }
+    for chunk in value.chunks(4) {
+        let mut w = [0u8; 4];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h << 16) ^ (h >> 16) ^ u32::from_le_bytes(w);
+    }
+    h
+}
+
 /// Checksum of an xattr block.
 pub fn block_checksum(seed: u32, block_nr: u64, block: &[u8]) -> u32 {
     let c = crc32c_raw(seed, &block_nr.to_le_bytes());

@@ -110,7 +110,7 @@ impl Ext4 {
             };
             let nlen = e.e_name_len() as usize;
             let esize = xattr::entry_size(nlen);
-            if nlen == 0 || off + esize > area.len() {
+            if off + esize > area.len() {
                 return bad(format!("entry at {off} with name length {nlen}"));
             }
             let name = area[off + ENTRY_HEADER_SIZE..off + ENTRY_HEADER_SIZE + nlen].to_vec();

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# bench/fsck: `usfs fsck -n -j1` and `-j2` vs `e2fsck -fn` on kernel-populated ext4 images of
+# ~INODES inodes in three shapes:
+#   files  file-intensive: 99% files, 1% directories (~100 files per directory)
+#   dir25  25% directories (3 files per directory)
+#   dir50  50% directories (one file per directory)
+# Each tool runs RUNS times warm (after one untimed warm-up run) and RUNS times cold
+# (`sync; echo 3 > /proc/sys/vm/drop_caches` before each run), tools interleaved run by run.
+# Prints medians, raw runs and the ratios e2fsck/usfs (time) and usfs/e2fsck (peak RSS), and
+# checks that every run exits 0 and that the tools print the same summary line.
+# Usage: bench/fsck.sh [INODES] [RUNS]   (defaults 1000000, 5). Needs root (loop mounts,
+# drop_caches), e2fsprogs, cc and GNU time (/usr/bin/time).
+# Images are built once by the kernel (mke2fs, mount -o loop, a small C program creates the
+# tree, umount), checked once with `e2fsck -fn` and cached in $USFS_BENCH_CACHE (default
+# /var/tmp/usfs-bench-fsck) as ext4-SHAPE-INODES.img; delete them to rebuild.
+# Wall time is measured around each run with bash's $EPOCHREALTIME (ms resolution; GNU
+# time's %e only has 10 ms), peak RSS is GNU time's %M (KiB).
+# USFS_BIN=PATH measures that usfs binary instead of building this tree (e.g. a build of a
+# given commit while the working tree has changes in progress).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+inodes=${1:-1000000}
+runs=${2:-5}
+cache=${USFS_BENCH_CACHE:-/var/tmp/usfs-bench-fsck}
+shapes=(files dir25 dir50)
+[ "$(id -u)" = 0 ] || { echo "bench/fsck: needs root (loop mounts, drop_caches)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "bench/fsck: needs GNU time at /usr/bin/time" >&2; exit 1; }
+
+[ -n "${USFS_BIN:-}" ] || cargo build --release -q -p usfs-cli
+work=$(mktemp -d /tmp/usfs-bench-fsck.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt" "$cache"
+# Other work may rebuild target/ while this runs: measure a private copy of the binary.
+cp "${USFS_BIN:-target/release/usfs}" "$work/usfs"
+usfs=$work/usfs
+building=
+cleanup() {
+    if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
+    [ -n "$building" ] && rm -f "$building"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The tree generator: creates NDIRS-1 directories below ROOT (directory 0 is ROOT itself) in
+# breadth-first order with FANOUT subdirectories each, and NFILES files spread evenly over
+# all directories; files are 10% empty, 70% 100 B..4 KiB, 20% 4..12 KiB (seeded). WORKERS
+# processes create the files, each over a contiguous range of directories.
+cat >"$work/gen.c" <<'EOF'
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char **path;
+static void die(const char *what, const char *p) { perror(what); fprintf(stderr, "%s\n", p); exit(1); }
+static unsigned long mix(unsigned long x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdUL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53UL; x ^= x >> 33;
+    return x;
+}
+int main(int argc, char **argv) {
+    if (argc != 6) { fprintf(stderr, "usage: gen ROOT NDIRS NFILES FANOUT WORKERS\n"); return 2; }
+    const char *root = argv[1];
+    long ndirs = atol(argv[2]), nfiles = atol(argv[3]), fanout = atol(argv[4]), workers = atol(argv[5]);
+    static char buf[12288];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = 'a' + i % 26;
+    path = calloc(ndirs, sizeof *path);
+    path[0] = strdup(root);
+    char p[4096];
+    for (long i = 1; i < ndirs; i++) {
+        snprintf(p, sizeof p, "%s/d%ld", path[(i - 1) / fanout], i);
+        if (mkdir(p, 0755)) die("mkdir", p);
+        path[i] = strdup(p);
+    }
+    for (long w = 0; w < workers; w++) {
+        pid_t pid = fork();
+        if (pid < 0) die("fork", "");
+        if (pid) continue;
+        long d0 = ndirs * w / workers, d1 = ndirs * (w + 1) / workers;
+        for (long d = d0; d < d1; d++) {
+            long f0 = nfiles * d / ndirs, f1 = nfiles * (d + 1) / ndirs;
+            for (long f = f0; f < f1; f++) {
+                snprintf(p, sizeof p, "%s/f%ld", path[d], f);
+                int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+                if (fd < 0) die("open", p);
+                unsigned long h = mix(f * 2654435761UL + 12345), k = h % 10, size = 0;
+                if (k >= 1 && k <= 7) size = 100 + (h >> 8) % 3997;
+                else if (k >= 8) size = 4097 + (h >> 8) % 8192;
+                if (size && write(fd, buf, size) != (ssize_t)size) die("write", p);
+                if (close(fd)) die("close", p);
+            }
+        }
+        _exit(0);
+    }
+    int st, bad = 0;
+    while (wait(&st) > 0) bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+    return bad;
+}
+EOF
+cc -O2 -o "$work/gen" "$work/gen.c"
+
+shape_dirs() { # SHAPE -> number of directories (the root included)
+    case $1 in
+    files) echo $((inodes / 100)) ;;
+    dir25) echo $((inodes / 4)) ;;
+    dir50) echo $((inodes / 2)) ;;
+    esac
+}
+
+build_image() { # SHAPE IMG
+    local shape=$1 img=$2 ndirs nfiles size t0 t1 t2 t3
+    ndirs=$(shape_dirs "$shape")
+    nfiles=$((inodes - ndirs))
+    size=$(((inodes * 8192 + (1 << 30) - 1) / (1 << 30)))
+    [ "$size" -lt 1 ] && size=1
+    echo "building $img: $((ndirs - 1)) directories + $nfiles files, ${size}G sparse, -N $((inodes * 11 / 10))"
+    building=$img.tmp
+    rm -f "$building"
+    t0=$EPOCHREALTIME
+    truncate -s "${size}G" "$building"
+    mke2fs -q -F -t ext4 -N $((inodes * 11 / 10)) -L "usfs-$shape" "$building" "${size}G"
+    mount -o loop,noatime "$building" "$mnt"
+    t1=$EPOCHREALTIME
+    "$work/gen" "$mnt" "$ndirs" "$nfiles" 100 2
+    t2=$EPOCHREALTIME
+    umount "$mnt"
+    t3=$EPOCHREALTIME
+    printf '  built in %.1f s (mke2fs+mount %.1f s, create %.1f s, umount %.1f s)\n' \
+        "$(echo "$t3 - $t0" | bc -l)" "$(echo "$t1 - $t0" | bc -l)" \
+        "$(echo "$t2 - $t1" | bc -l)" "$(echo "$t3 - $t2" | bc -l)"
+    if ! e2fsck -fn "$building" >"$work/check.out" 2>&1; then
+        cat "$work/check.out"
+        echo "bench/fsck: e2fsck -fn does not pass on the new image of shape $shape" >&2
+        exit 1
+    fi
+    echo "  e2fsck -fn: $(tail -1 "$work/check.out")"
+    mv "$building" "$img"
+    building=
+}
+
+tool_names=("e2fsck -fn" "usfs -n -j1" "usfs -n -j2")
+measure() { # INDEX IMG -> "seconds rss_kib exit"  (the tool's stdout in $work/out)
+    local cmd s e rc=0
+    case $1 in
+    0) cmd=(e2fsck -fn "$2") ;;
+    1) cmd=("$usfs" fsck -n -j1 "$2") ;;
+    2) cmd=("$usfs" fsck -n -j2 "$2") ;;
+    esac
+    s=$EPOCHREALTIME
+    /usr/bin/time -f "%e %M" -o "$work/time" "${cmd[@]}" >"$work/out" 2>"$work/err" || rc=$?
+    e=$EPOCHREALTIME
+    # GNU time writes "Command exited with non-zero status N" before the figures then.
+    printf '%.3f %s %s\n' "$(echo "$e - $s" | bc -l)" "$(tail -1 "$work/time" | cut -d' ' -f2)" "$rc"
+}
+median() { # numbers on stdin -> median
+    sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+echo "bench/fsck: $inodes inodes, $runs runs; $(nproc) CPUs; $(e2fsck -V 2>&1 | head -1)"
+if [ -n "${USFS_BIN:-}" ]; then
+    echo "usfs: $USFS_BIN ($("$usfs" --version 2>/dev/null))"
+else
+    echo "usfs: $(git describe --always --dirty 2>/dev/null || echo '?') ($(git status --porcelain -- crates | wc -l) files changed under crates/)"
+fi
+echo "cache: $cache"
+for shape in "${shapes[@]}"; do
+    img=$cache/ext4-$shape-$inodes.img
+    if [ -f "$img" ]; then echo "reusing $img"; else build_image "$shape" "$img"; fi
+done
+
+warn=()
+declare -A summary_table
+for shape in "${shapes[@]}"; do
+    img=$cache/ext4-$shape-$inodes.img
+    echo
+    echo "=== shape $shape: $img ($(du -h "$img" | cut -f1) allocated); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    declare -A T=() R=()
+    # Summary lines and exit codes, one run each (this is also the warm-up run).
+    lines=()
+    for t in 0 1 2; do
+        read -r _ _ rc < <(measure $t "$img")
+        line=$(grep -v '^$' "$work/out" | tail -1)
+        lines+=("$line")
+        printf '  %-12s exit %s: %s\n' "${tool_names[$t]}" "$rc" "$line"
+        [ "$rc" = 0 ] || warn+=("$shape: ${tool_names[$t]} exited $rc (warm-up)")
+    done
+    for t in 1 2; do
+        [ "${lines[$t]}" = "${lines[0]}" ] || warn+=("$shape: ${tool_names[$t]} summary line differs from e2fsck's")
+    done
+    for mode in warm cold; do
+        for i in $(seq "$runs"); do
+            for t in 0 1 2; do
+                [ $mode = cold ] && drop_caches
+                read -r s m rc < <(measure $t "$img")
+                [ "$rc" = 0 ] || warn+=("$shape: ${tool_names[$t]} exited $rc ($mode run $i)")
+                T[$mode,$t]+="$s "
+                R[$mode,$t]+="$m "
+            done
+        done
+    done
+    for mode in warm cold; do
+        echo "  -- $mode cache (median of $runs; raw runs: seconds / peak RSS KiB)"
+        for t in 0 1 2; do
+            # shellcheck disable=SC2086
+            mt=$(printf '%s\n' ${T[$mode,$t]} | median)
+            # shellcheck disable=SC2086
+            mr=$(printf '%s\n' ${R[$mode,$t]} | median)
+            T[$mode,$t,med]=$mt
+            R[$mode,$t,med]=$mr
+            printf '  %-12s %8.3f s %9.0f KiB   runs: %s/ %s\n' "${tool_names[$t]}" "$mt" "$mr" \
+                "${T[$mode,$t]}" "${R[$mode,$t]}"
+        done
+        for t in 1 2; do
+            tr=$(echo "${T[$mode,0,med]} / ${T[$mode,$t,med]}" | bc -l)
+            rr=$(echo "${R[$mode,$t,med]} / ${R[$mode,0,med]}" | bc -l)
+            printf '  %-12s time e2fsck/usfs %5.2fx   RSS usfs/e2fsck %5.2f\n' "${tool_names[$t]}" "$tr" "$rr"
+            summary_table[$shape,$mode,$t]=$(printf '%5.2fx  %5.2f' "$tr" "$rr")
+        done
+        summary_table[$shape,$mode,e2]=$(printf '%7.3f s %7.1f MiB' "${T[$mode,0,med]}" "$(echo "${R[$mode,0,med]} / 1024" | bc -l)")
+        summary_table[$shape,$mode,u2]=$(printf '%7.3f s %7.1f MiB' "${T[$mode,2,med]}" "$(echo "${R[$mode,2,med]} / 1024" | bc -l)")
+    done
+    unset T R
+done
+
+echo
+echo "=== summary (medians; ratios: time e2fsck/usfs, RSS usfs/e2fsck; target for -j2: time >= 3x warm, >= 2x cold, RSS <= 1)"
+printf '%-6s %-5s %-22s %-22s %-15s %-15s\n' shape cache "e2fsck -fn" "usfs -j2" "-j1 time  RSS" "-j2 time  RSS"
+for shape in "${shapes[@]}"; do
+    for mode in warm cold; do
+        printf '%-6s %-5s %-22s %-22s %-15s %-15s\n' "$shape" "$mode" "${summary_table[$shape,$mode,e2]}" \
+            "${summary_table[$shape,$mode,u2]}" "${summary_table[$shape,$mode,1]}" "${summary_table[$shape,$mode,2]}"
+    done
+done
+if [ ${#warn[@]} -gt 0 ]; then
+    echo
+    for w in "${warn[@]}"; do echo "WARNING: $w"; done
+fi

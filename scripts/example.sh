@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The built-in example: generate a sample tree, build an ext4 image of it with mke2fs -d,
-# then show what usfs sees: info, a listing, one file, and an export compared with the
-# source tree. Needs e2fsprogs (installed if missing and root).
+# then show what usfs sees: info, a listing, a check (beside e2fsck's summary line), and an
+# export compared with the source tree. Needs e2fsprogs (installed if missing and root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v mke2fs >/dev/null || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
@@ -10,9 +10,12 @@ work=$(mktemp -d /tmp/usfs-example.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 bin=target/release
 $bin/usfs-gentree --seed 1 --profile small --times-32bit --no-hardlinked-symlinks "$work/src" >/dev/null
-mke2fs -q -F -t ext4 -d "$work/src" "$work/example.img" 256M
+mke2fs -q -F -t ext4 -d "$work/src" "$work/example.img" 1G
 echo "== usfs info"; $bin/usfs info "$work/example.img" | head -12
 echo "== usfs ls -l /"; $bin/usfs ls -l "$work/example.img" /
+echo "== usfs fsck -n (and e2fsck -fn's summary line for comparison)"
+$bin/usfs fsck -n "$work/example.img" | tail -1
+e2fsck -fn "$work/example.img" 2>/dev/null | tail -1
 echo "== usfs export, then compare with the source tree"
 $bin/usfs export "$work/example.img" "$work/out"
 $bin/usfs-treecmp --time-granularity s --no-atime --ignore lost+found --ignore-root-attrs "$work/src" "$work/out"

@@ -24,6 +24,11 @@ fi
 # Loop mounts in the tests need the loop module where it is not built in.
 [ "$(id -u)" = 0 ] && modprobe loop 2>/dev/null || true
 
+# Say up front what will be skipped (cargo hides the output of passing tests).
+corpus=${USFS_E2FSPROGS_CORPUS:-../shared/corpus/e2fsprogs-1.47.0-tests}
+[ -d "$corpus" ] || echo "SKIP: e2fsprogs test corpus not found at $corpus: the checker's fidelity test over it skips"
+[ "$(id -u)" = 0 ] || echo "SKIP: not root: tests that mount images, mknod or chown skip"
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo build --workspace --release

@@ -7,7 +7,6 @@ use crate::ctx::{Ctx, Worker};
 use crate::pass0::metadata_blocks_of_group;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
-use usfs_ext4::format::checksum::crc32c_raw;
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_fs::FileType;
 
@@ -117,14 +116,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
         if !uninit {
             if let Some(seed) = csum {
                 let n = (geo.blocks_per_group / 8) as usize;
-                let c = crc32c_raw(seed, &buf[..n]);
-                let lo = d.bg_block_bitmap_csum_lo() as u32;
-                let hi = d.bg_block_bitmap_csum_hi() as u32;
-                let ok = if geo.desc_size >= 0x3A {
-                    c == (hi << 16 | lo)
-                } else {
-                    c & 0xFFFF == lo
-                };
+                let ok = d.block_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
                     w.report(
                         Problem::new(
@@ -185,14 +177,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
         if !iuninit {
             if let Some(seed) = csum {
                 let n = (geo.inodes_per_group / 8) as usize;
-                let c = crc32c_raw(seed, &buf[..n]);
-                let lo = d.bg_inode_bitmap_csum_lo() as u32;
-                let hi = d.bg_inode_bitmap_csum_hi() as u32;
-                let ok = if geo.desc_size >= 0x3C {
-                    c == (hi << 16 | lo)
-                } else {
-                    c & 0xFFFF == lo
-                };
+                let ok = d.inode_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
                     w.report(
                         Problem::new(

@@ -111,6 +111,26 @@ impl<B: AsRef<[u8]>> GroupDesc<B> {
         self.bg_flags() & flag != 0
     }
 
+    /// Does the block bitmap `bitmap` (clusters_per_group / 8 bytes) match the checksum
+    /// stored here? The high half is stored only when `desc_size` reaches it (0x3A).
+    pub fn block_bitmap_checksum_ok(&self, seed: u32, bitmap: &[u8], desc_size: usize) -> bool {
+        let (lo, hi) = (
+            self.bg_block_bitmap_csum_lo(),
+            self.bg_block_bitmap_csum_hi(),
+        );
+        bitmap_checksum_matches(crc32c_raw(seed, bitmap), lo, hi, desc_size >= 0x3A)
+    }
+
+    /// Does the inode bitmap `bitmap` (inodes_per_group / 8 bytes) match the checksum
+    /// stored here? The high half is stored only when `desc_size` reaches it (0x3C).
+    pub fn inode_bitmap_checksum_ok(&self, seed: u32, bitmap: &[u8], desc_size: usize) -> bool {
+        let (lo, hi) = (
+            self.bg_inode_bitmap_csum_lo(),
+            self.bg_inode_bitmap_csum_hi(),
+        );
+        bitmap_checksum_matches(crc32c_raw(seed, bitmap), lo, hi, desc_size >= 0x3C)
+    }
+
     /// The checksum this descriptor should carry: with `csum_seed` (metadata_csum) the
     /// low 16 bits of crc32c(seed, le32 group || desc with bg_checksum zeroed); otherwise
     /// crc16(~0, uuid || le32 group || desc without bg_checksum). `desc_size` is the
@@ -139,5 +159,15 @@ impl<B: AsRef<[u8]>> GroupDesc<B> {
                 crc16(c, &d[GD_CHECKSUM_OFFSET + 2..])
             }
         }
+    }
+}
+
+/// Compares a bitmap's crc32c with the stored halves (only the low 16 bits when the
+/// descriptor has no room for the high half).
+fn bitmap_checksum_matches(crc: u32, lo: u16, hi: u16, has_hi: bool) -> bool {
+    if has_hi {
+        crc == (hi as u32) << 16 | lo as u32
+    } else {
+        crc & 0xFFFF == lo as u32
     }
 }

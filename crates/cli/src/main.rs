@@ -80,6 +80,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -127,5 +128,14 @@ fn main() -> ExitCode {
             eprintln!("usfs: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Lets a closed pipe end the program quietly, as it does for C tools (`usfs ls | head`).
+/// Rust ignores SIGPIPE, which would turn the write error into a panic in `println!`.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition back to the default, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -1,0 +1,1 @@
+//! Building EROFS images (`usfs mkfs.erofs`).

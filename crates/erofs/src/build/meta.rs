@@ -225,12 +225,29 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
 
-    // Metadata area: place every inode (root first).
-    let meta_blkaddr = out.cursor;
-    let meta_start = meta_blkaddr * bs;
+    // Metadata: meta_blkaddr is 0 and nids are absolute; the root (and whatever else fits)
+    // goes into block 0 after the superblock, so its 16-bit nid is small; the rest follows
+    // the data.
+    let sb_end = SUPER_OFFSET + 128 + if big { 16 } else { 0 };
+    let mut b0 = round_up(sb_end, 32);
+    let root_too_big = b0 + meta_size(&inos[0], bs).0 > bs;
+    if let Data::Late { inline, .. } = &mut inos[0].data {
+        if root_too_big {
+            *inline = false;
+        }
+    }
+    if b0 + meta_size(&inos[0], bs).0 > bs {
+        return Err(io::Error::other("the root directory's xattrs do not fit in block 0"));
+    }
+    let meta_start = out.cursor * bs;
     let mut pos = meta_start;
     for ino in inos.iter_mut() {
         let (total, has_inline) = meta_size(ino, bs);
+        if b0 + total <= bs {
+            ino.pos = b0;
+            b0 = round_up(b0 + total, 32);
+            continue;
+        }
         if has_inline && pos % bs + total > bs {
             pos = round_up(pos, bs);
         }
@@ -239,7 +256,8 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     }
     let meta_end = round_up(pos, bs);
     out.cursor = meta_end / bs;
-    let nid = |ino: &Ino| (ino.pos - meta_start) / 32;
+    let meta_blkaddr = 0u64;
+    let nid = |ino: &Ino| ino.pos / 32;
     let node_nid: Vec<u64> = {
         let mut v = vec![0u64; tree.nodes.len()];
         for ino in &inos {
@@ -289,17 +307,21 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
 
     // Metadata bytes.
     let mut meta = vec![0u8; (meta_end - meta_start) as usize];
+    let mut block0 = vec![0u8; bs as usize];
     for (k, ino) in inos.iter().enumerate() {
         let n = (ino.node != usize::MAX).then(|| &tree.nodes[ino.node]);
-        let at = (ino.pos - meta_start) as usize;
         let bytes = inode_bytes(ino, n, k as u32 + 1, build_time, build_nsec, bs);
-        meta[at..at + bytes.len()].copy_from_slice(&bytes);
+        let (buf, at) = if ino.pos < bs {
+            (&mut block0, ino.pos as usize)
+        } else {
+            (&mut meta, (ino.pos - meta_start) as usize)
+        };
+        buf[at..at + bytes.len()].copy_from_slice(&bytes);
     }
     out.f.write_all_at(&meta, meta_start)?;
 
     // Superblock.
     let total_blocks = out.cursor;
-    let mut block0 = vec![0u8; bs as usize];
     let mut sb = Superblock::new(vec![0u8; 128]).expect("128");
     sb.set_magic(superblock::EROFS_MAGIC);
     sb.set_feature_compat(compat::SB_CHKSUM);

@@ -26,12 +26,25 @@ enum Data {
     None,
     /// Uncompressed: `blocks` full blocks at `blkaddr`, then `tail` inline (FLAT_INLINE) or,
     /// when `tail` is empty, nothing more (FLAT_PLAIN).
-    Flat { blkaddr: u32, tail: Vec<u8>, inline: bool },
+    Flat {
+        blkaddr: u32,
+        tail: Vec<u8>,
+        inline: bool,
+    },
     /// Compressed: the bytes after the inode's xattrs (map header, indexes, inline
     /// pcluster), the layout, and the data blocks.
-    Z { blob: Vec<u8>, layout: u8, blocks: u32, inline: bool },
+    Z {
+        blob: Vec<u8>,
+        layout: u8,
+        blocks: u32,
+        inline: bool,
+    },
     /// Directory or long symlink: content written after the metadata area.
-    Late { content: Vec<u8>, inline: bool, blkaddr: u32 },
+    Late {
+        content: Vec<u8>,
+        inline: bool,
+        blkaddr: u32,
+    },
 }
 
 struct Ino {
@@ -73,7 +86,11 @@ impl Out {
 pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<Report> {
     let bs = u64::from(BLOCK_SIZE);
     let build_time = opts.timestamp.unwrap_or_else(now_secs);
-    let build_nsec = if opts.timestamp.is_some() { 0 } else { now_nsec() };
+    let build_nsec = if opts.timestamp.is_some() {
+        0
+    } else {
+        now_nsec()
+    };
     let f = File::create(image)?;
     let mut out = Out { f, bs, cursor: 1 };
     let mut report = Report {
@@ -146,7 +163,11 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     report.compressed_files += 1;
                     let ino = &mut inos[i];
                     let size = content.len() as u64;
-                    let blkaddr = if z.data.is_empty() { 0 } else { out.put_blocks(&z.data)? };
+                    let blkaddr = if z.data.is_empty() {
+                        0
+                    } else {
+                        out.put_blocks(&z.data)?
+                    };
                     let blocks = (z.data.len() as u64 / bs) as u32;
                     let mut frag_off = None;
                     if let ZTail::Fragment(t) = &z.tail {
@@ -164,7 +185,12 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     };
                     let (blob, lay) = z_blob(&z, size, bs, blkaddr, big, lay, ino, frag_off);
                     let inline = matches!(z.tail, ZTail::Inline(..));
-                    ino.data = Data::Z { blob, layout: lay, blocks, inline };
+                    ino.data = Data::Z {
+                        blob,
+                        layout: lay,
+                        blocks,
+                        inline,
+                    };
                 }
                 None => {
                     report.plain_files += 1;
@@ -237,10 +263,14 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
     if b0 + meta_size(&inos[0], bs).0 > bs {
-        return Err(io::Error::other("the root directory's xattrs do not fit in block 0"));
+        return Err(io::Error::other(
+            "the root directory's xattrs do not fit in block 0",
+        ));
     }
     let meta_start = out.cursor * bs;
     let mut pos = meta_start;
+    // Gaps left by padding to a block start, filled first-fit by later inodes.
+    let mut gaps: Vec<(u64, u64)> = Vec::new();
     for ino in inos.iter_mut() {
         let (total, has_inline) = meta_size(ino, bs);
         if b0 + total <= bs {
@@ -248,8 +278,18 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             b0 = round_up(b0 + total, 32);
             continue;
         }
+        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total) {
+            ino.pos = g.0;
+            g.0 = round_up(g.0 + total, 32).min(g.1);
+            gaps.retain(|g| g.1 - g.0 >= 32);
+            continue;
+        }
         if has_inline && pos % bs + total > bs {
-            pos = round_up(pos, bs);
+            let next = round_up(pos, bs);
+            if next - pos >= 32 {
+                gaps.push((pos, next));
+            }
+            pos = next;
         }
         ino.pos = pos;
         pos = round_up(pos + total, 32);
@@ -268,7 +308,9 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         v
     };
     if node_nid[0] > u64::from(u16::MAX) {
-        return Err(io::Error::other("root inode beyond the first 2 MiB of metadata"));
+        return Err(io::Error::other(
+            "root inode beyond the first 2 MiB of metadata",
+        ));
     }
 
     // Directory contents and late blocks.
@@ -284,8 +326,16 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     file_type: from_file_type(tree.nodes[*c].file_type),
                 })
                 .collect();
-            ents.push(dir::Ent { name: b".", nid: node_nid[i], file_type: from_file_type(FileType::Directory) });
-            ents.push(dir::Ent { name: b"..", nid: node_nid[n.parent], file_type: from_file_type(FileType::Directory) });
+            ents.push(dir::Ent {
+                name: b".",
+                nid: node_nid[i],
+                file_type: from_file_type(FileType::Directory),
+            });
+            ents.push(dir::Ent {
+                name: b"..",
+                nid: node_nid[n.parent],
+                file_type: from_file_type(FileType::Directory),
+            });
             ents.sort_by(|a, b| a.name.cmp(b.name));
             let bytes = dir::encode(&ents, bs as usize);
             if let Data::Late { content, .. } = &mut inos[i].data {
@@ -293,7 +343,12 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 *content = bytes;
             }
         }
-        if let Data::Late { content, inline, blkaddr } = &mut inos[i].data {
+        if let Data::Late {
+            content,
+            inline,
+            blkaddr,
+        } = &mut inos[i].data
+        {
             let full = if *inline {
                 content.len() as u64 / bs * bs
             } else {
@@ -349,7 +404,8 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             let o = (SUPER_OFFSET + 128) as usize;
             block0[o..o + 2].copy_from_slice(&14u16.to_le_bytes());
             block0[o + 2..o + 4].copy_from_slice(&LZ4_MAX_DISTANCE.to_le_bytes());
-            block0[o + 4..o + 6].copy_from_slice(&((opts.pcluster_bytes / BLOCK_SIZE) as u16).to_le_bytes());
+            block0[o + 4..o + 6]
+                .copy_from_slice(&((opts.pcluster_bytes / BLOCK_SIZE) as u16).to_le_bytes());
         } else {
             sb.set_u1(LZ4_MAX_DISTANCE);
         }
@@ -498,11 +554,23 @@ fn flat_data(out: &mut Out, content: &[u8], ino: &Ino) -> io::Result<Data> {
     }
     let tail = content.len() as u64 % bs;
     let inline = tail > 0 && fits_inline(ino, tail, bs);
-    let full = if inline { content.len() as u64 - tail } else { content.len() as u64 } as usize;
-    let blkaddr = if full > 0 { out.put_blocks(&pad_to(&content[..full], bs))? } else { 0 };
+    let full = if inline {
+        content.len() as u64 - tail
+    } else {
+        content.len() as u64
+    } as usize;
+    let blkaddr = if full > 0 {
+        out.put_blocks(&pad_to(&content[..full], bs))?
+    } else {
+        0
+    };
     Ok(Data::Flat {
         blkaddr,
-        tail: if inline { content[full..].to_vec() } else { Vec::new() },
+        tail: if inline {
+            content[full..].to_vec()
+        } else {
+            Vec::new()
+        },
         inline,
     })
 }
@@ -514,7 +582,9 @@ fn meta_size(ino: &Ino, bs: u64) -> (u64, bool) {
         Data::None => (base, false),
         Data::Flat { tail, inline, .. } => (base + tail.len() as u64, *inline),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
-        Data::Late { content, inline, .. } => {
+        Data::Late {
+            content, inline, ..
+        } => {
             if *inline {
                 (base + content.len() as u64 % bs, true)
             } else {
@@ -524,9 +594,25 @@ fn meta_size(ino: &Ino, bs: u64) -> (u64, bool) {
     }
 }
 
-fn inode_bytes(ino: &Ino, n: Option<&Node>, seq: u32, build_time: i64, build_nsec: u32, bs: u64) -> Vec<u8> {
+fn inode_bytes(
+    ino: &Ino,
+    n: Option<&Node>,
+    seq: u32,
+    build_time: i64,
+    build_nsec: u32,
+    bs: u64,
+) -> Vec<u8> {
     let (ft, perm, uid, gid, nlink, mtime, nsec, rdev) = match n {
-        Some(n) => (n.file_type, n.perm, n.uid, n.gid, n.nlink, n.mtime, n.mtime_nsec, n.rdev),
+        Some(n) => (
+            n.file_type,
+            n.perm,
+            n.uid,
+            n.gid,
+            n.nlink,
+            n.mtime,
+            n.mtime_nsec,
+            n.rdev,
+        ),
         None => (FileType::Regular, 0o600, 0, 0, 1, build_time, build_nsec, 0),
     };
     let (lay, size, i_u, tail): (u8, u64, u32, Vec<u8>) = match &ino.data {
@@ -537,24 +623,48 @@ fn inode_bytes(ino: &Ino, n: Option<&Node>, seq: u32, build_time: i64, build_nse
             };
             (layout::FLAT_PLAIN, 0, i_u, Vec::new())
         }
-        Data::Flat { blkaddr, tail, inline } => {
-            let lay = if *inline { layout::FLAT_INLINE } else { layout::FLAT_PLAIN };
+        Data::Flat {
+            blkaddr,
+            tail,
+            inline,
+        } => {
+            let lay = if *inline {
+                layout::FLAT_INLINE
+            } else {
+                layout::FLAT_PLAIN
+            };
             (lay, ino.size, *blkaddr, tail.clone())
         }
-        Data::Z { blob, layout, blocks, .. } => {
-            let mut t = vec![0u8; (round_up(isize_of(ino.extended) + ino.ibody.len() as u64, 8)
-                - isize_of(ino.extended)
-                - ino.ibody.len() as u64) as usize];
+        Data::Z {
+            blob,
+            layout,
+            blocks,
+            ..
+        } => {
+            let mut t = vec![
+                0u8;
+                (round_up(isize_of(ino.extended) + ino.ibody.len() as u64, 8)
+                    - isize_of(ino.extended)
+                    - ino.ibody.len() as u64) as usize
+            ];
             t.extend_from_slice(blob);
             (*layout, ino.size, *blocks, t)
         }
-        Data::Late { content, inline, blkaddr } => {
+        Data::Late {
+            content,
+            inline,
+            blkaddr,
+        } => {
             let tail = if *inline {
                 content[content.len() / bs as usize * bs as usize..].to_vec()
             } else {
                 Vec::new()
             };
-            let lay = if *inline { layout::FLAT_INLINE } else { layout::FLAT_PLAIN };
+            let lay = if *inline {
+                layout::FLAT_INLINE
+            } else {
+                layout::FLAT_PLAIN
+            };
             (lay, content.len() as u64, *blkaddr, tail)
         }
     };

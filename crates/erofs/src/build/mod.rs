@@ -91,7 +91,10 @@ pub fn build(image: &Path, source: &Path, opts: &Options) -> io::Result<Report> 
     if opts.pcluster_bytes < bs || opts.pcluster_bytes % bs != 0 || opts.pcluster_bytes > 1 << 20 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("pcluster size {} must be a multiple of {bs} up to 1 MiB", opts.pcluster_bytes),
+            format!(
+                "pcluster size {} must be a multiple of {bs} up to 1 MiB",
+                opts.pcluster_bytes
+            ),
         ));
     }
     let tree = tree::scan(source, opts)?;

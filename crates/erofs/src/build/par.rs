@@ -31,6 +31,10 @@ pub fn map<T: Sync, S, R: Send>(
     });
     slots
         .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every item mapped"))
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item mapped")
+        })
         .collect()
 }

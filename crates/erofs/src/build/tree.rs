@@ -53,7 +53,10 @@ pub fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
     let mut links: HashMap<(u64, u64), usize> = HashMap::new();
     let md = std::fs::symlink_metadata(root).map_err(|e| io_err(root, e))?;
     if !md.is_dir() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a directory", root.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a directory", root.display()),
+        ));
     }
     let r = make_node(&mut t, root, &md, 0, opts)?;
     debug_assert_eq!(r, 0);
@@ -70,7 +73,10 @@ pub fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
         let mut children = Vec::with_capacity(names.len());
         for name in names {
             if name.len() > crate::format::dirent::NAME_LEN {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, "name longer than 255 bytes"));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "name longer than 255 bytes",
+                ));
             }
             let p = dpath.join(OsStr::from_bytes(&name));
             let md = std::fs::symlink_metadata(&p).map_err(|e| io_err(&p, e))?;
@@ -100,15 +106,33 @@ pub fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
     Ok(t)
 }
 
-fn make_node(t: &mut Tree, path: &Path, md: &std::fs::Metadata, parent: usize, opts: &Options) -> io::Result<usize> {
-    let file_type = FileType::from_mode(md.mode())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{}: unknown file type", path.display())))?;
+fn make_node(
+    t: &mut Tree,
+    path: &Path,
+    md: &std::fs::Metadata,
+    parent: usize,
+    opts: &Options,
+) -> io::Result<usize> {
+    let file_type = FileType::from_mode(md.mode()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: unknown file type", path.display()),
+        )
+    })?;
     let (mtime, mtime_nsec) = match opts.timestamp {
         Some(ts) => (ts, 0),
         None => (md.mtime(), md.mtime_nsec() as u32),
     };
-    let uid = if opts.all_root { 0 } else { opts.force_uid.unwrap_or(md.uid()) };
-    let gid = if opts.all_root { 0 } else { opts.force_gid.unwrap_or(md.gid()) };
+    let uid = if opts.all_root {
+        0
+    } else {
+        opts.force_uid.unwrap_or(md.uid())
+    };
+    let gid = if opts.all_root {
+        0
+    } else {
+        opts.force_gid.unwrap_or(md.gid())
+    };
     let xattrs = if opts.xattr_tolerance < 0 {
         Vec::new()
     } else {
@@ -128,7 +152,11 @@ fn make_node(t: &mut Tree, path: &Path, md: &std::fs::Metadata, parent: usize, o
         mtime_nsec,
         size,
         rdev: md.rdev(),
-        nlink: if file_type == FileType::Directory { 2 } else { 1 },
+        nlink: if file_type == FileType::Directory {
+            2
+        } else {
+            1
+        },
         xattrs,
         children: Vec::new(),
         parent,
@@ -168,7 +196,12 @@ fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<(u8, V
         loop {
             // SAFETY: valid NUL-terminated strings and a writable buffer of the given length.
             let r = unsafe {
-                libc::lgetxattr(c.as_ptr(), cname.as_ptr(), val.as_mut_ptr().cast(), val.len())
+                libc::lgetxattr(
+                    c.as_ptr(),
+                    cname.as_ptr(),
+                    val.as_mut_ptr().cast(),
+                    val.len(),
+                )
             };
             if r >= 0 {
                 val.truncate(r as usize);
@@ -182,7 +215,10 @@ fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<(u8, V
             return Err(io_err(path, e));
         }
         if val.len() > u16::MAX as usize {
-            warnings.push(format!("{}: xattr value too large, skipped", path.display()));
+            warnings.push(format!(
+                "{}: xattr value too large, skipped",
+                path.display()
+            ));
             continue;
         }
         out.push((idx, suffix.to_vec(), val));

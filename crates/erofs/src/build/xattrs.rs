@@ -76,4 +76,3 @@ impl Shared {
         (body, icount)
     }
 }
-

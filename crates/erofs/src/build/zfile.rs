@@ -70,7 +70,12 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
     if p.fragments && size <= p.pcluster {
         out.whole_fragment = true;
         out.tail = ZTail::Fragment(src.to_vec());
-        out.extents.push(ZExtent { la: 0, raw: false, blocks: 0, rel_blk: 0 });
+        out.extents.push(ZExtent {
+            la: 0,
+            raw: false,
+            blocks: 0,
+            rel_blk: 0,
+        });
         return Some(out);
     }
     let mut dst = vec![0u8; p.pcluster];
@@ -81,14 +86,23 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
         let may_inline = p.inline_room > 0;
         if len <= p.pcluster && p.fragments {
             out.tail = ZTail::Fragment(src[pos..].to_vec());
-            out.extents.push(ZExtent { la: pos as u64, raw: false, blocks: 0, rel_blk });
+            out.extents.push(ZExtent {
+                la: pos as u64,
+                raw: false,
+                blocks: 0,
+                rel_blk,
+            });
             break;
         }
         let mut stored: Option<(usize, usize)> = None; // (consumed, compressed bytes)
         if !(len <= p.pcluster && !may_inline && len <= bs) {
             if let Some((used, n)) = c.compress_dest_size(&src[pos..], &mut dst) {
                 let whole = used == len;
-                let csize = if !whole || n >= bs { n.div_ceil(bs) * bs } else { n };
+                let csize = if !whole || n >= bs {
+                    n.div_ceil(bs) * bs
+                } else {
+                    n
+                };
                 if used > csize {
                     stored = Some((used, n));
                 }
@@ -98,21 +112,36 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
             None => {
                 if may_inline && len < bs && len <= p.inline_room {
                     out.tail = ZTail::Inline(src[pos..].to_vec());
-                    out.extents.push(ZExtent { la: pos as u64, raw: true, blocks: 0, rel_blk });
+                    out.extents.push(ZExtent {
+                        la: pos as u64,
+                        raw: true,
+                        blocks: 0,
+                        rel_blk,
+                    });
                     break;
                 }
                 let count = bs.min(len);
                 let start = out.data.len();
                 out.data.resize(start + bs, 0);
                 out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
-                out.extents.push(ZExtent { la: pos as u64, raw: true, blocks: 1, rel_blk });
+                out.extents.push(ZExtent {
+                    la: pos as u64,
+                    raw: true,
+                    blocks: 1,
+                    rel_blk,
+                });
                 rel_blk += 1;
                 pos += count;
             }
             Some((mut used, mut n)) => {
                 if may_inline && used == len && n < bs && n <= p.inline_room {
                     out.tail = ZTail::Inline(dst[..n].to_vec());
-                    out.extents.push(ZExtent { la: pos as u64, raw: false, blocks: 0, rel_blk });
+                    out.extents.push(ZExtent {
+                        la: pos as u64,
+                        raw: false,
+                        blocks: 0,
+                        rel_blk,
+                    });
                     break;
                 }
                 if may_inline && used == len && n % bs != 0 {
@@ -120,7 +149,9 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                     // of the input for the inline tail.
                     let mut tmp = vec![0u8; n / bs * bs];
                     if !tmp.is_empty() {
-                        if let Some((u2, n2)) = c.compress_dest_size(&src[pos..pos + used], &mut tmp) {
+                        if let Some((u2, n2)) =
+                            c.compress_dest_size(&src[pos..pos + used], &mut tmp)
+                        {
                             if n2 + (used - u2) < n.div_ceil(bs) * bs && u2 > n2.div_ceil(bs) * bs {
                                 dst[..n2].copy_from_slice(&tmp[..n2]);
                                 used = u2;
@@ -132,7 +163,11 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                 let blocks = n.div_ceil(bs);
                 let start = out.data.len();
                 out.data.resize(start + blocks * bs, 0);
-                let at = if p.zero_padding { start + blocks * bs - n } else { start };
+                let at = if p.zero_padding {
+                    start + blocks * bs - n
+                } else {
+                    start
+                };
                 out.data[at..at + n].copy_from_slice(&dst[..n]);
                 out.extents.push(ZExtent {
                     la: pos as u64,

@@ -2,9 +2,7 @@
 //! (2/4-byte packs) indexes, the way the kernel's decoder reads them back.
 
 use super::zfile::ZExtent;
-use crate::format::lcluster::{
-    encode_compact, pack_entries, ty, CompactLayout, D0_CBLKCNT,
-};
+use crate::format::lcluster::{encode_compact, pack_entries, ty, CompactLayout, D0_CBLKCNT};
 
 /// One lcluster's index, before encoding.
 #[derive(Clone, Copy, Debug, Default)]
@@ -60,8 +58,10 @@ pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, start_blk: u32, big: b
     }
     let mut head = 0usize;
     let mut head_blocks = 0u32;
-    let by_lcn: std::collections::HashMap<usize, u32> =
-        extents.iter().map(|e| ((e.la / bs) as usize, e.blocks)).collect();
+    let by_lcn: std::collections::HashMap<usize, u32> = extents
+        .iter()
+        .map(|e| ((e.la / bs) as usize, e.blocks))
+        .collect();
     for lcn in 0..total {
         if head_at[lcn] {
             head = lcn;

@@ -46,7 +46,9 @@ impl Compressor {
         let hc_state = match alg {
             Algorithm::Lz4 => Vec::new(),
             // SAFETY: a pure function of the library build.
-            Algorithm::Lz4Hc(_) => vec![0u64; (unsafe { LZ4_sizeofStateHC() } as usize).div_ceil(8)],
+            Algorithm::Lz4Hc(_) => {
+                vec![0u64; (unsafe { LZ4_sizeofStateHC() } as usize).div_ceil(8)]
+            }
         };
         Compressor { alg, hc_state }
     }
@@ -129,6 +131,9 @@ mod tests {
             assert_eq!(decompress_partial(&dst[..out], &mut pre), Some(1000));
             assert_eq!(&pre[..], &text[..1000]);
         }
-        assert_eq!(decompress_partial(&[0xff, 0xff, 0xff], &mut [0u8; 10]), None);
+        assert_eq!(
+            decompress_partial(&[0xff, 0xff, 0xff], &mut [0u8; 10]),
+            None
+        );
     }
 }

@@ -10,6 +10,9 @@ mod tests {
     #[test]
     fn raw_composes() {
         let a = super::crc32c_raw(!0, b"hello ");
-        assert_eq!(super::crc32c_raw(a, b"world"), super::crc32c_raw(!0, b"hello world"));
+        assert_eq!(
+            super::crc32c_raw(a, b"world"),
+            super::crc32c_raw(!0, b"hello world")
+        );
     }
 }

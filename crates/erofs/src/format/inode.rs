@@ -112,7 +112,10 @@ mod tests {
     #[test]
     fn dev_roundtrip() {
         for (maj, min) in [(0u64, 0u64), (8, 1), (259, 70000), (4095, 1048575)] {
-            let glibc = ((maj & 0xfff) << 8) | ((maj & !0xfff) << 32) | (min & 0xff) | ((min & !0xff) << 12);
+            let glibc = ((maj & 0xfff) << 8)
+                | ((maj & !0xfff) << 32)
+                | (min & 0xff)
+                | ((min & !0xff) << 12);
             assert_eq!(decode_dev(encode_dev(glibc)), glibc);
         }
     }

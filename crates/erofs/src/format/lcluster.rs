@@ -156,7 +156,10 @@ mod tests {
                 encode_compact(&mut pack, unit, i, (i % 4) as u8, (i * 257 % 4096) as u16);
             }
             for i in 0..n {
-                assert_eq!(decode_compact(&pack, unit, i), ((i % 4) as u8, (i * 257 % 4096) as u16));
+                assert_eq!(
+                    decode_compact(&pack, unit, i),
+                    ((i % 4) as u8, (i * 257 % 4096) as u16)
+                );
             }
             assert!(pack[pack.len() - 4..].iter().all(|&b| b == 0));
         }

@@ -43,8 +43,7 @@ pub mod incompat {
     /// Long xattr name prefixes.
     pub const XATTR_PREFIXES: u32 = 0x40;
     /// The bits usfs understands.
-    pub const SUPPORTED: u32 =
-        ZERO_PADDING | COMPR_CFGS | CHUNKED_FILE | ZTAILPACKING | FRAGMENTS;
+    pub const SUPPORTED: u32 = ZERO_PADDING | COMPR_CFGS | CHUNKED_FILE | ZTAILPACKING | FRAGMENTS;
 }
 
 usfs_fs::layout! {

@@ -30,17 +30,32 @@ impl Erofs {
         let v: Vec<(&str, String)> = vec![
             ("Filesystem magic number", format!("{:#010X}", sb.magic())),
             ("Filesystem blocks", sb.blocks().to_string()),
-            ("Filesystem inode metadata start block", sb.meta_blkaddr().to_string()),
-            ("Filesystem shared xattr metadata start block", sb.xattr_blkaddr().to_string()),
+            (
+                "Filesystem inode metadata start block",
+                sb.meta_blkaddr().to_string(),
+            ),
+            (
+                "Filesystem shared xattr metadata start block",
+                sb.xattr_blkaddr().to_string(),
+            ),
             ("Filesystem root nid", sb.root_nid().to_string()),
             ("Filesystem packed nid", sb.packed_nid().to_string()),
             ("Filesystem inode count", sb.inos().to_string()),
-            ("Filesystem created", format!("{} (seconds since the epoch)", sb.build_time())),
+            (
+                "Filesystem created",
+                format!("{} (seconds since the epoch)", sb.build_time()),
+            ),
             ("Filesystem block size", self.bs().to_string()),
-            ("Filesystem volume name", String::from_utf8_lossy(&name[..end]).into_owned()),
+            (
+                "Filesystem volume name",
+                String::from_utf8_lossy(&name[..end]).into_owned(),
+            ),
             ("Filesystem UUID", uuid(sb.uuid())),
             ("Filesystem compat features", compat_f.join(" ")),
-            ("Filesystem incompat features", incompat_names(sb.feature_incompat())),
+            (
+                "Filesystem incompat features",
+                incompat_names(sb.feature_incompat()),
+            ),
             ("Filesystem checksum", format!("{:#010x}", sb.checksum())),
         ];
         v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()

@@ -29,7 +29,11 @@ pub(crate) fn parse_block<'a>(nid: u64, blk: &'a [u8]) -> Result<Vec<RawEntry<'a
         let d = Dirent::new(&blk[i * 12..i * 12 + 12]).expect("12 bytes");
         let start = usize::from(d.nameoff());
         let end = if i + 1 < n {
-            usize::from(Dirent::new(&blk[(i + 1) * 12..(i + 2) * 12]).expect("12").nameoff())
+            usize::from(
+                Dirent::new(&blk[(i + 1) * 12..(i + 2) * 12])
+                    .expect("12")
+                    .nameoff(),
+            )
         } else {
             let tail = blk.get(start..).unwrap_or(&[]);
             start + tail.iter().position(|&b| b == 0).unwrap_or(tail.len())

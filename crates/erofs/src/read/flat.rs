@@ -43,22 +43,33 @@ impl Erofs {
                 }
                 let start = (u64::from(ino.i_u) << self.blkbits)
                     .checked_add(off)
-                    .ok_or_else(|| Error::corrupt(format!("inode {}: block address overflow", ino.nid)))?;
+                    .ok_or_else(|| {
+                        Error::corrupt(format!("inode {}: block address overflow", ino.nid))
+                    })?;
                 Ok(FlatRun::Image(start, want.min(tail_start - off)))
             }
             layout::CHUNK_BASED => self.chunk_run(ino, off, want),
-            _ => Err(Error::corrupt(format!("inode {}: not a flat layout", ino.nid))),
+            _ => Err(Error::corrupt(format!(
+                "inode {}: not a flat layout",
+                ino.nid
+            ))),
         }
     }
 
     fn chunk_run(&self, ino: &Inode, off: u64, want: u64) -> Result<FlatRun> {
         let fmt = (ino.i_u & 0xffff) as u16;
         if fmt & !(CHUNK_BLKBITS_MASK | CHUNK_INDEXES) != 0 {
-            return Err(Error::incompatible(format!("chunk format {fmt:#x} of inode {}", ino.nid)));
+            return Err(Error::incompatible(format!(
+                "chunk format {fmt:#x} of inode {}",
+                ino.nid
+            )));
         }
         let chunkbits = self.blkbits + u32::from(fmt & CHUNK_BLKBITS_MASK);
         if chunkbits > 48 {
-            return Err(Error::corrupt(format!("inode {}: chunk size 2^{chunkbits}", ino.nid)));
+            return Err(Error::corrupt(format!(
+                "inode {}: chunk size 2^{chunkbits}",
+                ino.nid
+            )));
         }
         let chunk = off >> chunkbits;
         let in_chunk = off & ((1 << chunkbits) - 1);
@@ -68,7 +79,10 @@ impl Erofs {
             let raw = self.meta(pos, 8)?;
             let ci = ChunkIndex::new(&raw[..]).expect("8 bytes");
             if ci.device_id() != 0 {
-                return Err(Error::incompatible(format!("inode {}: chunk on extra device", ino.nid)));
+                return Err(Error::incompatible(format!(
+                    "inode {}: chunk on extra device",
+                    ino.nid
+                )));
             }
             ci.blkaddr()
         } else {
@@ -79,7 +93,10 @@ impl Erofs {
         if blkaddr == NULL_ADDR {
             return Ok(FlatRun::Hole(len));
         }
-        Ok(FlatRun::Image((u64::from(blkaddr) << self.blkbits) + in_chunk, len))
+        Ok(FlatRun::Image(
+            (u64::from(blkaddr) << self.blkbits) + in_chunk,
+            len,
+        ))
     }
 
     /// Reads uncompressed file data.

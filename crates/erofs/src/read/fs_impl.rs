@@ -48,7 +48,12 @@ impl FileSystem for Erofs {
         Ok(self.metadata(&i))
     }
 
-    fn readdir(&self, dir: Ino, cookie: u64, f: &mut dyn FnMut(DirEntry, u64) -> bool) -> Result<()> {
+    fn readdir(
+        &self,
+        dir: Ino,
+        cookie: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
         let d = self.inode(dir)?;
         self.list_dir(&d, cookie, f)
     }
@@ -69,7 +74,10 @@ impl FileSystem for Erofs {
             return Err(Error::Invalid);
         }
         if i.size > 4096 {
-            return Err(Error::corrupt(format!("symlink {ino}: target of {} bytes", i.size)));
+            return Err(Error::corrupt(format!(
+                "symlink {ino}: target of {} bytes",
+                i.size
+            )));
         }
         let mut v = vec![0u8; i.size as usize];
         let n = self.read_data(&i, 0, &mut v)?;
@@ -134,7 +142,9 @@ impl FileSystem for Erofs {
                 let end = at
                     .checked_add(len)
                     .filter(|&e| e <= image.len() as u64)
-                    .ok_or_else(|| Error::corrupt(format!("inode {ino}: data past the image end")))?;
+                    .ok_or_else(|| {
+                        Error::corrupt(format!("inode {ino}: data past the image end"))
+                    })?;
                 self.dev.stats().record_read(len as usize);
                 Ok(Some(&image[at as usize..end as usize]))
             }

@@ -52,12 +52,16 @@ impl Erofs {
         })?;
         let format = u16::from_le_bytes([head[0], head[1]]);
         if format & !0x1f != 0 {
-            return Err(Error::corrupt(format!("inode {nid}: unknown i_format bits {format:#x}")));
+            return Err(Error::corrupt(format!(
+                "inode {nid}: unknown i_format bits {format:#x}"
+            )));
         }
         let lay = ((format >> 1) & 7) as u8;
         let extended = format & I_VERSION_EXTENDED != 0;
         let ino = if extended {
-            let raw = self.meta(pos, 64).map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
+            let raw = self
+                .meta(pos, 64)
+                .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
             let d = ExtendedInode::new(&raw[..]).expect("64 bytes");
             Inode {
                 nid,
@@ -76,13 +80,16 @@ impl Erofs {
                 mtime_nsec: d.i_mtime_nsec(),
             }
         } else {
-            let raw = self.meta(pos, 32).map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
+            let raw = self
+                .meta(pos, 32)
+                .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
             let d = CompactInode::new(&raw[..]).expect("32 bytes");
-            let mtime_extra = if self.sb.feature_compat() & crate::format::superblock::compat::MTIME != 0 {
-                i64::from(d.i_mtime())
-            } else {
-                0
-            };
+            let mtime_extra =
+                if self.sb.feature_compat() & crate::format::superblock::compat::MTIME != 0 {
+                    i64::from(d.i_mtime())
+                } else {
+                    0
+                };
             Inode {
                 nid,
                 pos,
@@ -103,20 +110,33 @@ impl Erofs {
         let file_type = FileType::from_mode(ino.mode)
             .ok_or_else(|| Error::corrupt(format!("inode {nid}: bad mode {:#o}", ino.mode)))?;
         if ino.layout > layout::CHUNK_BASED {
-            return Err(Error::corrupt(format!("inode {nid}: unknown data layout {}", ino.layout)));
+            return Err(Error::corrupt(format!(
+                "inode {nid}: unknown data layout {}",
+                ino.layout
+            )));
         }
-        if ino.layout == layout::CHUNK_BASED && !self.has_incompat(crate::format::superblock::incompat::CHUNKED_FILE) {
-            return Err(Error::corrupt(format!("inode {nid}: chunk-based without the chunked_file feature")));
+        if ino.layout == layout::CHUNK_BASED
+            && !self.has_incompat(crate::format::superblock::incompat::CHUNKED_FILE)
+        {
+            return Err(Error::corrupt(format!(
+                "inode {nid}: chunk-based without the chunked_file feature"
+            )));
         }
         if ino.mtime_nsec >= 1_000_000_000 {
-            return Err(Error::corrupt(format!("inode {nid}: nanoseconds {} out of range", ino.mtime_nsec)));
+            return Err(Error::corrupt(format!(
+                "inode {nid}: nanoseconds {} out of range",
+                ino.mtime_nsec
+            )));
         }
         Ok(Inode { file_type, ..ino })
     }
 
     /// The attributes of an inode, as the kernel reports them.
     pub(crate) fn metadata(&self, ino: &Inode) -> Metadata {
-        let t = Timestamp { sec: ino.mtime, nsec: ino.mtime_nsec };
+        let t = Timestamp {
+            sec: ino.mtime,
+            nsec: ino.mtime_nsec,
+        };
         let size = ino.size;
         let rdev = match ino.file_type {
             FileType::CharDevice | FileType::BlockDevice => decode_dev(ino.i_u),

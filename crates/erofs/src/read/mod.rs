@@ -55,7 +55,9 @@ impl Erofs {
         }
         let bs = 1u64 << blkbits;
         if bs < SUPER_OFFSET + 128 {
-            return Err(Error::incompatible(format!("block size {bs} (smaller than the superblock end)")));
+            return Err(Error::incompatible(format!(
+                "block size {bs} (smaller than the superblock end)"
+            )));
         }
         if sb.feature_compat() & compat::SB_CHKSUM != 0 {
             let mut block0 = vec![0u8; bs as usize];
@@ -79,7 +81,9 @@ impl Erofs {
             return Err(Error::incompatible("extra devices"));
         }
         if u32::from(sb.dirblkbits()) != 0 {
-            return Err(Error::incompatible("directory blocks larger than the block size"));
+            return Err(Error::incompatible(
+                "directory blocks larger than the block size",
+            ));
         }
         let image_len = dev.len();
         let mut fs = Erofs {
@@ -109,7 +113,9 @@ impl Erofs {
             let len = u16::from_le_bytes(self.meta(pos, 2)?[..].try_into().unwrap());
             let body = self.meta(pos + 2, u64::from(len))?;
             let cfg = Lz4Cfgs::new(&body[..]).ok_or_else(|| {
-                Error::corrupt(format!("LZ4 configuration record of {len} bytes (expected 14)"))
+                Error::corrupt(format!(
+                    "LZ4 configuration record of {len} bytes (expected 14)"
+                ))
             })?;
             self.max_pclusterblks = u32::from(cfg.max_pclusterblks()).max(1);
             pos += 2 + u64::from(len);
@@ -126,12 +132,15 @@ impl Erofs {
     /// `len` bytes of the image at `off`, borrowed from the mapping when there is one.
     /// Counted in the device's I/O statistics either way. Bytes past the image are corrupt.
     pub(crate) fn meta(&self, off: u64, len: u64) -> Result<Cow<'_, [u8]>> {
-        let end = off.checked_add(len).filter(|&e| e <= self.image_len).ok_or_else(|| {
-            Error::corrupt(format!(
-                "access of {len} bytes at byte {off} passes the end of the image ({} bytes)",
-                self.image_len
-            ))
-        })?;
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= self.image_len)
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "access of {len} bytes at byte {off} passes the end of the image ({} bytes)",
+                    self.image_len
+                ))
+            })?;
         if let Some(img) = self.dev.as_slice() {
             self.dev.stats().record_read(len as usize);
             return Ok(Cow::Borrowed(&img[off as usize..end as usize]));

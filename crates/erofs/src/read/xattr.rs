@@ -14,7 +14,10 @@ impl Erofs {
         }
         let nid = ino.nid;
         if ino.xattr_isize < IBODY_HEADER_SIZE as u64 {
-            return Err(Error::corrupt(format!("inode {nid}: xattr area of {} bytes", ino.xattr_isize)));
+            return Err(Error::corrupt(format!(
+                "inode {nid}: xattr area of {} bytes",
+                ino.xattr_isize
+            )));
         }
         let start = ino.pos + ino.isize;
         let body = self.meta(start, ino.xattr_isize)?;
@@ -22,7 +25,9 @@ impl Erofs {
         let shared = usize::from(h.h_shared_count());
         let mut p = IBODY_HEADER_SIZE + shared * 4;
         if p > body.len() {
-            return Err(Error::corrupt(format!("inode {nid}: {shared} shared xattrs overflow the xattr area")));
+            return Err(Error::corrupt(format!(
+                "inode {nid}: {shared} shared xattrs overflow the xattr area"
+            )));
         }
         for i in 0..shared {
             let o = IBODY_HEADER_SIZE + i * 4;
@@ -39,7 +44,9 @@ impl Erofs {
             let len = usize::from(e.e_name_len()) + usize::from(e.e_value_size());
             let end = p + 4 + len;
             if end > body.len() {
-                return Err(Error::corrupt(format!("inode {nid}: xattr entry passes the xattr area")));
+                return Err(Error::corrupt(format!(
+                    "inode {nid}: xattr entry passes the xattr area"
+                )));
             }
             out.push(self.decode_entry(nid, &e, &body[p + 4..end])?);
             p = (end + 3) & !3;
@@ -51,11 +58,12 @@ impl Erofs {
         let nl = usize::from(e.e_name_len());
         let idx = e.e_name_index();
         if idx & 0x80 != 0 {
-            return Err(Error::incompatible(format!("inode {nid}: long xattr name prefixes")));
+            return Err(Error::incompatible(format!(
+                "inode {nid}: long xattr name prefixes"
+            )));
         }
-        let pre = prefix(idx).ok_or_else(|| {
-            Error::corrupt(format!("inode {nid}: xattr name index {idx}"))
-        })?;
+        let pre = prefix(idx)
+            .ok_or_else(|| Error::corrupt(format!("inode {nid}: xattr name index {idx}")))?;
         let mut name = pre.to_vec();
         name.extend_from_slice(&rest[..nl]);
         Ok((name, rest[nl..].to_vec()))

@@ -59,7 +59,9 @@ impl ZCache {
                 e.used = now;
                 e.slot.clone()
             } else {
-                let slot = Arc::new(Slot { data: OnceLock::new() });
+                let slot = Arc::new(Slot {
+                    data: OnceLock::new(),
+                });
                 g.entries.push(Entry {
                     key,
                     slot: slot.clone(),
@@ -127,7 +129,8 @@ mod tests {
     fn bounded() {
         let c = ZCache::new();
         for i in 0..100u64 {
-            c.get((i, 300_000), || Ok(Arc::from(vec![0u8; 300_000]))).unwrap();
+            c.get((i, 300_000), || Ok(Arc::from(vec![0u8; 300_000])))
+                .unwrap();
         }
         let g = c.inner.lock().unwrap();
         assert!(g.entries.len() <= MAX_ENTRIES);

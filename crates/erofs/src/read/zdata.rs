@@ -51,7 +51,11 @@ impl Erofs {
         let hi = lo + dst.len();
         match ext.stored {
             Stored::Fragment { off } => self.read_fragment(ino, off + lo as u64, dst),
-            Stored::Plain { pa, plen, interlaced } => {
+            Stored::Plain {
+                pa,
+                plen,
+                interlaced,
+            } => {
                 if ext.llen > plen {
                     return Err(Error::corrupt(format!(
                         "inode {}: plain extent of {} bytes in a {plen}-byte pcluster",

@@ -51,7 +51,11 @@ pub(crate) struct Lcluster {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stored {
     /// Uncompressed at this byte; `interlaced` = rotated by `la % bs` in its block.
-    Plain { pa: u64, plen: u64, interlaced: bool },
+    Plain {
+        pa: u64,
+        plen: u64,
+        interlaced: bool,
+    },
     /// LZ4 in `plen` bytes at `pa` (with leading zero padding when `padded`).
     Lz4 { pa: u64, plen: u64, padded: bool },
     /// In the packed inode at this offset (the byte of `la`).
@@ -107,7 +111,9 @@ impl Erofs {
         if ino.layout == layout::COMPRESSED_COMPACT
             && ((advise & ADVISE_BIG_PCLUSTER_1 == 0) != (advise & ADVISE_BIG_PCLUSTER_2 == 0))
         {
-            return Err(corrupt("big pcluster HEAD1/HEAD2 of compact indexes differ"));
+            return Err(corrupt(
+                "big pcluster HEAD1/HEAD2 of compact indexes differ",
+            ));
         }
         if advise & ADVISE_INLINE_PCLUSTER != 0 && !self.has_incompat(incompat::ZTAILPACKING) {
             return Err(corrupt("inline pcluster without the ztailpacking feature"));
@@ -139,7 +145,13 @@ impl Erofs {
     }
 
     /// Decodes the index of lcluster `lcn`.
-    pub(crate) fn lcluster(&self, ino: &Inode, zi: &ZInfo, lcn: u64, lookahead: bool) -> Result<Lcluster> {
+    pub(crate) fn lcluster(
+        &self,
+        ino: &Inode,
+        zi: &ZInfo,
+        lcn: u64,
+        lookahead: bool,
+    ) -> Result<Lcluster> {
         if lcn >= zi.total {
             return Err(Error::corrupt(format!(
                 "inode {}: lcluster {lcn} beyond the {} of the file",
@@ -288,17 +300,29 @@ impl Erofs {
     }
 
     /// Finds the head lcluster from `lcn` going back by `delta`.
-    fn lookback(&self, ino: &Inode, zi: &ZInfo, mut lcn: u64, mut delta: u64) -> Result<(u64, Lcluster)> {
+    fn lookback(
+        &self,
+        ino: &Inode,
+        zi: &ZInfo,
+        mut lcn: u64,
+        mut delta: u64,
+    ) -> Result<(u64, Lcluster)> {
         loop {
             lcn = lcn.checked_sub(delta).ok_or_else(|| {
-                Error::corrupt(format!("inode {}: lcluster delta points before the file", ino.nid))
+                Error::corrupt(format!(
+                    "inode {}: lcluster delta points before the file",
+                    ino.nid
+                ))
             })?;
             let m = self.lcluster(ino, zi, lcn, false)?;
             if m.ty != ty::NONHEAD {
                 return Ok((lcn, m));
             }
             if m.delta0 == 0 {
-                return Err(Error::corrupt(format!("inode {}: lcluster {lcn}: zero delta", ino.nid)));
+                return Err(Error::corrupt(format!(
+                    "inode {}: lcluster {lcn}: zero delta",
+                    ino.nid
+                )));
             }
             delta = m.delta0;
         }
@@ -391,7 +415,10 @@ impl Erofs {
             } else if lcn != hlcn {
                 let end = (lcn << zi.lbits) + u64::from(m.clusterofs);
                 if end <= la {
-                    return Err(Error::corrupt(format!("inode {}: empty extent at {la}", ino.nid)));
+                    return Err(Error::corrupt(format!(
+                        "inode {}: empty extent at {la}",
+                        ino.nid
+                    )));
                 }
                 return Ok(end.min(ino.size) - la);
             } else {

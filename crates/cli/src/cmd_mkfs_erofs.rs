@@ -28,7 +28,12 @@ pub struct MkfsErofsArgs {
     #[arg(short = 'L', value_name = "LABEL")]
     label: Option<String>,
     /// Xattrs used by more than this many inodes are shared; negative disables xattrs.
-    #[arg(short = 'x', value_name = "N", default_value_t = 2, allow_hyphen_values = true)]
+    #[arg(
+        short = 'x',
+        value_name = "N",
+        default_value_t = 2,
+        allow_hyphen_values = true
+    )]
     xattr_tolerance: i32,
     /// Make every file owned by root.
     #[arg(long)]
@@ -70,7 +75,11 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
     if let Some(z) = &a.compress {
         let mut parts = z.splitn(2, ',');
         let alg = parts.next().unwrap_or("");
-        let level = parts.next().map(|l| l.parse::<i32>()).transpose().map_err(|_| usage(format!("bad level in -z {z}")))?;
+        let level = parts
+            .next()
+            .map(|l| l.parse::<i32>())
+            .transpose()
+            .map_err(|_| usage(format!("bad level in -z {z}")))?;
         o.compression = Some(match alg {
             "lz4" => Algorithm::Lz4,
             "lz4hc" => {
@@ -112,7 +121,8 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
         o.workers = w.max(1);
     }
     let start = std::time::Instant::now();
-    let r = build::build(&a.image, &a.source, &o).map_err(|e| CliError::at(a.image.display(), e))?;
+    let r =
+        build::build(&a.image, &a.source, &o).map_err(|e| CliError::at(a.image.display(), e))?;
     for w in &r.warnings {
         eprintln!("usfs mkfs.erofs: warning: {w}");
     }

@@ -88,7 +88,10 @@ pub const BLOCK_SIZE: u32 = 4096;
 /// Builds an image of `source` at `image`.
 pub fn build(image: &Path, source: &Path, opts: &Options) -> io::Result<Report> {
     let bs = BLOCK_SIZE;
-    if opts.pcluster_bytes < bs || opts.pcluster_bytes % bs != 0 || opts.pcluster_bytes > 1 << 20 {
+    if opts.pcluster_bytes < bs
+        || !opts.pcluster_bytes.is_multiple_of(bs)
+        || opts.pcluster_bytes > 1 << 20
+    {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(

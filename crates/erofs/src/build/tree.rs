@@ -11,6 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use usfs_fs::FileType;
 
+/// A stored xattr: (name index, name suffix, value).
+pub type Xattr = (u8, Vec<u8>, Vec<u8>);
+
 /// One inode of the tree.
 pub struct Node {
     /// Where its content comes from.
@@ -27,7 +30,7 @@ pub struct Node {
     /// Links to it inside the tree (directories: 2 + subdirectories).
     pub nlink: u32,
     /// Stored xattrs as (index, name suffix, value), sorted.
-    pub xattrs: Vec<(u8, Vec<u8>, Vec<u8>)>,
+    pub xattrs: Vec<Xattr>,
     /// Directories: children (name, node index) sorted by name; and the parent.
     pub children: Vec<(Vec<u8>, usize)>,
     pub parent: usize,
@@ -164,7 +167,7 @@ fn make_node(
     Ok(t.nodes.len() - 1)
 }
 
-fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<(u8, Vec<u8>, Vec<u8>)>> {
+fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<Xattr>> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
     let mut buf = vec![0u8; 4096];

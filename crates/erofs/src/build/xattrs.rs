@@ -20,7 +20,7 @@ fn encode_entry(out: &mut Vec<u8>, idx: u8, name: &[u8], value: &[u8]) {
     out.extend_from_slice(&(value.len() as u16).to_le_bytes());
     out.extend_from_slice(name);
     out.extend_from_slice(value);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -38,7 +38,7 @@ pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, start_blk: u32, big: b
     }
     // The last lcluster holds only the end of the previous extent: a dummy plain head whose
     // offset is the end of the file (what mkfs.erofs writes).
-    if total > 0 && !head_at[total - 1] && size % bs != 0 {
+    if total > 0 && !head_at[total - 1] && !size.is_multiple_of(bs) {
         head_at[total - 1] = true;
         l[total - 1] = Lcl {
             ty: ty::PLAIN,

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-for tool_pkg in mke2fs:e2fsprogs debugfs:e2fsprogs mount:mount losetup:mount; do
+for tool_pkg in mke2fs:e2fsprogs debugfs:e2fsprogs mount:mount losetup:mount mkfs.erofs:erofs-utils fsck.erofs:erofs-utils; do
     tool=${tool_pkg%%:*}; pkg=${tool_pkg#*:}
     command -v "$tool" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done

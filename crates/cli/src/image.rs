@@ -33,6 +33,10 @@ pub fn open(path: &Path) -> CliResult<Box<dyn FileSystem>> {
         let fs = usfs_ext4::Ext4::open(dev).map_err(|e| CliError::at(&shown, e))?;
         return Ok(Box::new(fs));
     }
+    if usfs_erofs::probe(&*dev) {
+        let fs = usfs_erofs::Erofs::open(dev).map_err(|e| CliError::at(&shown, e))?;
+        return Ok(Box::new(fs));
+    }
     Err(CliError::at(
         &shown,
         "not a recognised file-system image (no ext2/3/4 or EROFS superblock)",

@@ -4,6 +4,7 @@ mod cmd_cat;
 mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
+mod cmd_mkfs_erofs;
 mod cmd_stat;
 mod display;
 mod export;
@@ -77,6 +78,10 @@ enum Cmd {
     /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
     /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
     Fsck(cmd_fsck::FsckArgs),
+    /// Build an EROFS image from a directory (mkfs.erofs's options; LZ4/LZ4HC with
+    /// fixed-size output compression).
+    #[command(name = "mkfs.erofs")]
+    MkfsErofs(cmd_mkfs_erofs::MkfsErofsArgs),
 }
 
 fn main() -> ExitCode {
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
+        Cmd::MkfsErofs(args) => cmd_mkfs_erofs::run(&args),
     };
     match result {
         Ok(code) => code,

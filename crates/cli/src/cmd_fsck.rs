@@ -209,6 +209,10 @@ fn print_trace(t: &usfs_fsck::Trace) {
         "trace: measured cost: {} ns per inode, {} ns per directory block; {} inodes, {} directory blocks, {} entries\n",
         t.costs[0], t.costs[1], t.counters.inodes, t.counters.dir_blocks, t.counters.entries
     ));
+    e.push_str(&format!(
+        "trace: directory reads: {} requests of {} blocks (neighbours read together)\n",
+        t.counters.dir_reads, t.counters.dir_read_blocks
+    ));
     for (i, b) in t.busy.iter().enumerate() {
         e.push_str(&format!(
             "trace: worker {i}: busy {:.3} s in pass 1, {:.3} s in pass 2\n",

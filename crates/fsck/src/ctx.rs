@@ -68,6 +68,10 @@ pub struct Counters {
     pub dir_blocks: u64,
     /// Directory entries checked.
     pub entries: u64,
+    /// Read requests pass 2 made for directory blocks (runs), and the blocks they read.
+    pub dir_reads: u64,
+    /// Blocks read by those requests (wanted ones and the gaps between them).
+    pub dir_read_blocks: u64,
 }
 
 impl Counters {
@@ -80,6 +84,8 @@ impl Counters {
         self.fragmented_dirs += o.fragmented_dirs;
         self.dir_blocks += o.dir_blocks;
         self.entries += o.entries;
+        self.dir_reads += o.dir_reads;
+        self.dir_read_blocks += o.dir_read_blocks;
     }
 }
 

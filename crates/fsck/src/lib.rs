@@ -149,6 +149,9 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     problems.extend(pass0::check(&plan_ctx));
     let bad = badblocks::check(&plan_ctx, &mut problems);
     let chunks = sched::plan_chunks(&plan_ctx, opts.chunk_inodes.max(1));
+    for c in chunks.iter().take(sched::CHUNKS_AHEAD) {
+        pass1::readahead_chunk(&plan_ctx, c);
+    }
     let queues = sched::Queues::new(chunks, threads);
     let ctx = Ctx {
         fs: &fs,

@@ -46,6 +46,8 @@ fn visit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock], how: Visit) {
     let mut window = std::mem::take(&mut w.window);
     for run in dirio::runs(batch, dirio::MAX_RUN_BYTES >> log) {
         let whole = dirio::read_run(ctx, &run, &mut window).is_ok();
+        w.counters.dir_reads += 1;
+        w.counters.dir_read_blocks += run.count;
         for b in &batch[run.blocks.clone()] {
             if whole {
                 let at = ((b.pblk - run.first) as usize) << log;

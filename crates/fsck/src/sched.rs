@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How far ahead of the chunk being taken its inode table is hinted for readahead: the
-/// next one or two are being read by the other workers already.
-const CHUNKS_AHEAD: usize = 2;
+/// How far ahead of the chunk being taken an inode-table chunk is hinted for readahead
+/// (the first ones are hinted when the plan is made): enough requests in flight for the
+/// device to stream while the workers check inodes.
+pub const CHUNKS_AHEAD: usize = 8;
 
 /// Stage numbers.
 pub const STAGE_INODES: usize = 0;

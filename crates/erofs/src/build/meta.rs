@@ -1,10 +1,10 @@
 //! Writing the image: data in tree order, then the metadata area, directory blocks and the
 //! superblock.
 
+use super::dedupe::Dedupe;
 use super::tree::{Node, Tree};
 use super::xattrs::{self, Shared};
 use super::zfile::{self, ZFile, ZParams, ZTail};
-use super::dedupe::Dedupe;
 use super::zindex;
 use super::{dir, par, Options, Report, BLOCK_SIZE};
 use crate::compress::{Compressor, LZ4_MAX_DISTANCE};

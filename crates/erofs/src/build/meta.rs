@@ -206,7 +206,8 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         start = end;
     }
 
-    // The packed inode (fragments): stored uncompressed.
+    // The packed inode (fragments): compressed like a file (no tail packing of its own),
+    // stored plain when that does not save a block.
     let mut packed_ino = None;
     if used_fragments {
         let mut ino = Ino {
@@ -218,7 +219,31 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             data: Data::None,
             pos: 0,
         };
-        ino.data = flat_data(&mut out, &packed, &ino)?;
+        let z = opts.compression.and_then(|alg| {
+            let mut p = zparams(opts, zero_padding, &ino, packed.len() as u64);
+            p.fragments = false;
+            p.inline_room = 0;
+            zfile::compress(&mut Compressor::new(alg), &packed, &p)
+        });
+        ino.data = match z {
+            Some(z) => {
+                let size = packed.len() as u64;
+                let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
+                let lay = if opts.legacy_compress {
+                    layout::COMPRESSED_FULL
+                } else {
+                    layout::COMPRESSED_COMPACT
+                };
+                let (blob, layout) = z_blob(&z, size, bs, &addrs, big, lay, &ino, None);
+                Data::Z {
+                    blob,
+                    layout,
+                    blocks: (z.data.len() as u64 / bs) as u32,
+                    inline: false,
+                }
+            }
+            None => flat_data(&mut out, &packed, &ino)?,
+        };
         packed_ino = Some(inos.len());
         inos.push(ino);
     }

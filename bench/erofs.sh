@@ -7,14 +7,19 @@
 #  3. read amplification of the usfs reader (I/O counters) for sequential, random and
 #     strided reads of the large text file;
 #  4. peak RSS above idle while reading a 256 MiB file through the reader.
-# Usage: bench/erofs.sh [SOURCE_DIR] [RUNS]   (defaults /usr/share, 3). Needs root only
-# for nothing; needs mkfs.erofs, mksquashfs.
+# Usage: bench/erofs.sh [SOURCE_DIR] [RUNS]   (defaults /usr/share, 3). Needs mkfs.erofs,
+# mksquashfs, bc; root for the squashfs loop-device figure. USFS_BIN=DIR uses prebuilt
+# binaries (DIR/usfs, DIR/examples/erofs_read) instead of building target/release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src_dir=${1:-/usr/share}
 runs=${2:-3}
-cargo build --release -q -p usfs-cli -p usfs-erofs --examples
-bin=$PWD/target/release
+if [ -n "${USFS_BIN:-}" ]; then
+    bin=$USFS_BIN
+else
+    cargo build --release -q -p usfs-cli -p usfs-erofs --examples
+    bin=$PWD/target/release
+fi
 work=$(mktemp -d /tmp/usfs-bench-erofs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 src=$work/src
@@ -32,7 +37,8 @@ with open(d + '/large.txt', 'w') as f:
         line = ' '.join(r.choice(words) for _ in range(12)) + '\n'
         f.write(line); n += len(line)
 PY
-cat /usr/bin/* 2>/dev/null | head -c $((128 << 20)) > "$src/large.bin"
+# (a process substitution: with pipefail, cat dying of SIGPIPE would stop the script)
+head -c $((128 << 20)) < <(cat /usr/bin/* 2>/dev/null) > "$src/large.bin"
 best() { # best wall time of $runs runs of "$@"
     local b=
     for _ in $(seq "$runs"); do

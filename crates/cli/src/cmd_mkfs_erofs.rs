@@ -138,5 +138,11 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
             start.elapsed().as_secs_f64()
         );
     }
+    if o.dedupe && !a.quiet {
+        println!(
+            "dedupe: {} pclusters shared, {} blocks saved",
+            r.shared_pclusters, r.shared_blocks
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@
 //! 2. usfs reads images made by mkfs.erofs 1.5 with each of its options exactly as the
 //!    kernel does.
 //! 3. The image does not depend on the number of compression workers.
+//! 4. `-E dedupe` shares identical pclusters: smaller images that every oracle reads back.
 
 mod common;
 
@@ -301,6 +302,7 @@ fn workers_do_not_change_the_image() {
     for args in [
         &["-zlz4hc", "-Eztailpacking"][..],
         &["-zlz4", "-C65536", "-Efragments"][..],
+        &["-zlz4hc", "-Ededupe,ztailpacking"][..],
     ] {
         let mut images = Vec::new();
         for w in ["1", "2", "5"] {
@@ -442,5 +444,93 @@ fn truncated_and_flipped_images_fail_cleanly() {
             !err.contains("panicked"),
             "round {round}: export panicked: {err}"
         );
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), incompressible.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
+        })
+        .collect()
+}
+
+/// Compressible text from a small vocabulary.
+fn text(seed: u64, len: usize) -> Vec<u8> {
+    let words: Vec<Vec<u8>> = noise(seed, 4000)
+        .chunks(8)
+        .map(|c| {
+            c[..(c[0] % 7 + 2) as usize]
+                .iter()
+                .map(|b| b'a' + b % 26)
+                .collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(len + 16);
+    let mut i = 0usize;
+    for b in noise(seed + 1, len) {
+        if out.len() >= len {
+            break;
+        }
+        i = (i * 31 + b as usize) % words.len();
+        out.extend_from_slice(&words[i]);
+        out.push(if b % 13 == 0 { b'\n' } else { b' ' });
+    }
+    out.truncate(len);
+    out
+}
+
+/// `-E dedupe`: a generated tree plus duplicated files (text and binary) and a file that
+/// repeats a 16 KiB chunk at cluster-aligned offsets. With dedupe the image is smaller,
+/// and fsck.erofs 1.5 (where it can read the options), the kernel and usfs export all
+/// reproduce the source.
+#[test]
+fn dedupe_shares_identical_pclusters() {
+    let test = "erofs-dedupe";
+    if !need_root(test) || !need_tool(test, "fsck.erofs") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = gen_tree(&s, 61);
+    let extra = src.join("dedupe-extra");
+    std::fs::create_dir_all(extra.join("copy")).unwrap();
+    let t = text(7, 300_000);
+    let b = noise(9, 40_000);
+    let chunk = noise(11, 16 << 10);
+    for dir in [extra.clone(), extra.join("copy")] {
+        std::fs::write(dir.join("text"), &t).unwrap();
+        std::fs::write(dir.join("bin"), &b).unwrap();
+    }
+    std::fs::write(extra.join("repeats"), chunk.repeat(8)).unwrap();
+    for args in [
+        &["-zlz4hc"][..],
+        &["-zlz4hc", "-C65536", "-Eztailpacking"][..],
+        &["-zlz4", "-Elegacy-compress"][..],
+        &["-zlz4hc", "-Efragments,ztailpacking"][..],
+    ] {
+        let name = format!("{test} {args:?}");
+        let plain = s.path("no-dedupe");
+        usfs_mkfs(&plain, &src, args);
+        let img = s.path("dedupe");
+        let mut a = args.to_vec();
+        a.push("-Ededupe");
+        usfs_mkfs(&img, &src, &a);
+        let (with, without) = (
+            std::fs::metadata(&img).unwrap().len(),
+            std::fs::metadata(&plain).unwrap().len(),
+        );
+        eprintln!("{name}: {with} bytes with dedupe, {without} without");
+        // At least the copies of text and bin and 7 of the 8 chunk repeats (28 blocks).
+        assert!(
+            with + (28 << 12) <= without,
+            "{name}: dedupe saved too little ({with} vs {without} bytes)"
+        );
+        let fsck_ok = !args.iter().any(|a| a.contains("fragments"));
+        check_image(&img, &src, &s, &name, fsck_ok);
     }
 }

@@ -1,6 +1,7 @@
 //! Writing the image: data in tree order, then the metadata area, directory blocks and the
 //! superblock.
 
+use super::dedupe::Dedupe;
 use super::tree::{Node, Tree};
 use super::xattrs::{self, Shared};
 use super::zfile::{self, ZFile, ZParams, ZTail};
@@ -91,7 +92,13 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     } else {
         now_nsec()
     };
-    let f = File::create(image)?;
+    // Read back too: `-E dedupe` compares candidate pclusters with what was written.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(image)?;
     let mut out = Out { f, bs, cursor: 1 };
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
@@ -118,6 +125,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let mut packed: Vec<u8> = Vec::new();
     let mut used_fragments = false;
     let mut used_tailpacking = false;
+    let mut dedupe = opts.dedupe.then(Dedupe::default);
 
     // File data, in batches: compressed in parallel, written in order.
     let files: Vec<usize> = (0..tree.nodes.len())
@@ -163,11 +171,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     report.compressed_files += 1;
                     let ino = &mut inos[i];
                     let size = content.len() as u64;
-                    let blkaddr = if z.data.is_empty() {
-                        0
-                    } else {
-                        out.put_blocks(&z.data)?
-                    };
+                    let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
                     let blocks = (z.data.len() as u64 / bs) as u32;
                     let mut frag_off = None;
                     if let ZTail::Fragment(t) = &z.tail {
@@ -183,7 +187,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     } else {
                         layout::COMPRESSED_COMPACT
                     };
-                    let (blob, lay) = z_blob(&z, size, bs, blkaddr, big, lay, ino, frag_off);
+                    let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
                     let inline = matches!(z.tail, ZTail::Inline(..));
                     ino.data = Data::Z {
                         blob,
@@ -202,7 +206,8 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         start = end;
     }
 
-    // The packed inode (fragments): stored uncompressed.
+    // The packed inode (fragments): compressed like a file (no tail packing of its own),
+    // stored plain when that does not save a block.
     let mut packed_ino = None;
     if used_fragments {
         let mut ino = Ino {
@@ -214,7 +219,31 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             data: Data::None,
             pos: 0,
         };
-        ino.data = flat_data(&mut out, &packed, &ino)?;
+        let z = opts.compression.and_then(|alg| {
+            let mut p = zparams(opts, zero_padding, &ino, packed.len() as u64);
+            p.fragments = false;
+            p.inline_room = 0;
+            zfile::compress(&mut Compressor::new(alg), &packed, &p)
+        });
+        ino.data = match z {
+            Some(z) => {
+                let size = packed.len() as u64;
+                let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
+                let lay = if opts.legacy_compress {
+                    layout::COMPRESSED_FULL
+                } else {
+                    layout::COMPRESSED_COMPACT
+                };
+                let (blob, layout) = z_blob(&z, size, bs, &addrs, big, lay, &ino, None);
+                Data::Z {
+                    blob,
+                    layout,
+                    blocks: (z.data.len() as u64 / bs) as u32,
+                    inline: false,
+                }
+            }
+            None => flat_data(&mut out, &packed, &ino)?,
+        };
         packed_ino = Some(inos.len());
         inos.push(ino);
     }
@@ -423,6 +452,10 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     out.f.write_all_at(&block0, 0)?;
     out.f.set_len(total_blocks * bs)?;
     out.f.sync_all()?;
+    if let Some(dd) = &dedupe {
+        report.shared_pclusters = dd.shared_pclusters;
+        report.shared_blocks = dd.shared_blocks;
+    }
     report.inodes = inos.len() as u64;
     report.blocks = total_blocks;
     Ok(report)
@@ -456,7 +489,9 @@ fn zparams(opts: &Options, zero_padding: bool, ino: &Ino, size: u64) -> ZParams 
     let bs = u64::from(BLOCK_SIZE);
     let inline_room = if opts.ztailpacking {
         let head = round_up(isize_of(ino.extended) + ino.ibody.len() as u64, 8);
-        let idx = index_area(head, size, bs, !opts.legacy_compress);
+        // Shared pclusters are out of file order, which compact indexes cannot express:
+        // leave room for full indexes.
+        let idx = index_area(head, size, bs, !opts.legacy_compress && !opts.dedupe);
         bs.saturating_sub(head + idx) as usize
     } else {
         0
@@ -482,13 +517,46 @@ fn index_area(head: u64, size: u64, bs: u64, compact: bool) -> u64 {
     }
 }
 
+/// Writes a compressed file's pclusters; returns each extent's first block (0 for extents
+/// without blocks). With `dedupe`, a pcluster equal to one already written is shared.
+fn place_pclusters(out: &mut Out, z: &ZFile, dedupe: Option<&mut Dedupe>) -> io::Result<Vec<u32>> {
+    let Some(dd) = dedupe else {
+        let base = if z.data.is_empty() {
+            0
+        } else {
+            out.put_blocks(&z.data)?
+        };
+        return Ok(z.extents.iter().map(|e| base + e.rel_blk).collect());
+    };
+    let bs = out.bs as usize;
+    let mut addrs = Vec::with_capacity(z.extents.len());
+    for e in &z.extents {
+        if e.blocks == 0 {
+            addrs.push(0);
+            continue;
+        }
+        let start = e.rel_blk as usize * bs;
+        let bytes = &z.data[start..start + e.blocks as usize * bs];
+        let addr = match dd.find(&out.f, out.bs, bytes)? {
+            Some(a) => a,
+            None => {
+                let a = out.put_blocks(bytes)?;
+                dd.insert(bytes, a);
+                a
+            }
+        };
+        addrs.push(addr);
+    }
+    Ok(addrs)
+}
+
 /// The map header, indexes and inline pcluster of a compressed file.
 #[allow(clippy::too_many_arguments)]
 fn z_blob(
     z: &ZFile,
     size: u64,
     bs: u64,
-    blkaddr: u32,
+    addrs: &[u32],
     big: bool,
     mut lay: u8,
     ino: &Ino,
@@ -516,7 +584,7 @@ fn z_blob(
         advise |= ADVISE_FRAGMENT_PCLUSTER;
         h.set_h_fragmentoff(off as u32);
     }
-    let l = zindex::lclusters(&z.extents, size, bs, blkaddr, big);
+    let l = zindex::lclusters(&z.extents, size, bs, addrs, big);
     let mut idx = None;
     if lay == layout::COMPRESSED_COMPACT {
         let cl = CompactLayout::new(head + 8, l.len() as u64, true);

@@ -6,6 +6,7 @@
 //! area (inodes with xattrs, inline tails, compression indexes and inline pclusters; the
 //! root first, so its nid is 0); then directory and long-symlink blocks.
 
+mod dedupe;
 mod dir;
 mod meta;
 mod par;
@@ -29,7 +30,7 @@ pub struct Options {
     pub ztailpacking: bool,
     /// `-E fragments`.
     pub fragments: bool,
-    /// `-E dedupe` (accepted; identical pclusters are not shared yet).
+    /// `-E dedupe`: byte-identical pclusters are written once and shared.
     pub dedupe: bool,
     /// `-E legacy-compress`: full indexes and no zero padding.
     pub legacy_compress: bool,
@@ -79,6 +80,9 @@ pub struct Report {
     pub blocks: u64,
     pub compressed_files: u64,
     pub plain_files: u64,
+    /// `-E dedupe`: pclusters shared instead of written again, and the blocks that saved.
+    pub shared_pclusters: u64,
+    pub shared_blocks: u64,
     pub warnings: Vec<String>,
 }
 

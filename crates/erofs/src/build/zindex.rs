@@ -19,19 +19,19 @@ pub struct Lcl {
     pub cblks: Option<u16>,
 }
 
-/// Builds the lcluster list: `start_blk` = the file's first data block; `big` = big
-/// pcluster mode (block counts in the first nonhead).
-pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, start_blk: u32, big: bool) -> Vec<Lcl> {
+/// Builds the lcluster list: `addrs[i]` = the first block of extent `i`'s pcluster (ignored
+/// for extents without blocks); `big` = big pcluster mode (block counts in the first nonhead).
+pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, addrs: &[u32], big: bool) -> Vec<Lcl> {
     let total = size.div_ceil(bs) as usize;
     let mut l = vec![Lcl::default(); total];
     let mut head_at = vec![false; total];
-    for e in extents {
+    for (e, &addr) in extents.iter().zip(addrs) {
         let lcn = (e.la / bs) as usize;
         head_at[lcn] = true;
         l[lcn] = Lcl {
             ty: if e.raw { ty::PLAIN } else { ty::HEAD1 },
             clusterofs: (e.la % bs) as u16,
-            blkaddr: start_blk + e.rel_blk,
+            blkaddr: addr,
             relevant: e.blocks > 0,
             ..Lcl::default()
         };

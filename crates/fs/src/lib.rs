@@ -5,11 +5,14 @@
 //! (lookup, read, readdir, xattrs) has one code path above the back ends.
 
 mod error;
+mod exercise;
 pub mod layout;
 pub mod path;
 mod types;
 
 pub use error::{Error, Result};
+pub use exercise::exercise;
+pub use types::format_uuid;
 pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
 
 /// Read access to a mounted image. All methods take `&self` and may be called from many

@@ -209,3 +209,16 @@ mod tests {
         assert_eq!(t(2_208_988_800, 0), "2040-01-01 00:00:00.000000000 +0000");
     }
 }
+
+/// Formats a 16-byte UUID as 8-4-4-4-12 lowercase hex (as blkid, dumpe2fs and dump.erofs).
+pub fn format_uuid(u: &[u8; 16]) -> String {
+    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[0..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..16].concat()
+    )
+}

@@ -2,18 +2,7 @@
 
 use super::{incompat_names, Erofs};
 use crate::format::superblock::compat;
-
-fn uuid(u: &[u8; 16]) -> String {
-    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
-}
+use usfs_fs::format_uuid;
 
 impl Erofs {
     pub(crate) fn describe_superblock(&self) -> Vec<(String, String)> {
@@ -50,7 +39,7 @@ impl Erofs {
                 "Filesystem volume name",
                 String::from_utf8_lossy(&name[..end]).into_owned(),
             ),
-            ("Filesystem UUID", uuid(sb.uuid())),
+            ("Filesystem UUID", format_uuid(sb.uuid())),
             ("Filesystem compat features", compat_f.join(" ")),
             (
                 "Filesystem incompat features",

@@ -2,19 +2,7 @@
 
 use super::Ext4;
 use crate::format::superblock::trim_nul;
-
-/// Formats a UUID as 8-4-4-4-12 hex.
-pub fn format_uuid(u: &[u8; 16]) -> String {
-    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
-}
+use usfs_fs::format_uuid;
 
 fn time_str(secs: u64) -> String {
     if secs == 0 {

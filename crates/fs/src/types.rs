@@ -196,6 +196,19 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// Formats a 16-byte UUID as 8-4-4-4-12 lowercase hex (as blkid, dumpe2fs and dump.erofs).
+pub fn format_uuid(u: &[u8; 16]) -> String {
+    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[0..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..16].concat()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::Timestamp;
@@ -208,17 +221,4 @@ mod tests {
         assert_eq!(t(951_782_400, 0), "2000-02-29 00:00:00.000000000 +0000");
         assert_eq!(t(2_208_988_800, 0), "2040-01-01 00:00:00.000000000 +0000");
     }
-}
-
-/// Formats a 16-byte UUID as 8-4-4-4-12 lowercase hex (as blkid, dumpe2fs and dump.erofs).
-pub fn format_uuid(u: &[u8; 16]) -> String {
-    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
 }

@@ -4,6 +4,8 @@ mod cmd_cat;
 mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
+mod cmd_mount;
+mod cmd_run;
 mod cmd_stat;
 mod display;
 mod export;
@@ -77,6 +79,13 @@ enum Cmd {
     /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
     /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
     Fsck(cmd_fsck::FsckArgs),
+    /// Run a command that sees images at host paths, through an LD_PRELOAD library (no
+    /// root, no kernel mount, no FUSE): `usfs run --mount /mnt/img=IMAGE -- ls /mnt/img`.
+    Run(cmd_run::RunArgs),
+    /// Mount an image through FUSE (`-o cache` or `-o direct_io`, `-o threads=N`).
+    Mount(cmd_mount::MountArgs),
+    /// Unmount a `usfs mount`.
+    Umount(cmd_mount::UmountArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +129,9 @@ fn main() -> ExitCode {
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
+        Cmd::Run(args) => cmd_run::run(&args),
+        Cmd::Mount(args) => cmd_mount::run(&args),
+        Cmd::Umount(args) => cmd_mount::run_umount(&args),
     };
     match result {
         Ok(code) => code,

@@ -70,6 +70,10 @@ impl VPath {
 pub enum Resolved {
     /// Outside every mount: the normalised absolute host path.
     Host(Vec<u8>),
+    /// Outside every mount, but the walk went through one (`PREFIX/..`): the kernel
+    /// cannot walk the caller's path (the prefix need not exist on the host), so callers
+    /// use this normalised absolute host path instead.
+    HostViaMount(Vec<u8>),
     /// Inside a mount.
     Virtual(VPath),
 }
@@ -134,6 +138,7 @@ pub fn resolve(
         }
     }
     let mut links = 0usize;
+    let mut touched = matches!(here, Here::Virt(_));
     while let Some(tok) = todo.pop() {
         let last = todo.is_empty();
         match &mut here {
@@ -150,6 +155,7 @@ pub fn resolve(
                 }
                 if let Some(i) = table.exact(cur) {
                     here = Here::Virt(VPath::root(i, root_of(table, i)?));
+                    touched = true;
                 }
             }
             Here::Virt(vp) => match tok.name.as_slice() {
@@ -196,6 +202,7 @@ pub fn resolve(
         }
     }
     match here {
+        Here::Host(h) if touched => Ok(Resolved::HostViaMount(h)),
         Here::Host(h) => Ok(Resolved::Host(h)),
         Here::Virt(vp) => {
             if must_dir {

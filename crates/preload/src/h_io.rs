@@ -201,11 +201,24 @@ ebadf_hooks! {
     writev(iov: *const iovec, cnt: c_int) -> ssize_t;
     pwritev(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
     pwritev64(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
-    ftruncate(len: off_t) -> c_int;
-    ftruncate64(len: off_t) -> c_int;
     fallocate(mode: c_int, off: off_t, len: off_t) -> c_int;
     fallocate64(mode: c_int, off: off_t, len: off_t) -> c_int;
 }
+
+/// ftruncate on a descriptor not open for writing: EINVAL, as the kernel says.
+macro_rules! ftruncate_hooks {
+    ($($name:ident),*) => {$(
+        /// ftruncate(2): EINVAL on virtual descriptors (open for reading only).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, len: off_t) -> c_int {
+            match on_vfile(fd, -1, |_, _| ret(Err(libc::EINVAL))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, off_t) -> c_int, -1; fd, len),
+            }
+        }
+    )*};
+}
+ftruncate_hooks!(ftruncate, ftruncate64);
 
 /// Calls that change attributes through a descriptor: EROFS on virtual descriptors.
 macro_rules! erofs_fd_hooks {

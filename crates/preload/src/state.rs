@@ -119,6 +119,13 @@ impl State {
             return Ok(Target::Pass);
         }
         if p[0] == b'/' {
+            if let Some(fd) = fd_alias(p) {
+                // /dev/stdin, /dev/fd/N, /proc/self/fd/N of a virtual descriptor: the
+                // kernel would reopen the file it names; so do we.
+                if let Some(f) = self.fds.get(fd) {
+                    return Ok(Target::Virt(f.vpath.clone()));
+                }
+            }
             if !self.table.may_touch(p) {
                 return Ok(Target::Pass);
             }
@@ -262,6 +269,18 @@ pub fn placeholder(cloexec: bool) -> Result<c_int, i32> {
 pub fn sys_close(fd: c_int) -> c_int {
     // SAFETY: closing a descriptor number has no memory-safety preconditions.
     unsafe { libc::syscall(libc::SYS_close, fd) as c_int }
+}
+
+/// The descriptor a path like /dev/stdin, /dev/fd/N or /proc/self/fd/N names.
+fn fd_alias(p: &[u8]) -> Option<c_int> {
+    let num = match p {
+        b"/dev/stdin" => return Some(0),
+        _ => p
+            .strip_prefix(b"/dev/fd/")
+            .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
+            .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))?,
+    };
+    std::str::from_utf8(num).ok()?.parse().ok()
 }
 
 /// The path a real descriptor names (/proc/self/fd), if it has one.

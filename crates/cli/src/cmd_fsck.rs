@@ -183,6 +183,23 @@ fn print_text(name: &str, report: &usfs_fsck::Report) {
     println!("{}", report.summary.line(name));
 }
 
+/// Time-weighted number of workers in each stage between `from` and `to` ms, from each
+/// worker's stage switches (a worker stays in a stage until its next switch, and in the
+/// last one until `end`).
+fn allocation(timelines: &[Vec<(u32, u8)>], from: f64, to: f64, end: f64) -> [f64; 2] {
+    let mut out = [0.0; 2];
+    for tl in timelines {
+        for (i, &(start, stage)) in tl.iter().enumerate() {
+            let stop = tl.get(i + 1).map_or(end, |n| n.0 as f64);
+            let overlap = stop.min(to) - (start as f64).max(from);
+            if overlap > 0.0 {
+                out[usize::from(stage.min(1))] += overlap / (to - from);
+            }
+        }
+    }
+    out
+}
+
 fn print_trace(t: &usfs_fsck::Trace) {
     let mut e = String::new();
     for (p, s) in &t.phases {
@@ -192,17 +209,30 @@ fn print_trace(t: &usfs_fsck::Trace) {
         "trace: measured cost: {} ns per inode, {} ns per directory block; {} inodes, {} directory blocks, {} entries\n",
         t.costs[0], t.costs[1], t.counters.inodes, t.counters.dir_blocks, t.counters.entries
     ));
-    for (i, (b, tl)) in t.busy.iter().zip(&t.timelines).enumerate() {
-        let switches: Vec<String> = tl
-            .iter()
-            .map(|(ms, st)| format!("{ms}ms:{}", if *st == 0 { "inodes" } else { "dirs" }))
-            .collect();
+    for (i, b) in t.busy.iter().enumerate() {
         e.push_str(&format!(
-            "trace: worker {i}: busy {:.3} s inodes, {:.3} s dirs; stages over time: {}\n",
-            b[0],
-            b[1],
-            switches.join(" ")
+            "trace: worker {i}: busy {:.3} s in pass 1, {:.3} s in pass 2\n",
+            b[0], b[1]
         ));
+    }
+    let span_ms = t
+        .phases
+        .iter()
+        .find(|(p, _)| *p == "passes 1+2")
+        .map_or(0.0, |(_, s)| s * 1000.0);
+    if span_ms > 0.0 {
+        e.push_str("trace: threads per stage over time (pass 1 inodes / pass 2 directories):\n");
+        let slices = 10;
+        for k in 0..slices {
+            let (from, to) = (
+                span_ms * k as f64 / slices as f64,
+                span_ms * (k + 1) as f64 / slices as f64,
+            );
+            let [a, b] = allocation(&t.timelines, from, to, span_ms);
+            e.push_str(&format!(
+                "trace:   {from:>8.0}-{to:<8.0} ms  {a:.1} / {b:.1}\n"
+            ));
+        }
     }
     eprint!("{e}");
 }

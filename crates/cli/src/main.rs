@@ -4,6 +4,7 @@ mod cmd_cat;
 mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
+mod cmd_mkfs_erofs;
 mod cmd_mount;
 mod cmd_run;
 mod cmd_stat;
@@ -79,6 +80,10 @@ enum Cmd {
     /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
     /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
     Fsck(cmd_fsck::FsckArgs),
+    /// Build an EROFS image from a directory (mkfs.erofs's options; LZ4/LZ4HC with
+    /// fixed-size output compression).
+    #[command(name = "mkfs.erofs")]
+    MkfsErofs(cmd_mkfs_erofs::MkfsErofsArgs),
     /// Run a command that sees images at host paths, through an LD_PRELOAD library (no
     /// root, no kernel mount, no FUSE): `usfs run --mount /mnt/img=IMAGE -- ls /mnt/img`.
     Run(cmd_run::RunArgs),
@@ -89,6 +94,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -129,6 +135,7 @@ fn main() -> ExitCode {
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
+        Cmd::MkfsErofs(args) => cmd_mkfs_erofs::run(&args),
         Cmd::Run(args) => cmd_run::run(&args),
         Cmd::Mount(args) => cmd_mount::run(&args),
         Cmd::Umount(args) => cmd_mount::run_umount(&args),
@@ -139,5 +146,14 @@ fn main() -> ExitCode {
             eprintln!("usfs: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Lets a closed pipe end the program quietly, as it does for C tools (`usfs ls | head`).
+/// Rust ignores SIGPIPE, which would turn the write error into a panic in `println!`.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition back to the default, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

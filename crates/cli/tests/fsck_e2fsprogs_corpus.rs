@@ -17,31 +17,7 @@ const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[
         "f_bad_local_jnl",
         "V2 journal superblock fields left over from a V1 journal are not checked",
     ),
-    (
-        "f_badbblocks",
-        "the bad-blocks inode's block list is not checked",
-    ),
-    (
-        "f_badprimary",
-        "the bad-blocks list is not checked against the superblock and descriptors",
-    ),
-    (
-        "f_badtable",
-        "the bad-blocks list is not checked against bitmaps and inode tables",
-    ),
-    (
-        "f_h_badnode",
-        "htree leaf blocks are not checked against their hash ranges",
-    ),
-    (
-        "f_h_reindex",
-        "htree leaf blocks are not checked against their hash ranges",
-    ),
     ("f_quota", "quota usage is not recomputed"),
-    (
-        "f_quota_invalid_inum",
-        "quota inode numbers in the superblock are not checked",
-    ),
     (
         "f_bad_gdt_csum",
         "e2fsck -n lets some bad descriptor checksums pass (exit 0); usfs counts every one as an error, as e2fsck does in 11 of 12 seeded cases",

@@ -79,6 +79,18 @@ impl Device for FileDevice {
         self.len
     }
 
+    fn will_need(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: posix_fadvise only takes the descriptor and two integers; a failure is
+        // harmless (the hint is dropped).
+        unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED);
+        }
+    }
+
     fn stats(&self) -> &IoStats {
         &self.stats
     }

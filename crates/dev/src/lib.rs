@@ -52,6 +52,11 @@ pub trait Device: Send + Sync {
     fn as_slice(&self) -> Option<&[u8]> {
         None
     }
+
+    /// Hints that the `len` bytes at `offset` will be read soon, so the operating system can
+    /// start reading them now (readahead). Never waits and never fails: a hint the device
+    /// cannot use is ignored.
+    fn will_need(&self, _offset: u64, _len: u64) {}
 }
 
 /// How to open an image.

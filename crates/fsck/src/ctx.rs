@@ -6,6 +6,7 @@ use crate::problem::Problem;
 use crate::sched::Queues;
 use crate::state::Shared;
 use std::collections::HashMap;
+use usfs_ext4::format::dx_hash::HashVersion;
 use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::Inode;
 use usfs_ext4::Ext4;
@@ -23,6 +24,9 @@ pub struct DirBlock {
     pub pblk: u64,
     /// The directory is htree-indexed.
     pub indexed: bool,
+    /// The hash its names use (from its root block; indexed directories only), for the
+    /// htree certification of leaf blocks.
+    pub hash: Option<HashVersion>,
 }
 
 /// Read-only context shared by all threads.
@@ -35,6 +39,8 @@ pub struct Ctx<'a> {
     pub shared: &'a Shared,
     /// Work queues.
     pub queues: &'a Queues,
+    /// What the bad-blocks list says (inodes pass 1 must not read).
+    pub bad: &'a crate::badblocks::BadBlocks,
 }
 
 impl Ctx<'_> {
@@ -94,10 +100,20 @@ pub struct Worker {
     pub revisit: Vec<DirBlock>,
     /// Directory blocks found by pass 1, not yet handed to the queue.
     pub dir_batch: Vec<DirBlock>,
+    /// (inode, i_links_count) of the inodes in use whose count is too large for the
+    /// shared byte per inode, from pass 1 (see [`crate::state::LINKS_LISTED`]).
+    pub links: Vec<(u32, u16)>,
+    /// What pass 2 saw in the blocks of indexed directories (certified after pass 2).
+    pub htree: Vec<crate::htree::HtreeFact>,
+    /// Indexed directories and the number of blocks each maps, from pass 1.
+    pub htree_dirs: Vec<(u32, u32)>,
     /// `/lost+found` if pass 2 saw it in the root.
     pub lost_found: Option<u32>,
     /// Inode table chunk buffer.
     pub table: Vec<u8>,
+    /// The per-thread block cache of pass 2: a run of neighbouring directory blocks read
+    /// with one request (see [`crate::dirio`]).
+    pub window: Vec<u8>,
     /// One buffer per extent-tree / indirect level, and one for directory blocks.
     pub blocks: Vec<Vec<u8>>,
     /// A padded inode view, reused.
@@ -119,8 +135,12 @@ impl Worker {
             parents: Vec::new(),
             revisit: Vec::new(),
             dir_batch: Vec::new(),
+            links: Vec::new(),
+            htree: Vec::new(),
+            htree_dirs: Vec::new(),
             lost_found: None,
             table: Vec::new(),
+            window: Vec::new(),
             blocks: (0..8).map(|_| vec![0u8; block_size]).collect(),
             inode: Inode::from_raw(&[0u8; 1024]),
             busy_ns: [0; 2],

@@ -9,8 +9,11 @@
 //! ([`state`]). Checks that need pass 1's verdict on another inode are deferred and
 //! certified after pass 1 (in-order commit). Problems come from one table ([`problem`]).
 
+pub mod badblocks;
 pub mod blocks;
 pub mod ctx;
+pub mod dirio;
+pub mod htree;
 mod pass0;
 mod pass1;
 mod pass1b;
@@ -44,7 +47,7 @@ impl Default for Options {
         Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             nice: false,
-            chunk_inodes: 2048,
+            chunk_inodes: 1024,
         }
     }
 }
@@ -135,13 +138,16 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let threads = opts.threads.max(1);
     let queues = sched::Queues::new(Vec::new(), threads);
     let mut problems = pass0::open_issues(&issues);
+    let no_bad = badblocks::BadBlocks::default();
     let plan_ctx = Ctx {
         fs: &fs,
         geo: &geo,
         shared: &shared,
         queues: &queues,
+        bad: &no_bad,
     };
     problems.extend(pass0::check(&plan_ctx));
+    let bad = badblocks::check(&plan_ctx, &mut problems);
     let chunks = sched::plan_chunks(&plan_ctx, opts.chunk_inodes.max(1));
     let queues = sched::Queues::new(chunks, threads);
     let ctx = Ctx {
@@ -149,6 +155,7 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         geo: &geo,
         shared: &shared,
         queues: &queues,
+        bad: &bad,
     };
     phases.push(("pass 0", t0.elapsed().as_secs_f64()));
 
@@ -196,6 +203,8 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let mut counters = Counters::default();
     let mut xattr_refs: std::collections::HashMap<u64, u32> = Default::default();
     let (mut dotdots, mut parents, mut lost_found) = (Vec::new(), Vec::new(), None);
+    let mut links = Vec::new();
+    let (mut htree_facts, mut htree_dirs) = (Vec::new(), Vec::new());
     let mut busy = Vec::new();
     let mut timelines = Vec::new();
     for w in &mut workers {
@@ -204,6 +213,9 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         for (b, n) in w.xattr_refs.drain() {
             *xattr_refs.entry(b).or_insert(0) += n;
         }
+        links.append(&mut w.links);
+        htree_facts.append(&mut w.htree);
+        htree_dirs.append(&mut w.htree_dirs);
         dotdots.append(&mut w.dotdots);
         parents.append(&mut w.parents);
         lost_found = lost_found.or(w.lost_found);
@@ -211,6 +223,8 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         timelines.push(std::mem::take(&mut w.timeline));
     }
     let mut late = Worker::new(bs);
+    htree::check(&mut htree_dirs, &mut htree_facts, &mut late);
+    drop(htree_facts);
     check_xattr_refcounts(&ctx, &mut late, &xattr_refs);
     // With shared_blocks, sharing is the feature (a deduplicated read-only image).
     let sharing_allowed = geo
@@ -240,7 +254,8 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         sbr.s_prj_quota_inum(),
         sbr.s_journal_inum(),
     ];
-    pass4::run(&geo, &shared, &mut late, &special);
+    links.sort_unstable();
+    pass4::run(&geo, &shared, &mut late, &special, &links);
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();
     pass5::run(&ctx, &mut late);

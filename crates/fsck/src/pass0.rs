@@ -112,6 +112,7 @@ pub fn check(ctx: &Ctx) -> Vec<Problem> {
     if geo.features.has_compat(compat::HAS_JOURNAL) {
         out.extend(check_journal(ctx));
     }
+    out.extend(check_quota_inodes(ctx));
     if ctx.fs.superblock().s_last_orphan() != 0 {
         out.push(Problem::new(
             Code::OrphanList,
@@ -153,6 +154,29 @@ pub fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
     }
     out.retain(|&b| b < geo.blocks_count);
     out
+}
+
+/// The superblock's quota inode numbers: a reserved inode other than the quota ones (3
+/// and 4), or a number past the inode count, is invalid (e2fsck's rule).
+fn check_quota_inodes(ctx: &Ctx) -> Vec<Problem> {
+    let sb = ctx.fs.superblock();
+    let invalid = |ino: u32| {
+        ino != 0 && ([1, 2, 5, 6, 7, 8, 9, 10].contains(&ino) || ino > ctx.geo.inodes_count)
+    };
+    [
+        ("user", sb.s_usr_quota_inum()),
+        ("group", sb.s_grp_quota_inum()),
+        ("project", sb.s_prj_quota_inum()),
+    ]
+    .into_iter()
+    .filter(|&(_, ino)| invalid(ino))
+    .map(|(what, ino)| {
+        Problem::new(
+            Code::QuotaInode,
+            format!("Invalid {what} quota inode {ino}"),
+        )
+    })
+    .collect()
 }
 
 fn check_journal(ctx: &Ctx) -> Vec<Problem> {

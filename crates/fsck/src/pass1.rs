@@ -50,6 +50,10 @@ pub fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
     } else {
         for i in 0..chunk.count {
             let ino = chunk.group * geo.inodes_per_group + chunk.start + i + 1;
+            if ctx.bad.holds(ino) {
+                ctx.shared.set_inode(ino, InodeKind::InBadBlock, 0);
+                continue;
+            }
             let rec = &table[i as usize * isz..(i as usize + 1) * isz];
             check_inode(ctx, w, ino, rec);
         }
@@ -58,9 +62,23 @@ pub fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
     flush_dir_batch(ctx, w);
 }
 
+/// Hints the kernel to read a chunk's part of the inode table, when reads miss the cache.
+pub fn readahead_chunk(ctx: &Ctx, chunk: &InodeChunk) {
+    if !ctx.queues.read_cost.cold() {
+        return;
+    }
+    let geo = ctx.geo;
+    let isz = geo.inode_size as u64;
+    let offset =
+        (ctx.fs.group(chunk.group).inode_table() << geo.block_size_log) + chunk.start as u64 * isz;
+    ctx.fs.device().will_need(offset, chunk.count as u64 * isz);
+}
+
 /// Hands the directory blocks found so far to pass 2.
 pub fn flush_dir_batch(ctx: &Ctx, w: &mut Worker) {
     if !w.dir_batch.is_empty() {
+        crate::dirio::sort_batch(&mut w.dir_batch);
+        crate::dirio::readahead(ctx, &w.dir_batch);
         ctx.queues.push_dir_blocks(std::mem::take(&mut w.dir_batch));
     }
 }
@@ -157,7 +175,9 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
             .ino(ino),
         );
     }
-    ctx.shared.set_inode(ino, InodeKind::Used(ft), links);
+    if !ctx.shared.set_inode(ino, InodeKind::Used(ft), links) {
+        w.links.push((ino, links));
+    }
     if iflags & flags::EA_INODE != 0 {
         ctx.shared.ea_inodes.set(ino as u64);
     }
@@ -362,6 +382,17 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         crate::pass2::check_inline_dir(ctx, w, ino);
     } else if let Some(blocks) = claim.dir.take() {
         let indexed = iflags & flags::INDEX != 0;
+        let mut hash = None;
+        if indexed {
+            if let Some(&(_, root)) = blocks.iter().find(|b| b.0 == 0) {
+                let mut buf = std::mem::take(&mut w.blocks[7]);
+                hash = crate::htree::root_hash_version(ctx, root, &mut buf);
+                w.blocks[7] = buf;
+            }
+            let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
+            w.htree_dirs
+                .push((ino, nblocks.min(u32::MAX as u64) as u32));
+        }
         let mut expect = 0u64;
         for (lblk, pblk) in blocks {
             if lblk != expect && lblk > expect {
@@ -376,6 +407,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
                     lblk: lblk as u32,
                     pblk,
                     indexed,
+                    hash,
                 });
             }
         }

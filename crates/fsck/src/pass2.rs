@@ -6,16 +6,16 @@
 //! in-order commit).
 
 use crate::ctx::{Ctx, DirBlock, Worker};
+use crate::dirio;
+use crate::htree::HtreeFact;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
 use usfs_ext4::format::dirent::{
     self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DIRENT_HEADER,
 };
-use usfs_ext4::format::dx::{
-    self, DxCountLimit, DxRootInfo, DxTail, DX_ENTRY_SIZE, DX_TAIL_SIZE, NODE_COUNT_OFFSET,
-    ROOT_COUNT_OFFSET,
-};
+use usfs_ext4::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
+use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::{flags, ROOT_INO};
 use usfs_fs::FileType;
@@ -29,44 +29,66 @@ enum Visit {
     Revisit,
 }
 
-/// Checks one directory block (first visit).
-pub fn check_block(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
-    visit_block(ctx, w, b, Visit::First);
+/// Checks a batch of directory blocks (first visit), sorted by block number, reading
+/// neighbouring blocks together (see [`crate::dirio`]).
+pub fn check_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
+    visit_batch(ctx, w, batch, Visit::First);
 }
 
-/// Runs the deferred reference checks of a block (after pass 1).
-pub fn revisit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
-    visit_block(ctx, w, b, Visit::Revisit);
+/// Runs the deferred reference checks of a sorted batch of blocks (after pass 1).
+pub fn revisit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
+    visit_batch(ctx, w, batch, Visit::Revisit);
 }
 
-fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
-    let mut buf = std::mem::take(&mut w.blocks[6]);
-    if ctx.read_block(b.pblk, &mut buf).is_err() {
-        if how == Visit::First {
-            w.report(
-                Problem::new(
-                    Code::DirCorruptEntry,
-                    format!("{}, block #{}: cannot be read", b.dir, b.lblk),
-                )
-                .ino(b.dir),
-            );
+fn visit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock], how: Visit) {
+    let log = ctx.geo.block_size_log;
+    let bs = 1usize << log;
+    let mut window = std::mem::take(&mut w.window);
+    for run in dirio::runs(batch, dirio::MAX_RUN_BYTES >> log) {
+        let whole = dirio::read_run(ctx, &run, &mut window).is_ok();
+        for b in &batch[run.blocks.clone()] {
+            if whole {
+                let at = ((b.pblk - run.first) as usize) << log;
+                visit_block(ctx, w, *b, &window[at..at + bs], how);
+            } else {
+                visit_unread(ctx, w, *b, how);
+            }
         }
-        w.blocks[6] = buf;
-        return;
     }
+    w.window = window;
+}
+
+/// A block whose run could not be read in one go: read it alone, so that an unreadable
+/// block is reported as such.
+fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
+    let mut buf = std::mem::take(&mut w.blocks[6]);
+    if ctx.read_block(b.pblk, &mut buf).is_ok() {
+        visit_block(ctx, w, b, &buf, how);
+    } else if how == Visit::First {
+        w.report(
+            Problem::new(
+                Code::DirCorruptEntry,
+                format!("{}, block #{}: cannot be read", b.dir, b.lblk),
+            )
+            .ino(b.dir),
+        );
+    }
+    w.blocks[6] = buf;
+}
+
+fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     if how == Visit::First {
         w.counters.dir_blocks += 1;
     }
     let bs = buf.len();
     let is_dx_node = b.indexed && b.lblk != 0 && {
-        let h = DirEntryHeader::new(&buf[..]).expect("block >= 8");
+        let h = DirEntryHeader::new(buf).expect("block >= 8");
         h.inode() == 0 && decode_rec_len(h.rec_len(), bs as u32) as usize == bs
     };
     if is_dx_node {
         if how == Visit::First {
-            check_dx_node(ctx, w, &b, &buf, NODE_COUNT_OFFSET);
+            check_dx_node(ctx, w, &b, buf, NODE_COUNT_OFFSET);
         }
-        w.blocks[6] = buf;
         return;
     }
     let mut end = bs;
@@ -74,11 +96,11 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
     // A dx root has no leaf tail (its dx tail may even look like one: the kernel builds
     // the root from a former leaf block, leaving the old tail bytes in dt_reserved).
     if let (Some(seed), false) = (ctx.fs.csum_seed(), root_dx) {
-        match dirent::find_tail(&buf) {
+        match dirent::find_tail(buf) {
             Some(t) => {
                 end = bs - dirent::TAIL_SIZE;
                 if how == Visit::First
-                    && t.det_checksum() != dirent::leaf_checksum(seed, b.dir, b.generation, &buf)
+                    && t.det_checksum() != dirent::leaf_checksum(seed, b.dir, b.generation, buf)
                 {
                     w.report(
                         Problem::new(
@@ -101,16 +123,35 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
             }
         }
     }
-    let deferred = walk_entries(ctx, w, &b, &buf[..end], 0, how);
+    // A leaf of an indexed directory: the range of its names' hashes, for the htree
+    // certification after pass 2.
+    let leaf_hash = b.hash.filter(|_| how == Visit::First && !root_dx);
+    let mut range = (u32::MAX, 0u32);
+    let deferred = walk_entries(
+        ctx,
+        w,
+        &b,
+        &buf[..end],
+        0,
+        how,
+        leaf_hash.map(|v| (v, &mut range)),
+    );
+    if leaf_hash.is_some() {
+        w.htree.push(HtreeFact::Leaf {
+            dir: b.dir,
+            lblk: b.lblk,
+            min: range.0,
+            max: range.1,
+        });
+    }
     if how == Visit::First {
         if root_dx {
-            check_dx_node(ctx, w, &b, &buf, ROOT_COUNT_OFFSET);
+            check_dx_node(ctx, w, &b, buf, ROOT_COUNT_OFFSET);
         }
         if deferred {
             w.revisit.push(b);
         }
     }
-    w.blocks[6] = buf;
 }
 
 /// Walks the entries of one area (a block, or an inline directory's area). Returns
@@ -122,6 +163,7 @@ fn walk_entries(
     area: &[u8],
     base: usize,
     how: Visit,
+    mut hashes: Option<(HashVersion, &mut (u32, u32))>,
 ) -> bool {
     let geo = ctx.geo;
     let has_ft = geo.features.has_incompat(incompat::FILETYPE);
@@ -251,6 +293,12 @@ fn walk_entries(
                 w.report(Problem::new(Code::DirEntryToRoot, shown()).ino(b.dir));
             }
             ctx.shared.add_ref(ino);
+            if let Some((version, range)) = hashes.as_mut() {
+                if let Ok((h, _)) = dx_hash(name, *version, &ctx.fs.superblock().hash_seed()) {
+                    range.0 = range.0.min(h);
+                    range.1 = range.1.max(h);
+                }
+            }
             if b.dir == ROOT_INO && name == b"lost+found" {
                 w.lost_found = Some(ino);
             }
@@ -287,6 +335,9 @@ fn check_reference(
         )
     };
     match kind {
+        InodeKind::InBadBlock => {
+            w.report(Problem::new(Code::DirBadBlockInode, format!("{} ({ino})", shown())).ino(dir));
+        }
         InodeKind::Unused => {
             w.report(Problem::new(Code::DirUnusedInode, format!("{} ({ino})", shown())).ino(dir));
         }
@@ -306,7 +357,6 @@ fn check_reference(
 
 /// Checks a dx root (count at 0x20) or interior node (count at 0x08).
 fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offset: usize) {
-    let bs = buf.len();
     let bad = |w: &mut Worker, what: String| {
         w.report(
             Problem::new(Code::HtreeBad, format!("{}: {what}", b.dir))
@@ -316,16 +366,8 @@ fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offs
     };
     if count_offset == ROOT_COUNT_OFFSET {
         let info = DxRootInfo::new(&buf[0x18..]).expect("in block");
-        let max = if ctx.geo.features.has_incompat(incompat::LARGEDIR) {
-            3
-        } else {
-            2
-        };
-        if info.reserved_zero() != 0
-            || info.info_length() != 8
-            || info.indirect_levels() as usize >= max
-            || info.hash_version() > 6
-        {
+        let large_dir = ctx.geo.features.has_incompat(incompat::LARGEDIR);
+        if !dx::root_info_ok(&info, large_dir) || info.hash_version() > 6 {
             bad(
                 w,
                 format!(
@@ -337,36 +379,16 @@ fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offs
             return;
         }
     }
-    let cl = DxCountLimit::new(&buf[count_offset..]).expect("in block");
-    let (count, limit) = (cl.count() as usize, cl.limit() as usize);
-    let tail = if ctx.fs.csum_seed().is_some() {
-        DX_TAIL_SIZE
-    } else {
-        0
+    let seed = ctx.fs.csum_seed();
+    let (count, limit) = match dx::check_header(buf, count_offset, seed.is_some()) {
+        Ok(h) => h,
+        Err(fault) => {
+            bad(w, format!("block #{} has a {fault}", b.lblk));
+            return;
+        }
     };
-    let want = (bs - count_offset - tail) / DX_ENTRY_SIZE;
-    if limit != want {
-        bad(w, format!("block #{} has a bad limit ({limit})", b.lblk));
-        return;
-    }
-    if count == 0 || count > limit {
-        bad(w, format!("block #{} has a bad count ({count})", b.lblk));
-        return;
-    }
-    if let Some(seed) = ctx.fs.csum_seed() {
-        let tail_off = count_offset + limit * DX_ENTRY_SIZE;
-        let t = DxTail::new(&buf[tail_off..]).expect("in block");
-        if t.dt_checksum()
-            != dx::node_checksum(
-                seed,
-                b.dir,
-                b.generation,
-                buf,
-                count_offset,
-                count,
-                tail_off,
-            )
-        {
+    if let Some(seed) = seed {
+        if !dx::tail_checksum_ok(seed, b.dir, b.generation, buf, count_offset, count, limit) {
             w.report(
                 Problem::new(
                     Code::HtreeChecksum,
@@ -377,16 +399,25 @@ fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offs
             );
         }
     }
-    let mut prev = 0u32;
-    for i in 1..count {
-        let o = count_offset + i * DX_ENTRY_SIZE;
-        let h = u32::from_le_bytes(buf[o..o + 4].try_into().unwrap());
-        if h < prev {
-            bad(w, format!("block #{} has unordered hash table", b.lblk));
-            return;
-        }
-        prev = h;
+    if dx::first_unordered(buf, count_offset, count).is_some() {
+        bad(w, format!("block #{} has unordered hash table", b.lblk));
+        return;
     }
+    let children = (0..count)
+        .map(|i| dx::entry(buf, count_offset, i))
+        .map(|(h, child)| (h & !1, child))
+        .collect();
+    let depth = if count_offset == ROOT_COUNT_OFFSET {
+        DxRootInfo::new(&buf[0x18..]).map_or(0, |i| i.indirect_levels() + 1)
+    } else {
+        0
+    };
+    w.htree.push(HtreeFact::Node {
+        dir: b.dir,
+        lblk: b.lblk,
+        depth,
+        children,
+    });
 }
 
 /// Inline directories are checked in pass 1 (their entries live in the inode): the
@@ -400,6 +431,7 @@ pub fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
         lblk: 1,
         pblk: 0,
         indexed: false,
+        hash: None,
     };
     // `.` is implicit; `..` is the stored parent.
     ctx.shared.add_ref(ino);
@@ -419,9 +451,9 @@ pub fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
     // through the reader-independent revisit list: inline areas are small, so re-parse
     // them from the inode then.
     let extra = inline_extra(ctx, ino);
-    let d1 = walk_entries(ctx, w, &b, &ib[4..], 4, Visit::First);
+    let d1 = walk_entries(ctx, w, &b, &ib[4..], 4, Visit::First, None);
     let d2 = match &extra {
-        Some(x) => walk_entries(ctx, w, &b, x, 60, Visit::First),
+        Some(x) => walk_entries(ctx, w, &b, x, 60, Visit::First, None),
         None => false,
     };
     if d1 || d2 {
@@ -441,8 +473,8 @@ pub fn revisit_inline(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
         return;
     };
     let ib: [u8; 60] = *raw.i_block();
-    walk_entries(ctx, w, &b, &ib[4..], 4, Visit::Revisit);
+    walk_entries(ctx, w, &b, &ib[4..], 4, Visit::Revisit, None);
     if let Some(x) = inline_extra(ctx, b.dir) {
-        walk_entries(ctx, w, &b, &x, 60, Visit::Revisit);
+        walk_entries(ctx, w, &b, &x, 60, Visit::Revisit, None);
     }
 }

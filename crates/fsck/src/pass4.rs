@@ -12,8 +12,10 @@ use usfs_fs::FileType;
 /// Most links an inode can record; directories past it store 1.
 const LINK_MAX: u16 = 65000;
 
-/// Runs pass 4. `skip` are inodes no entry names by design (the orphan file).
-pub fn run(geo: &Geometry, shared: &Shared, w: &mut Worker, skip: &[u32]) {
+/// Runs pass 4. `skip` are inodes no entry names by design (the orphan file); `links`
+/// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode.
+pub fn run(geo: &Geometry, shared: &Shared, w: &mut Worker, skip: &[u32], links: &[(u32, u16)]) {
+    let mut other = links.iter().peekable();
     for ino in 1..=geo.inodes_count {
         if ino < geo.first_ino && ino != ROOT_INO {
             continue;
@@ -25,7 +27,12 @@ pub fn run(geo: &Geometry, shared: &Shared, w: &mut Worker, skip: &[u32]) {
             continue;
         }
         let refs = shared.refs(ino);
-        let links = shared.links(ino);
+        while other.next_if(|&&(i, _)| i < ino).is_some() {}
+        let links = match (shared.small_links(ino), other.peek()) {
+            (Some(n), _) => n,
+            (None, Some(&&(i, n))) if i == ino => n,
+            (None, _) => 0,
+        };
         if refs == 0 {
             if ft != FileType::Directory {
                 w.report(Problem::new(Code::UnattachedInode, ino.to_string()).ino(ino));

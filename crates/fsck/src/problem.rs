@@ -70,6 +70,8 @@ pub enum Fix {
     CloneBlocks,
     /// Rewrite bitmaps and counts from what was found.
     FixSummary,
+    /// Move the structure to good blocks.
+    Relocate,
 }
 
 macro_rules! problems {
@@ -126,6 +128,8 @@ problems! {
     OrphanList = 0x00_0006, P0, Info, ClearInode, "{}";
     /// Superblock counts are unusual (recomputed by the kernel; not an error).
     SuperblockCounts = 0x00_0007, P0, Info, FixSummary, "{}";
+    /// A quota inode number in the superblock names an impossible inode.
+    QuotaInode = 0x00_0008, P0, Error, SetField, "{}";
 
     /// An inode's checksum does not match.
     InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";
@@ -167,6 +171,12 @@ problems! {
     BadInlineData = 0x01_0013, P1, Error, ClearInode, "Inode {} has inline data problems";
     /// The inode is marked in use but its group's table says unused.
     InodeInUnusedArea = 0x01_0014, P1, Error, SetField, "{}";
+    /// The bad-blocks inode lists a block number outside the file system.
+    BadBlocksIllegal = 0x01_0015, P1, Error, ClearInode, "{}";
+    /// The primary superblock or descriptors are on the bad-blocks list.
+    BadBlocksPrimary = 0x01_0016, P1, Error, SetField, "{}";
+    /// A bitmap is on the bad-blocks list.
+    BadBlocksMetadata = 0x01_0017, P1, Error, Relocate, "{}";
 
     /// Blocks claimed by more than one inode.
     MultiplyClaimed = 0x11_0001, P1B, Error, CloneBlocks, "Multiply-claimed block(s) in inode {}";
@@ -197,6 +207,8 @@ problems! {
     HtreeBad = 0x02_000C, P2, Error, Rebuild, "Problem in HTREE directory inode {}";
     /// dx node checksum wrong.
     HtreeChecksum = 0x02_000D, P2, Error, RecomputeChecksum, "Problem in HTREE directory inode {}: node fails checksum";
+    /// An entry names an inode stored in a bad inode-table block.
+    DirBadBlockInode = 0x02_0010, P2, Error, ClearEntry, "Entry {} points to an inode located in a bad block";
     /// A hole in a directory.
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";
     /// An entry in a directory names the directory's ancestor root wrongly, or root entry.

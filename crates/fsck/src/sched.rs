@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// How far ahead of the chunk being taken its inode table is hinted for readahead: the
+/// next one or two are being read by the other workers already.
+const CHUNKS_AHEAD: usize = 2;
+
 /// Stage numbers.
 pub const STAGE_INODES: usize = 0;
 /// Pass 2.
@@ -36,6 +40,8 @@ pub struct Queues {
     running: [AtomicUsize; 2],
     /// Measured cost per item (ns) of each stage, EWMA.
     cost_ns: [AtomicU64; 2],
+    /// Measured cost of directory-block reads (decides readahead).
+    pub read_cost: crate::dirio::ReadCost,
     /// Core budget (threads allowed to work).
     pub budget: AtomicUsize,
     /// Set when everything is done.
@@ -57,6 +63,7 @@ impl Queues {
             // Starting weights: a directory block costs about twice an inode (pFSCK
             // measured 1.8-2.3x); replaced by measurements after the first tasks.
             cost_ns: [AtomicU64::new(1000), AtomicU64::new(2000)],
+            read_cost: Default::default(),
             budget: AtomicUsize::new(threads),
             done: AtomicBool::new(false),
         }
@@ -81,9 +88,14 @@ impl Queues {
         Some(b)
     }
 
-    fn pop_chunk(&self) -> Option<InodeChunk> {
+    /// Takes the next chunk; `ahead` receives the chunks [`CHUNKS_AHEAD`] further on, whose
+    /// inode tables are worth a readahead hint now.
+    fn pop_chunk(&self, ahead: &mut dyn FnMut(&InodeChunk)) -> Option<InodeChunk> {
         let i = self.next_chunk.fetch_add(1, Relaxed);
         let c = *self.chunks.get(i)?;
+        if let Some(next) = self.chunks.get(i + CHUNKS_AHEAD) {
+            ahead(next);
+        }
         self.chunks_running.fetch_add(1, Relaxed);
         self.inodes_left.fetch_sub(c.count as u64, Relaxed);
         Some(c)
@@ -150,7 +162,7 @@ pub fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant) {
         for _ in 0..2 {
             let t0 = Instant::now();
             let items = match stage {
-                STAGE_INODES => match q.pop_chunk() {
+                STAGE_INODES => match q.pop_chunk(&mut |c| pass1::readahead_chunk(ctx, c)) {
                     Some(c) => {
                         q.running[STAGE_INODES].fetch_add(1, Relaxed);
                         pass1::check_chunk(ctx, w, c);
@@ -164,9 +176,7 @@ pub fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant) {
                 _ => match q.pop_dir_blocks() {
                     Some(batch) => {
                         q.running[STAGE_DIRS].fetch_add(1, Relaxed);
-                        for b in &batch {
-                            pass2::check_block(ctx, w, *b);
-                        }
+                        pass2::check_batch(ctx, w, &batch);
                         q.running[STAGE_DIRS].fetch_sub(1, Relaxed);
                         Some(batch.len() as u64)
                     }
@@ -285,10 +295,11 @@ fn read_cpu_times() -> Option<(u64, u64)> {
 
 /// Runs the deferred reference checks of pass 2 on `threads` threads.
 pub fn run_revisits(ctx: &Ctx, workers: &mut [Worker]) {
-    let all: Vec<DirBlock> = workers
+    let mut all: Vec<DirBlock> = workers
         .iter_mut()
         .flat_map(|w| std::mem::take(&mut w.revisit))
         .collect();
+    crate::dirio::sort_batch(&mut all);
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for w in workers.iter_mut() {
@@ -298,13 +309,13 @@ pub fn run_revisits(ctx: &Ctx, workers: &mut [Worker]) {
                 if i >= all.len() {
                     break;
                 }
-                for b in &all[i..(i + 64).min(all.len())] {
-                    if b.pblk == 0 {
-                        pass2::revisit_inline(ctx, w, *b);
-                    } else {
-                        pass2::revisit_block(ctx, w, *b);
-                    }
+                let part = &all[i..(i + 64).min(all.len())];
+                // Inline directories (block 0) sort first.
+                let inline = part.partition_point(|b| b.pblk == 0);
+                for b in &part[..inline] {
+                    pass2::revisit_inline(ctx, w, *b);
                 }
+                pass2::revisit_batch(ctx, w, &part[inline..]);
             });
         }
     });

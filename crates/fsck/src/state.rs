@@ -14,9 +14,8 @@ pub struct AtomicBitmap {
 impl AtomicBitmap {
     /// `len` clear bits.
     pub fn new(len: u64) -> Self {
-        let n = len.div_ceil(64) as usize;
         AtomicBitmap {
-            words: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            words: zeroed(len.div_ceil(64) as usize),
             len,
         }
     }
@@ -54,6 +53,8 @@ pub enum InodeKind {
     Unused,
     /// In use, of this type.
     Used(FileType),
+    /// Stored in a bad inode-table block: counted as in use, never read.
+    InBadBlock,
 }
 
 impl InodeKind {
@@ -61,12 +62,14 @@ impl InodeKind {
         match self {
             InodeKind::Unused => 0,
             InodeKind::Used(t) => 1 + t.dirent_type(),
+            InodeKind::InBadBlock => 0x0f,
         }
     }
 
     fn decode(b: u8) -> InodeKind {
         let t = match b {
             0 => return InodeKind::Unused,
+            0x0f => return InodeKind::InBadBlock,
             b => b - 1,
         };
         InodeKind::Used(match t {
@@ -81,6 +84,36 @@ impl InodeKind {
     }
 }
 
+/// Atomics whose all-zero bit pattern is the value zero.
+trait ZeroIsZero {}
+impl ZeroIsZero for AtomicU8 {}
+impl ZeroIsZero for AtomicU16 {}
+impl ZeroIsZero for AtomicU64 {}
+
+/// `n` zero-valued atomics in zeroed memory. Large zeroed allocations come as fresh pages
+/// from the OS, and a page never written costs no memory: maps indexed by inode or block
+/// are mostly untouched (unused inodes, blocks never claimed twice), so the checker's peak
+/// RSS stays near what it really uses.
+fn zeroed<T: ZeroIsZero>(n: usize) -> Vec<T> {
+    if n == 0 || std::mem::size_of::<T>() == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<T>(n).expect("map size fits in memory");
+    // SAFETY: the memory is allocated with T's own layout for exactly n elements (so
+    // Vec::from_raw_parts' requirements on pointer, capacity and alignment hold), and every
+    // T here is an atomic integer, valid when all bytes are zero (ZeroIsZero).
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut T;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, n, n)
+    }
+}
+
+/// Link counts from this value up are listed apart, not kept in [`Shared::kinds`].
+pub const LINKS_LISTED: u8 = 15;
+
 /// Shared state of one check.
 pub struct Shared {
     /// Blocks found in use (metadata and every inode's blocks).
@@ -89,10 +122,12 @@ pub struct Shared {
     pub dup_blocks: AtomicBitmap,
     /// Were duplicates found at all?
     pub any_dup: AtomicBool,
-    /// Kind of each inode (index ino - 1), written by pass 1.
+    /// One byte per inode (index ino - 1), written by pass 1: its kind in the low nibble,
+    /// its i_links_count in the high one when below [`LINKS_LISTED`] (nearly every file
+    /// and directory). Larger counts are listed by the workers
+    /// ([`crate::ctx::Worker::links`]) and merged for pass 4 — e2fsck's icount idea,
+    /// a byte per inode instead of a counter.
     kinds: Vec<AtomicU8>,
-    /// i_links_count of each inode, written by pass 1.
-    links: Vec<AtomicU16>,
     /// References from directory entries (including `.` and `..`), saturating at
     /// u16::MAX - 1; counted by pass 2.
     refs: Vec<AtomicU16>,
@@ -114,9 +149,8 @@ impl Shared {
             blocks: AtomicBitmap::new(blocks),
             dup_blocks: AtomicBitmap::new(blocks),
             any_dup: AtomicBool::new(false),
-            kinds: (0..n).map(|_| AtomicU8::new(0)).collect(),
-            links: (0..n).map(|_| AtomicU16::new(0)).collect(),
-            refs: (0..n).map(|_| AtomicU16::new(0)).collect(),
+            kinds: zeroed(n),
+            refs: zeroed(n),
             group_done: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             group_pending: (0..groups).map(|_| AtomicU32::new(0)).collect(),
             ea_inodes: AtomicBitmap::new(inodes as u64 + 1),
@@ -132,26 +166,29 @@ impl Shared {
         }
     }
 
-    /// Records what pass 1 found for `ino`.
-    pub fn set_inode(&self, ino: u32, kind: InodeKind, links: u16) {
-        let i = (ino - 1) as usize;
-        self.kinds[i].store(kind.encode(), Relaxed);
-        self.links[i].store(links, Relaxed);
+    /// Records what pass 1 found for `ino`. Returns false when `links` is too large to
+    /// be kept here: the caller lists it (see [`Shared::kinds`]).
+    pub fn set_inode(&self, ino: u32, kind: InodeKind, links: u16) -> bool {
+        let kept = links < LINKS_LISTED as u16;
+        let nib = if kept { links as u8 } else { LINKS_LISTED };
+        self.kinds[(ino - 1) as usize].store(kind.encode() | nib << 4, Relaxed);
+        kept
     }
 
     /// Marks `ino` unused again (pass 1 found it unusable).
     pub fn clear_inode(&self, ino: u32) {
-        self.kinds[(ino - 1) as usize].store(0, Relaxed);
+        let _ = self.kinds[(ino - 1) as usize].fetch_and(0xf0, Relaxed);
     }
 
     /// What pass 1 found for `ino` (valid once its group is done).
     pub fn kind(&self, ino: u32) -> InodeKind {
-        InodeKind::decode(self.kinds[(ino - 1) as usize].load(Relaxed))
+        InodeKind::decode(self.kinds[(ino - 1) as usize].load(Relaxed) & 0x0f)
     }
 
-    /// i_links_count of `ino`.
-    pub fn links(&self, ino: u32) -> u16 {
-        self.links[(ino - 1) as usize].load(Relaxed)
+    /// `ino`'s i_links_count if it is kept here (below [`LINKS_LISTED`]), else `None`.
+    pub fn small_links(&self, ino: u32) -> Option<u16> {
+        let nib = self.kinds[(ino - 1) as usize].load(Relaxed) >> 4;
+        (nib < LINKS_LISTED).then_some(nib as u16)
     }
 
     /// Counts one directory entry naming `ino`.
@@ -213,6 +250,25 @@ mod tests {
             );
         }
         assert_eq!(InodeKind::decode(0), InodeKind::Unused);
+    }
+
+    #[test]
+    fn neighbouring_kinds_are_independent() {
+        let s = Shared::new(5, 10, 1);
+        assert!(s.set_inode(1, InodeKind::Used(FileType::Directory), 14));
+        assert!(!s.set_inode(2, InodeKind::Used(FileType::Socket), 15));
+        assert!(s.set_inode(5, InodeKind::Used(FileType::Regular), 0));
+        assert_eq!(s.kind(1), InodeKind::Used(FileType::Directory));
+        assert_eq!(s.kind(2), InodeKind::Used(FileType::Socket));
+        assert_eq!(s.kind(3), InodeKind::Unused);
+        assert_eq!(
+            (s.small_links(1), s.small_links(2), s.small_links(5)),
+            (Some(14), None, Some(0))
+        );
+        s.clear_inode(1);
+        assert_eq!(s.kind(1), InodeKind::Unused);
+        assert_eq!(s.small_links(1), Some(14));
+        assert_eq!(s.kind(2), InodeKind::Used(FileType::Socket));
     }
 
     #[test]

@@ -40,7 +40,23 @@ pub struct OpenFile {
     flags: AtomicI32,
     /// File offset, or directory position; the lock also makes read+advance atomic.
     offset: Mutex<u64>,
+    /// The stretch of the file last found stored contiguously in the image mapping.
+    run: Mutex<MappedRun>,
 }
+
+/// File bytes `start..start + len` lie at address `addr` in the memory-mapped image (as
+/// `FileSystem::mapped_data` returned them). Caching it makes a small read one memcpy,
+/// with no inode or extent lookup (the SplitFS data path at its cheapest).
+#[derive(Clone, Copy, Default)]
+struct MappedRun {
+    start: u64,
+    addr: usize,
+    len: usize,
+}
+
+/// How much of a contiguous stretch one `mapped_data` call asks for (and so how much a
+/// cached run covers; the device counts it as read once per call).
+const RUN_CHUNK: usize = 1 << 20;
 
 impl OpenFile {
     /// A description of `node` opened at `vpath` with `flags`.
@@ -56,6 +72,7 @@ impl OpenFile {
             kind,
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
+            run: Mutex::new(MappedRun::default()),
         }
     }
 
@@ -105,7 +122,53 @@ impl OpenFile {
         if self.flags() & libc::O_PATH != 0 {
             return Err(libc::EBADF);
         }
-        read_file(&*self.node.fs, self.node.ino, offset, buf)
+        let size = self.node.meta.size;
+        let mut done = 0;
+        while done < buf.len() && offset + (done as u64) < size {
+            let pos = offset + done as u64;
+            let n = self.copy_mapped(pos, &mut buf[done..])?;
+            if n == 0 {
+                // Not stored contiguously in a mapping here (hole, inline, compressed):
+                // the back end reads the rest.
+                return Ok(done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?);
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Copies file bytes at `pos` into `dst` straight from the image mapping, through the
+    /// cached run or a fresh `mapped_data` call; 0 when the bytes are not mapped.
+    fn copy_mapped(&self, pos: u64, dst: &mut [u8]) -> Result<usize, Errno> {
+        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        if !(run.len > 0 && pos >= run.start && pos < run.start + run.len as u64) {
+            let want = dst.len().max(RUN_CHUNK);
+            match self
+                .node
+                .fs
+                .mapped_data(self.node.ino, pos, want)
+                .map_err(|e| errno_of(&e))?
+            {
+                Some(s) if !s.is_empty() => {
+                    *run = MappedRun {
+                        start: pos,
+                        addr: s.as_ptr() as usize,
+                        len: s.len(),
+                    };
+                }
+                _ => return Ok(0),
+            }
+        }
+        let skip = (pos - run.start) as usize;
+        let n = (run.len - skip).min(dst.len());
+        // SAFETY: `addr..addr + len` is a slice `mapped_data` returned from
+        // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
+        // mapping lives as long as the back end and is never moved or unmapped before it
+        // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
+        // are those mapped_data would return again. `skip + n <= len`.
+        let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
+        dst[..n].copy_from_slice(src);
+        Ok(n)
     }
 
     /// lseek(2) with SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. On a directory

@@ -24,6 +24,9 @@ fn open_device(dev: Box<dyn Device>) -> Result<Arc<dyn FileSystem>> {
     if usfs_ext4::probe(&*dev) {
         return Ok(Arc::new(usfs_ext4::Ext4::open(dev)?));
     }
+    if usfs_erofs::probe(&*dev) {
+        return Ok(Arc::new(usfs_erofs::Erofs::open(dev)?));
+    }
     Err(Error::incompatible(
         "not a recognised file-system image (no ext2/3/4 or EROFS superblock)",
     ))

@@ -68,3 +68,95 @@ pub fn node_checksum(
     let c = crc32c_raw(c, &block[tail_off..tail_off + 4]);
     crc32c_raw(c, &[0, 0, 0, 0])
 }
+
+/// Why a dx node's count/limit header cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DxHeaderFault {
+    /// `limit` is not the capacity the block size gives (`expected`).
+    Limit {
+        /// Stored limit.
+        limit: usize,
+        /// What the block holds.
+        expected: usize,
+    },
+    /// `count` is 0 or above the limit.
+    Count {
+        /// Stored count.
+        count: usize,
+        /// The (valid) limit.
+        limit: usize,
+    },
+}
+
+impl std::fmt::Display for DxHeaderFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DxHeaderFault::Limit { limit, expected } => {
+                write!(f, "bad limit ({limit}, expected {expected})")
+            }
+            DxHeaderFault::Count { count, limit } => {
+                write!(f, "bad count ({count}, limit {limit})")
+            }
+        }
+    }
+}
+
+/// Checks the count/limit header of the dx node in `block` (header at `count_offset`; a
+/// checksum tail follows the entries when `has_tail`) and returns (count, limit).
+pub fn check_header(
+    block: &[u8],
+    count_offset: usize,
+    has_tail: bool,
+) -> Result<(usize, usize), DxHeaderFault> {
+    let cl = DxCountLimit::new(&block[count_offset..]).expect("header inside the block");
+    let (count, limit) = (cl.count() as usize, cl.limit() as usize);
+    let tail = if has_tail { DX_TAIL_SIZE } else { 0 };
+    let expected = (block.len() - count_offset - tail) / DX_ENTRY_SIZE;
+    if limit != expected {
+        return Err(DxHeaderFault::Limit { limit, expected });
+    }
+    if count == 0 || count > limit {
+        return Err(DxHeaderFault::Count { count, limit });
+    }
+    Ok((count, limit))
+}
+
+/// Does the checksum tail of a node (header checked by [`check_header`]) match?
+pub fn tail_checksum_ok(
+    seed: u32,
+    ino: u32,
+    generation: u32,
+    block: &[u8],
+    count_offset: usize,
+    count: usize,
+    limit: usize,
+) -> bool {
+    let tail_off = count_offset + limit * DX_ENTRY_SIZE;
+    let t = DxTail::new(&block[tail_off..]).expect("tail inside the block");
+    t.dt_checksum() == node_checksum(seed, ino, generation, block, count_offset, count, tail_off)
+}
+
+/// Entry `i` of a node as (hash, child block); entry 0 (the header's slot) has hash 0.
+pub fn entry(block: &[u8], count_offset: usize, i: usize) -> (u32, u32) {
+    let o = count_offset + i * DX_ENTRY_SIZE;
+    let word = |at: usize| u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes"));
+    if i == 0 {
+        (0, word(o + 4))
+    } else {
+        (word(o), word(o + 4))
+    }
+}
+
+/// The first entry whose hash is below its predecessor's, if any.
+pub fn first_unordered(block: &[u8], count_offset: usize, count: usize) -> Option<usize> {
+    (2..count).find(|&i| entry(block, count_offset, i).0 < entry(block, count_offset, i - 1).0)
+}
+
+/// Are the fixed fields of a root's info sane (reserved zero, length 8, depth below the
+/// limit: 2 levels, 3 with large_dir)?
+pub fn root_info_ok<B: AsRef<[u8]>>(info: &DxRootInfo<B>, large_dir: bool) -> bool {
+    let max_levels = if large_dir { 3 } else { 2 };
+    info.reserved_zero() == 0
+        && info.info_length() == 8
+        && (info.indirect_levels() as usize) < max_levels
+}

@@ -3,10 +3,7 @@
 
 use super::inode::LoadedInode;
 use super::Ext4;
-use crate::format::dx::{
-    self, DxCountLimit, DxRootInfo, DxTail, DX_ENTRY_SIZE, DX_TAIL_SIZE, NODE_COUNT_OFFSET,
-    ROOT_COUNT_OFFSET,
-};
+use crate::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::incompat;
 use usfs_fs::{Error, Result};
@@ -59,48 +56,22 @@ impl Ext4 {
                 dir.ino
             )))
         };
-        let bs = block.len();
-        let cl = DxCountLimit::new(&block[count_offset..]).expect("in block");
-        let (count, limit) = (cl.count() as usize, cl.limit() as usize);
-        let tail = if self.csum_seed.is_some() {
-            DX_TAIL_SIZE
-        } else {
-            0
+        let (count, limit) = match dx::check_header(block, count_offset, self.csum_seed.is_some()) {
+            Ok(h) => h,
+            Err(fault) => return bad(fault.to_string()),
         };
-        let want_limit = (bs - count_offset - tail) / DX_ENTRY_SIZE;
-        if limit != want_limit {
-            return bad(format!("limit {limit}, expected {want_limit}"));
-        }
-        if count == 0 || count > limit {
-            return bad(format!("count {count} with limit {limit}"));
-        }
         if let Some(seed) = self.csum_seed {
-            let tail_off = count_offset + limit * DX_ENTRY_SIZE;
-            let t = DxTail::new(&block[tail_off..]).expect("in block");
-            let want = dx::node_checksum(
-                seed,
-                dir.ino,
-                dir.raw.i_generation(),
-                block,
-                count_offset,
-                count,
-                tail_off,
-            );
-            if t.dt_checksum() != want {
+            let gen = dir.raw.i_generation();
+            if !dx::tail_checksum_ok(seed, dir.ino, gen, block, count_offset, count, limit) {
                 return bad("checksum does not match".into());
             }
         }
-        let mut entries = Vec::with_capacity(count);
-        entries.push((0, cl.block()));
-        for i in 1..count {
-            let o = count_offset + i * DX_ENTRY_SIZE;
-            let h = u32::from_le_bytes(block[o..o + 4].try_into().unwrap());
-            let b = u32::from_le_bytes(block[o + 4..o + 8].try_into().unwrap());
-            if h < entries[i - 1].0 {
-                return bad(format!("hashes out of order at entry {i}"));
-            }
-            entries.push((h, b));
+        if let Some(i) = dx::first_unordered(block, count_offset, count) {
+            return bad(format!("hashes out of order at entry {i}"));
         }
+        let entries = (0..count)
+            .map(|i| dx::entry(block, count_offset, i))
+            .collect();
         Ok(DxNode { entries })
     }
 
@@ -108,15 +79,8 @@ impl Ext4 {
     pub(crate) fn htree_lookup(&self, dir: &LoadedInode, name: &[u8]) -> Result<Option<u32>> {
         let root = self.read_dir_block(dir, 0)?;
         let info = DxRootInfo::new(&root[0x18..]).expect("in block");
-        let max_levels = if self.geo.features.has_incompat(incompat::LARGEDIR) {
-            3
-        } else {
-            2
-        };
-        if info.reserved_zero() != 0
-            || info.info_length() != 8
-            || info.indirect_levels() as usize >= max_levels
-        {
+        let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
+        if !dx::root_info_ok(&info, large_dir) {
             return Err(Error::corrupt(format!(
                 "directory {}: bad htree root (levels {}, info length {})",
                 dir.ino,

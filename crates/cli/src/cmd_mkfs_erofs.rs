@@ -1,0 +1,142 @@
+//! `usfs mkfs.erofs`: build an EROFS image from a directory, with mkfs.erofs's option names.
+
+use crate::image::{CliError, CliResult};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use usfs_erofs::build::{self, Options};
+use usfs_erofs::compress::{Algorithm, LZ4HC_DEFAULT_LEVEL};
+
+/// Arguments of `usfs mkfs.erofs`.
+#[derive(clap::Args)]
+pub struct MkfsErofsArgs {
+    /// Compression: `lz4` or `lz4hc[,LEVEL]` (default: none).
+    #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
+    compress: Option<String>,
+    /// Largest physical cluster in bytes (multiple of 4096; more than 4096 = big pclusters).
+    #[arg(short = 'C', value_name = "BYTES", default_value_t = 4096)]
+    pcluster: u32,
+    /// Extended options, comma separated: ztailpacking, fragments, dedupe, legacy-compress.
+    #[arg(short = 'E', value_name = "OPTS", action = clap::ArgAction::Append)]
+    extended: Vec<String>,
+    /// Set every timestamp (and the build time) to this UNIX time.
+    #[arg(short = 'T', value_name = "EPOCH")]
+    timestamp: Option<i64>,
+    /// Volume UUID.
+    #[arg(short = 'U', value_name = "UUID")]
+    uuid: Option<String>,
+    /// Volume label (up to 16 bytes).
+    #[arg(short = 'L', value_name = "LABEL")]
+    label: Option<String>,
+    /// Xattrs used by more than this many inodes are shared; negative disables xattrs.
+    #[arg(
+        short = 'x',
+        value_name = "N",
+        default_value_t = 2,
+        allow_hyphen_values = true
+    )]
+    xattr_tolerance: i32,
+    /// Make every file owned by root.
+    #[arg(long)]
+    all_root: bool,
+    /// Set every file's uid.
+    #[arg(long, value_name = "UID")]
+    force_uid: Option<u32>,
+    /// Set every file's gid.
+    #[arg(long, value_name = "GID")]
+    force_gid: Option<u32>,
+    /// Compression threads (default: CPU count); the image is the same for any number.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Print nothing on success.
+    #[arg(long)]
+    quiet: bool,
+    /// The image to write.
+    image: PathBuf,
+    /// The directory to put in it.
+    source: PathBuf,
+}
+
+fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut u = [0u8; 16];
+    for (i, c) in hex.chunks(2).enumerate() {
+        u[i] = u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()?;
+    }
+    Some(u)
+}
+
+/// Runs `usfs mkfs.erofs`.
+pub fn run(a: &MkfsErofsArgs) -> CliResult {
+    let usage = |m: String| CliError(format!("mkfs.erofs: {m}"));
+    let mut o = Options::default();
+    if let Some(z) = &a.compress {
+        let mut parts = z.splitn(2, ',');
+        let alg = parts.next().unwrap_or("");
+        let level = parts
+            .next()
+            .map(|l| l.parse::<i32>())
+            .transpose()
+            .map_err(|_| usage(format!("bad level in -z {z}")))?;
+        o.compression = Some(match alg {
+            "lz4" => Algorithm::Lz4,
+            "lz4hc" => {
+                let l = level.unwrap_or(LZ4HC_DEFAULT_LEVEL);
+                if !(1..=12).contains(&l) {
+                    return Err(usage(format!("lz4hc level {l} out of 1..12")));
+                }
+                Algorithm::Lz4Hc(l)
+            }
+            _ => return Err(usage(format!("unsupported compressor {alg} (lz4, lz4hc)"))),
+        });
+    }
+    o.pcluster_bytes = a.pcluster;
+    for e in a.extended.iter().flat_map(|s| s.split(',')) {
+        match e {
+            "ztailpacking" => o.ztailpacking = true,
+            "fragments" => o.fragments = true,
+            "dedupe" => o.dedupe = true,
+            "legacy-compress" => o.legacy_compress = true,
+            "" => {}
+            _ => return Err(usage(format!("unknown extended option {e}"))),
+        }
+    }
+    o.timestamp = a.timestamp;
+    if let Some(u) = &a.uuid {
+        o.uuid = Some(parse_uuid(u).ok_or_else(|| usage(format!("bad UUID {u}")))?);
+    }
+    if let Some(l) = &a.label {
+        if l.len() > 16 {
+            return Err(usage("label longer than 16 bytes".into()));
+        }
+        o.label = l.as_bytes().to_vec();
+    }
+    o.xattr_tolerance = a.xattr_tolerance;
+    o.all_root = a.all_root;
+    o.force_uid = a.force_uid;
+    o.force_gid = a.force_gid;
+    if let Some(w) = a.workers {
+        o.workers = w.max(1);
+    }
+    let start = std::time::Instant::now();
+    let r =
+        build::build(&a.image, &a.source, &o).map_err(|e| CliError::at(a.image.display(), e))?;
+    for w in &r.warnings {
+        eprintln!("usfs mkfs.erofs: warning: {w}");
+    }
+    if !a.quiet {
+        println!(
+            "{}: {} inodes, {} blocks ({} bytes); {} files compressed, {} stored plain; {:.2} s",
+            a.image.display(),
+            r.inodes,
+            r.blocks,
+            r.blocks * u64::from(build::BLOCK_SIZE),
+            r.compressed_files,
+            r.plain_files,
+            start.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,188 @@
+//! Compressing one file with fixed-size output: each pcluster is filled by LZ4 from as much
+//! input as fits; a pcluster that does not save a block is stored as one plain block; the
+//! tail goes inline (ztailpacking), into the packed inode (fragments) or into a block.
+//! A pure function of the bytes and the options, so files compress in parallel and the
+//! image is the same whatever the number of workers.
+
+use crate::compress::Compressor;
+
+/// Compression settings for one file.
+#[derive(Clone, Copy, Debug)]
+pub struct ZParams {
+    pub bs: usize,
+    /// Largest pcluster in bytes (a multiple of `bs`).
+    pub pcluster: usize,
+    /// Leading zero padding (LZ4_0PADDING); otherwise data is at the pcluster start.
+    pub zero_padding: bool,
+    /// Room for an inline tail pcluster (ztailpacking), 0 = none.
+    pub inline_room: usize,
+    /// Send the tail (or the whole file, when small) to the packed inode.
+    pub fragments: bool,
+}
+
+/// One extent of the file.
+#[derive(Clone, Debug)]
+pub struct ZExtent {
+    /// First file byte.
+    pub la: u64,
+    /// Stored plain (uncompressed).
+    pub raw: bool,
+    /// Blocks of its pcluster (0 for an inline or fragment tail).
+    pub blocks: u32,
+    /// Where its blocks start, counting blocks from the file's first one.
+    pub rel_blk: u32,
+}
+
+/// The tail of a compressed file, when it is not in blocks.
+#[derive(Clone, Debug)]
+pub enum ZTail {
+    None,
+    /// Inline after the indexes (plain or compressed, as its extent says).
+    Inline(Vec<u8>),
+    /// Appended to the packed inode: the plain bytes.
+    Fragment(Vec<u8>),
+}
+
+/// A compressed file.
+#[derive(Clone, Debug)]
+pub struct ZFile {
+    pub extents: Vec<ZExtent>,
+    /// The pcluster blocks, concatenated.
+    pub data: Vec<u8>,
+    pub tail: ZTail,
+    /// The whole file is one fragment.
+    pub whole_fragment: bool,
+}
+
+/// Compresses `src`; `None` when compression does not save a block (store it plain).
+pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
+    let bs = p.bs;
+    let size = src.len();
+    let mut out = ZFile {
+        extents: Vec::new(),
+        data: Vec::new(),
+        tail: ZTail::None,
+        whole_fragment: false,
+    };
+    if size == 0 {
+        return None;
+    }
+    if p.fragments && size <= p.pcluster {
+        out.whole_fragment = true;
+        out.tail = ZTail::Fragment(src.to_vec());
+        out.extents.push(ZExtent {
+            la: 0,
+            raw: false,
+            blocks: 0,
+            rel_blk: 0,
+        });
+        return Some(out);
+    }
+    let mut dst = vec![0u8; p.pcluster];
+    let mut pos = 0usize;
+    let mut rel_blk = 0u32;
+    while pos < size {
+        let len = size - pos;
+        let may_inline = p.inline_room > 0;
+        if len <= p.pcluster && p.fragments {
+            out.tail = ZTail::Fragment(src[pos..].to_vec());
+            out.extents.push(ZExtent {
+                la: pos as u64,
+                raw: false,
+                blocks: 0,
+                rel_blk,
+            });
+            break;
+        }
+        let mut stored: Option<(usize, usize)> = None; // (consumed, compressed bytes)
+        if !(len <= p.pcluster && !may_inline && len <= bs) {
+            if let Some((used, n)) = c.compress_dest_size(&src[pos..], &mut dst) {
+                let whole = used == len;
+                let csize = if !whole || n >= bs {
+                    n.div_ceil(bs) * bs
+                } else {
+                    n
+                };
+                if used > csize {
+                    stored = Some((used, n));
+                }
+            }
+        }
+        match stored {
+            None => {
+                if may_inline && len < bs && len <= p.inline_room {
+                    out.tail = ZTail::Inline(src[pos..].to_vec());
+                    out.extents.push(ZExtent {
+                        la: pos as u64,
+                        raw: true,
+                        blocks: 0,
+                        rel_blk,
+                    });
+                    break;
+                }
+                let count = bs.min(len);
+                let start = out.data.len();
+                out.data.resize(start + bs, 0);
+                out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
+                out.extents.push(ZExtent {
+                    la: pos as u64,
+                    raw: true,
+                    blocks: 1,
+                    rel_blk,
+                });
+                rel_blk += 1;
+                pos += count;
+            }
+            Some((mut used, mut n)) => {
+                if may_inline && used == len && n < bs && n <= p.inline_room {
+                    out.tail = ZTail::Inline(dst[..n].to_vec());
+                    out.extents.push(ZExtent {
+                        la: pos as u64,
+                        raw: false,
+                        blocks: 0,
+                        rel_blk,
+                    });
+                    break;
+                }
+                if may_inline && used == len && n % bs != 0 {
+                    // Try to fit the trailing pcluster in fewer blocks, leaving the rest
+                    // of the input for the inline tail.
+                    let mut tmp = vec![0u8; n / bs * bs];
+                    if !tmp.is_empty() {
+                        if let Some((u2, n2)) =
+                            c.compress_dest_size(&src[pos..pos + used], &mut tmp)
+                        {
+                            if n2 + (used - u2) < n.div_ceil(bs) * bs && u2 > n2.div_ceil(bs) * bs {
+                                dst[..n2].copy_from_slice(&tmp[..n2]);
+                                used = u2;
+                                n = n2;
+                            }
+                        }
+                    }
+                }
+                let blocks = n.div_ceil(bs);
+                let start = out.data.len();
+                out.data.resize(start + blocks * bs, 0);
+                let at = if p.zero_padding {
+                    start + blocks * bs - n
+                } else {
+                    start
+                };
+                out.data[at..at + n].copy_from_slice(&dst[..n]);
+                out.extents.push(ZExtent {
+                    la: pos as u64,
+                    raw: false,
+                    blocks: blocks as u32,
+                    rel_blk,
+                });
+                rel_blk += blocks as u32;
+                pos += used;
+            }
+        }
+    }
+    // Keep it only if it saves at least one block.
+    if (out.data.len() / bs) as u64 >= (size as u64).div_ceil(bs as u64) {
+        return None;
+    }
+    Some(out)
+}

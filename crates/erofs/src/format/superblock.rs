@@ -1,0 +1,129 @@
+//! The superblock: 128 bytes at byte 1024 of block 0, followed by `sb_extslots` 16-byte
+//! slots; its checksum covers the rest of block 0.
+
+use super::checksum::crc32c_raw;
+
+/// Byte offset of the superblock in the image.
+pub const SUPER_OFFSET: u64 = 1024;
+/// `magic` of every EROFS superblock.
+pub const EROFS_MAGIC: u32 = 0xE0F5_E1E2;
+/// Size of one superblock extension slot.
+pub const EXTSLOT_SIZE: u64 = 16;
+
+/// `feature_compat` bits: readers may ignore them.
+pub mod compat {
+    /// `checksum` holds the CRC32C of the superblock block.
+    pub const SB_CHKSUM: u32 = 0x1;
+    /// Compact inodes carry `i_mtime` (seconds after `build_time`).
+    pub const MTIME: u32 = 0x2;
+    /// Xattr name bloom filters in the ibody headers.
+    pub const XATTR_FILTER: u32 = 0x4;
+}
+
+/// `feature_incompat` bits: a reader must understand every bit that is set.
+pub mod incompat {
+    /// LZ4 data is right-aligned in its pcluster (leading zero padding).
+    pub const ZERO_PADDING: u32 = 0x1;
+    /// Compression configurations follow the superblock; `available_compr_algs` is valid.
+    pub const COMPR_CFGS: u32 = 0x2;
+    /// Physical clusters of more than one block (same bit as `COMPR_CFGS`).
+    pub const BIG_PCLUSTER: u32 = 0x2;
+    /// Chunk-based files.
+    pub const CHUNKED_FILE: u32 = 0x4;
+    /// A device table for extra devices.
+    pub const DEVICE_TABLE: u32 = 0x8;
+    /// A second compression head type (same bit as `DEVICE_TABLE`).
+    pub const COMPR_HEAD2: u32 = 0x8;
+    /// The last pcluster of a file may be stored inline after its indexes.
+    pub const ZTAILPACKING: u32 = 0x10;
+    /// File tails (or whole files) may live in the packed inode.
+    pub const FRAGMENTS: u32 = 0x20;
+    /// Pclusters may be shared by several extents (same bit as `FRAGMENTS`).
+    pub const DEDUPE: u32 = 0x20;
+    /// Long xattr name prefixes.
+    pub const XATTR_PREFIXES: u32 = 0x40;
+    /// The bits usfs understands.
+    pub const SUPPORTED: u32 = ZERO_PADDING | COMPR_CFGS | CHUNKED_FILE | ZTAILPACKING | FRAGMENTS;
+}
+
+usfs_fs::layout! {
+    /// `struct erofs_super_block`, at byte 1024 of the image.
+    pub struct Superblock[128] {
+        /// Magic number, [`EROFS_MAGIC`].
+        magic: u32 @ 0,
+        /// CRC32C (seed ~0, no final xor) of bytes 1024..block end with this field zero,
+        /// when `feature_compat` has [`compat::SB_CHKSUM`].
+        checksum: u32 @ 4,
+        /// Compatible feature bits ([`compat`]).
+        feature_compat: u32 @ 8,
+        /// log2 of the block size.
+        blkszbits: u8 @ 12,
+        /// Number of 16-byte extension slots after the 128-byte superblock.
+        sb_extslots: u8 @ 13,
+        /// nid of the root directory (16 bits: the root lives in the first 2 MiB of metadata).
+        root_nid: u16 @ 14,
+        /// Number of inodes (for statfs).
+        inos: u64 @ 16,
+        /// Build time in seconds: the mtime of every compact inode.
+        build_time: u64 @ 24,
+        /// Nanoseconds of the build time.
+        build_time_nsec: u32 @ 32,
+        /// Total blocks of the image (for statfs).
+        blocks: u32 @ 36,
+        /// Block where the metadata area starts: inode `nid` is at `meta_blkaddr * bs + nid * 32`.
+        meta_blkaddr: u32 @ 40,
+        /// Block where the shared xattr area starts (xattr id `n` at `+ n * 4`).
+        xattr_blkaddr: u32 @ 44,
+        /// Volume UUID.
+        uuid: [16] @ 48,
+        /// Volume label (NUL padded).
+        volume_name: [16] @ 64,
+        /// Incompatible feature bits ([`incompat`]).
+        feature_incompat: u32 @ 80,
+        /// With `COMPR_CFGS`: bitmap of the compression algorithms used (bit 0 LZ4);
+        /// without: LZ4's maximum match distance (0 = 64 KiB).
+        u1: u16 @ 84,
+        /// Number of extra devices.
+        extra_devices: u16 @ 86,
+        /// Offset of the device table, in 128-byte slots.
+        devt_slotoff: u16 @ 88,
+        /// log2 of the directory block size minus the block size (0 here).
+        dirblkbits: u8 @ 90,
+        /// Number of long xattr name prefixes.
+        xattr_prefix_count: u8 @ 91,
+        /// Where the long xattr prefixes start (in the packed inode, in 4-byte units).
+        xattr_prefix_start: u32 @ 92,
+        /// nid of the packed inode holding fragments (0 if none).
+        packed_nid: u64 @ 96,
+        /// Reserved for the xattr name filter.
+        xattr_filter_reserved: u8 @ 104,
+        /// Reserved, zero.
+        reserved2: [23] @ 105,
+    }
+}
+
+impl<B: AsRef<[u8]>> Superblock<B> {
+    /// The checksum of a whole block 0 (`block0` = the image's first block).
+    pub fn compute_checksum(block0: &[u8]) -> u32 {
+        let mut v = block0[SUPER_OFFSET as usize..].to_vec();
+        v[4..8].fill(0);
+        crc32c_raw(!0, &v)
+    }
+
+    /// The block size in bytes.
+    pub fn block_size(&self) -> u64 {
+        1u64 << self.blkszbits()
+    }
+
+    /// Bytes of superblock including extension slots.
+    pub fn sb_size(&self) -> u64 {
+        128 + u64::from(self.sb_extslots()) * EXTSLOT_SIZE
+    }
+}
+
+/// Fills in the checksum of a built block 0 (superblock at byte 1024).
+pub fn seal(block0: &mut [u8]) {
+    let c = Superblock::<Vec<u8>>::compute_checksum(block0);
+    let o = SUPER_OFFSET as usize + 4;
+    block0[o..o + 4].copy_from_slice(&c.to_le_bytes());
+}

@@ -1,0 +1,122 @@
+//! Uncompressed data: FLAT_PLAIN (consecutive blocks), FLAT_INLINE (blocks, then the tail
+//! right after the inode and its xattrs) and CHUNK_BASED (a chunk index table).
+
+use super::{Erofs, Inode};
+use crate::format::chunk::{ChunkIndex, CHUNK_BLKBITS_MASK, CHUNK_INDEXES, NULL_ADDR};
+use crate::format::inode::layout;
+use crate::format::round_up;
+use usfs_fs::{Error, Result};
+
+/// Where a run of file bytes lives.
+pub(crate) enum FlatRun {
+    /// At this image byte, for this many bytes.
+    Image(u64, u64),
+    /// A hole of this many bytes.
+    Hole(u64),
+}
+
+impl Erofs {
+    /// Where the bytes of an uncompressed file at `off` (< size) are, and how many follow
+    /// contiguously (at most `want`).
+    pub(crate) fn flat_run(&self, ino: &Inode, off: u64, want: u64) -> Result<FlatRun> {
+        let bs = self.bs();
+        let size = ino.size;
+        let want = want.min(size - off);
+        match ino.layout {
+            layout::FLAT_PLAIN | layout::FLAT_INLINE => {
+                let tail_start = if ino.layout == layout::FLAT_INLINE {
+                    size / bs * bs
+                } else {
+                    size
+                };
+                if off >= tail_start {
+                    // The tail lives right after the inode and its xattrs, in one block.
+                    let at = ino.meta_end();
+                    let tail_len = size - tail_start;
+                    if at % bs + tail_len > bs {
+                        return Err(Error::corrupt(format!(
+                            "inode {}: inline data crosses a block boundary",
+                            ino.nid
+                        )));
+                    }
+                    return Ok(FlatRun::Image(at + (off - tail_start), want));
+                }
+                let start = (u64::from(ino.i_u) << self.blkbits)
+                    .checked_add(off)
+                    .ok_or_else(|| {
+                        Error::corrupt(format!("inode {}: block address overflow", ino.nid))
+                    })?;
+                Ok(FlatRun::Image(start, want.min(tail_start - off)))
+            }
+            layout::CHUNK_BASED => self.chunk_run(ino, off, want),
+            _ => Err(Error::corrupt(format!(
+                "inode {}: not a flat layout",
+                ino.nid
+            ))),
+        }
+    }
+
+    fn chunk_run(&self, ino: &Inode, off: u64, want: u64) -> Result<FlatRun> {
+        let fmt = (ino.i_u & 0xffff) as u16;
+        if fmt & !(CHUNK_BLKBITS_MASK | CHUNK_INDEXES) != 0 {
+            return Err(Error::incompatible(format!(
+                "chunk format {fmt:#x} of inode {}",
+                ino.nid
+            )));
+        }
+        let chunkbits = self.blkbits + u32::from(fmt & CHUNK_BLKBITS_MASK);
+        if chunkbits > 48 {
+            return Err(Error::corrupt(format!(
+                "inode {}: chunk size 2^{chunkbits}",
+                ino.nid
+            )));
+        }
+        let chunk = off >> chunkbits;
+        let in_chunk = off & ((1 << chunkbits) - 1);
+        let len = want.min((1 << chunkbits) - in_chunk);
+        let blkaddr = if fmt & CHUNK_INDEXES != 0 {
+            let pos = round_up(ino.meta_end(), 8) + chunk * 8;
+            let raw = self.meta(pos, 8)?;
+            let ci = ChunkIndex::new(&raw[..]).expect("8 bytes");
+            if ci.device_id() != 0 {
+                return Err(Error::incompatible(format!(
+                    "inode {}: chunk on extra device",
+                    ino.nid
+                )));
+            }
+            ci.blkaddr()
+        } else {
+            let pos = round_up(ino.meta_end(), 4) + chunk * 4;
+            let raw = self.meta(pos, 4)?;
+            u32::from_le_bytes(raw[..].try_into().unwrap())
+        };
+        if blkaddr == NULL_ADDR {
+            return Ok(FlatRun::Hole(len));
+        }
+        Ok(FlatRun::Image(
+            (u64::from(blkaddr) << self.blkbits) + in_chunk,
+            len,
+        ))
+    }
+
+    /// Reads uncompressed file data.
+    pub(crate) fn read_flat(&self, ino: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            match self.flat_run(ino, pos, (buf.len() - done) as u64)? {
+                FlatRun::Image(at, len) => {
+                    let n = len as usize;
+                    self.read_image(at, &mut buf[done..done + n])?;
+                    done += n;
+                }
+                FlatRun::Hole(len) => {
+                    let n = len as usize;
+                    buf[done..done + n].fill(0);
+                    done += n;
+                }
+            }
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,204 @@
+//! Reading an EROFS image: opening (superblock, compression configs), inodes, flat and
+//! chunk-based data, compressed data (lcluster maps and LZ4 decompression with a small
+//! cache), directories, xattrs, and the [`FileSystem`](usfs_fs::FileSystem) impl.
+
+mod describe;
+mod dir;
+mod flat;
+mod fs_impl;
+mod inode;
+mod xattr;
+mod zcache;
+mod zdata;
+mod zmap;
+
+use crate::format::compr_cfgs::{Lz4Cfgs, ALG_LZ4};
+use crate::format::superblock::{compat, incompat, Superblock, EROFS_MAGIC, SUPER_OFFSET};
+use std::borrow::Cow;
+use usfs_dev::Device;
+use usfs_fs::{Error, Result};
+
+pub(crate) use inode::Inode;
+
+/// A read-only EROFS file system on a device.
+pub struct Erofs {
+    dev: Box<dyn Device>,
+    sb: Superblock<Vec<u8>>,
+    /// log2 of the block size.
+    blkbits: u32,
+    /// Image size in bytes (the device).
+    image_len: u64,
+    /// Largest pcluster in blocks (1 without big pclusters).
+    max_pclusterblks: u32,
+    /// Decompressed extents kept for partial readers, and queued decompression.
+    zcache: zcache::ZCache,
+}
+
+impl Erofs {
+    /// Opens the file system on `dev`: reads and checks the superblock (magic, checksum,
+    /// block size, features) and the compression configurations.
+    pub fn open(dev: Box<dyn Device>) -> Result<Erofs> {
+        let mut raw = vec![0u8; 128];
+        read_exact(&*dev, &mut raw, SUPER_OFFSET, "superblock")?;
+        let sb = Superblock::new(raw).expect("128 bytes");
+        if sb.magic() != EROFS_MAGIC {
+            return Err(Error::corrupt(format!(
+                "bad superblock magic {:#010x} (expected 0xe0f5e1e2)",
+                sb.magic()
+            )));
+        }
+        let blkbits = u32::from(sb.blkszbits());
+        if !(9..=16).contains(&blkbits) {
+            return Err(Error::corrupt(format!(
+                "superblock: block size 2^{blkbits} out of range"
+            )));
+        }
+        let bs = 1u64 << blkbits;
+        if bs < SUPER_OFFSET + 128 {
+            return Err(Error::incompatible(format!(
+                "block size {bs} (smaller than the superblock end)"
+            )));
+        }
+        if sb.feature_compat() & compat::SB_CHKSUM != 0 {
+            let mut block0 = vec![0u8; bs as usize];
+            read_exact(&*dev, &mut block0, 0, "superblock block")?;
+            let want = Superblock::<Vec<u8>>::compute_checksum(&block0);
+            if want != sb.checksum() {
+                return Err(Error::corrupt(format!(
+                    "superblock checksum {:#010x} does not match contents ({want:#010x})",
+                    sb.checksum()
+                )));
+            }
+        }
+        let unknown = sb.feature_incompat() & !incompat::SUPPORTED;
+        if unknown != 0 {
+            return Err(Error::incompatible(format!(
+                "EROFS incompat features {unknown:#x} ({})",
+                incompat_names(unknown)
+            )));
+        }
+        if sb.extra_devices() != 0 {
+            return Err(Error::incompatible("extra devices"));
+        }
+        if u32::from(sb.dirblkbits()) != 0 {
+            return Err(Error::incompatible(
+                "directory blocks larger than the block size",
+            ));
+        }
+        let image_len = dev.len();
+        let mut fs = Erofs {
+            dev,
+            sb,
+            blkbits,
+            image_len,
+            max_pclusterblks: 1,
+            zcache: zcache::ZCache::new(),
+        };
+        fs.load_compr_cfgs()?;
+        Ok(fs)
+    }
+
+    fn load_compr_cfgs(&mut self) -> Result<()> {
+        if self.sb.feature_incompat() & incompat::COMPR_CFGS == 0 {
+            return Ok(());
+        }
+        let algs = self.sb.u1();
+        if algs & !ALG_LZ4 != 0 {
+            return Err(Error::incompatible(format!(
+                "compression algorithms {algs:#x} (only LZ4 is supported)"
+            )));
+        }
+        let mut pos = SUPER_OFFSET + self.sb.sb_size();
+        if algs & ALG_LZ4 != 0 {
+            let len = u16::from_le_bytes(self.meta(pos, 2)?[..].try_into().unwrap());
+            let body = self.meta(pos + 2, u64::from(len))?;
+            let cfg = Lz4Cfgs::new(&body[..]).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "LZ4 configuration record of {len} bytes (expected 14)"
+                ))
+            })?;
+            self.max_pclusterblks = u32::from(cfg.max_pclusterblks()).max(1);
+            pos += 2 + u64::from(len);
+        }
+        let _ = pos;
+        Ok(())
+    }
+
+    /// Block size in bytes.
+    pub(crate) fn bs(&self) -> u64 {
+        1 << self.blkbits
+    }
+
+    /// `len` bytes of the image at `off`, borrowed from the mapping when there is one.
+    /// Counted in the device's I/O statistics either way. Bytes past the image are corrupt.
+    pub(crate) fn meta(&self, off: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= self.image_len)
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "access of {len} bytes at byte {off} passes the end of the image ({} bytes)",
+                    self.image_len
+                ))
+            })?;
+        if let Some(img) = self.dev.as_slice() {
+            self.dev.stats().record_read(len as usize);
+            return Ok(Cow::Borrowed(&img[off as usize..end as usize]));
+        }
+        let mut v = vec![0u8; len as usize];
+        read_exact(&*self.dev, &mut v, off, "image")?;
+        Ok(Cow::Owned(v))
+    }
+
+    /// Reads image bytes at `off` into `buf`.
+    pub(crate) fn read_image(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        let src = self.meta(off, buf.len() as u64)?;
+        buf.copy_from_slice(&src);
+        Ok(())
+    }
+
+    /// Byte position of inode `nid`.
+    pub(crate) fn nid_pos(&self, nid: u64) -> Result<u64> {
+        nid.checked_mul(32)
+            .and_then(|o| o.checked_add(u64::from(self.sb.meta_blkaddr()) << self.blkbits))
+            .ok_or_else(|| Error::corrupt(format!("nid {nid} out of range")))
+    }
+
+    /// Does the superblock have an incompat feature bit?
+    pub(crate) fn has_incompat(&self, bit: u32) -> bool {
+        self.sb.feature_incompat() & bit != 0
+    }
+}
+
+fn read_exact(dev: &dyn Device, buf: &mut [u8], off: u64, what: &str) -> Result<()> {
+    dev.read_at(buf, off).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corrupt(format!("{what}: image truncated at byte {off}"))
+        } else {
+            Error::Io(e)
+        }
+    })
+}
+
+/// Names of incompat feature bits.
+pub(crate) fn incompat_names(bits: u32) -> String {
+    let names = [
+        (incompat::ZERO_PADDING, "lz4_0padding"),
+        (incompat::COMPR_CFGS, "compr_cfgs/big_pcluster"),
+        (incompat::CHUNKED_FILE, "chunked_file"),
+        (incompat::DEVICE_TABLE, "device_table/compr_head2"),
+        (incompat::ZTAILPACKING, "ztailpacking"),
+        (incompat::FRAGMENTS, "fragments/dedupe"),
+        (incompat::XATTR_PREFIXES, "xattr_prefixes"),
+    ];
+    let mut out: Vec<String> = names
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    let known: u32 = names.iter().map(|(b, _)| b).sum();
+    if bits & !known != 0 {
+        out.push(format!("unknown {:#x}", bits & !known));
+    }
+    out.join(", ")
+}

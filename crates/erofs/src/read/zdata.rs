@@ -1,0 +1,172 @@
+//! Reading compressed files. For each extent the request touches:
+//! - a request that starts where the extent starts decompresses straight into the
+//!   caller's buffer (LZ4 partial decoding stops where the buffer ends): no copy;
+//! - a request that ends where the extent ends (a reader moving on) decompresses into a
+//!   per-thread scratch buffer and copies the part it wants;
+//! - a request in the middle of an extent (the reader will be back for the rest) goes
+//!   through the [`ZCache`](super::zcache::ZCache): decompressed once, shared by
+//!   concurrent readers, kept for the next piece.
+
+use super::zcache::{self, Key};
+use super::zmap::{Extent, Stored};
+use super::{Erofs, Inode};
+use crate::compress::decompress_partial;
+use std::cell::RefCell;
+use std::sync::Arc;
+use usfs_fs::{Error, Result};
+
+thread_local! {
+    /// Per-thread decompression scratch (its capacity is trimmed after large extents).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Scratch capacity kept between calls.
+const SCRATCH_KEEP: usize = 1 << 20;
+
+impl Erofs {
+    /// Reads compressed file data (`buf` does not pass the end of the file).
+    pub(crate) fn read_compressed(&self, ino: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let zi = self.zinfo(ino)?;
+        let end = off + buf.len() as u64;
+        let mut pos = off;
+        while pos < end {
+            let ext = self.map_extent(ino, &zi, pos)?;
+            if ext.llen == 0 || ext.la > pos || ext.la + ext.llen <= pos {
+                return Err(Error::corrupt(format!(
+                    "inode {}: extent {}+{} does not hold byte {pos}",
+                    ino.nid, ext.la, ext.llen
+                )));
+            }
+            let lo = (pos - ext.la) as usize;
+            let hi = ((end - ext.la).min(ext.llen)) as usize;
+            let dst = &mut buf[(pos - off) as usize..(pos - off) as usize + (hi - lo)];
+            self.extent_bytes(ino, &ext, lo, dst)?;
+            pos += (hi - lo) as u64;
+        }
+        Ok(buf.len())
+    }
+
+    /// Fills `dst` with the extent's decompressed bytes from `lo`.
+    fn extent_bytes(&self, ino: &Inode, ext: &Extent, lo: usize, dst: &mut [u8]) -> Result<()> {
+        let hi = lo + dst.len();
+        match ext.stored {
+            Stored::Fragment { off } => self.read_fragment(ino, off + lo as u64, dst),
+            Stored::Plain {
+                pa,
+                plen,
+                interlaced,
+            } => {
+                if ext.llen > plen {
+                    return Err(Error::corrupt(format!(
+                        "inode {}: plain extent of {} bytes in a {plen}-byte pcluster",
+                        ino.nid, ext.llen
+                    )));
+                }
+                if interlaced {
+                    let shift = ext.la % self.bs();
+                    for (k, d) in dst.iter_mut().enumerate() {
+                        let at = (shift + (lo + k) as u64) % plen;
+                        self.read_image(pa + at, std::slice::from_mut(d))?;
+                    }
+                    Ok(())
+                } else {
+                    self.read_image(pa + lo as u64, dst)
+                }
+            }
+            Stored::Lz4 { pa, plen, padded } => {
+                self.check_lz4_extent(ino, ext, plen)?;
+                if lo == 0 {
+                    // In place: the caller's buffer is the output.
+                    return self.lz4(ino, pa, plen, padded, dst);
+                }
+                if hi as u64 == ext.llen || ext.llen as usize > zcache::MAX_EXTENT {
+                    return SCRATCH.with(|s| {
+                        let mut s = s.borrow_mut();
+                        s.resize(hi, 0);
+                        let r = self.lz4(ino, pa, plen, padded, &mut s[..hi]);
+                        if r.is_ok() {
+                            dst.copy_from_slice(&s[lo..hi]);
+                        }
+                        if s.capacity() > SCRATCH_KEEP {
+                            *s = Vec::new();
+                        }
+                        r
+                    });
+                }
+                let key: Key = (pa, ext.llen);
+                let data = self
+                    .zcache
+                    .get(key, || {
+                        let mut v = vec![0u8; ext.llen as usize];
+                        self.lz4(ino, pa, plen, padded, &mut v)
+                            .map(|()| Arc::from(v))
+                            .map_err(|e| e.to_string())
+                    })
+                    .map_err(Error::Corrupt)?;
+                dst.copy_from_slice(&data[lo..hi]);
+                Ok(())
+            }
+        }
+    }
+
+    fn check_lz4_extent(&self, ino: &Inode, ext: &Extent, plen: u64) -> Result<()> {
+        // LZ4 expands at most about 255 times; anything more is a corrupt map.
+        if ext.llen > plen.saturating_mul(256) + 4096 {
+            return Err(Error::corrupt(format!(
+                "inode {}: extent of {} bytes from a {plen}-byte pcluster",
+                ino.nid, ext.llen
+            )));
+        }
+        Ok(())
+    }
+
+    /// Decompresses the first `dst.len()` bytes of the LZ4 pcluster at `pa`.
+    fn lz4(&self, ino: &Inode, pa: u64, plen: u64, padded: bool, dst: &mut [u8]) -> Result<()> {
+        let src = self.meta(pa, plen)?;
+        let mut s = &src[..];
+        if padded {
+            let skip = s.iter().position(|&b| b != 0).unwrap_or(s.len());
+            s = &s[skip..];
+        }
+        match decompress_partial(s, dst) {
+            Some(n) if n == dst.len() => Ok(()),
+            Some(n) => Err(Error::corrupt(format!(
+                "inode {}: pcluster at byte {pa} decompresses to {n} bytes, {} expected",
+                ino.nid,
+                dst.len()
+            ))),
+            None => Err(Error::corrupt(format!(
+                "inode {}: pcluster at byte {pa} is not valid LZ4",
+                ino.nid
+            ))),
+        }
+    }
+
+    /// Reads bytes of the packed inode (fragments).
+    fn read_fragment(&self, ino: &Inode, off: u64, dst: &mut [u8]) -> Result<()> {
+        let packed = self.sb.packed_nid();
+        if packed == 0 || packed == ino.nid {
+            return Err(Error::corrupt(format!(
+                "inode {}: fragment without a packed inode",
+                ino.nid
+            )));
+        }
+        let p = self.inode(packed)?;
+        if off.checked_add(dst.len() as u64).is_none_or(|e| e > p.size) {
+            return Err(Error::corrupt(format!(
+                "inode {}: fragment at {off} passes the end of the packed inode",
+                ino.nid
+            )));
+        }
+        if p.compressed() {
+            let zi = self.zinfo(&p)?;
+            if zi.whole_fragment.is_some() || zi.fragment_off.is_some() {
+                return Err(Error::corrupt("the packed inode has fragments itself"));
+            }
+            self.read_compressed(&p, off, dst)?;
+        } else {
+            self.read_flat(&p, off, dst)?;
+        }
+        Ok(())
+    }
+}

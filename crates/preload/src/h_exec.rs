@@ -24,6 +24,7 @@ const HANDOVER: &str = "USFS_HANDOVER";
 pub unsafe extern "C" fn fork() -> pid_t {
     let r = hooked(-1, |st| {
         let _fds = st.fds.lock_all();
+        let _paths = st.paths.lock_all();
         let _dirs = lock(&st.dirs);
         let _streams = lock(&st.streams);
         let _vcwd = st.vcwd.write().unwrap_or_else(|e| e.into_inner());

@@ -511,8 +511,6 @@ erofs_path_hooks! {
     mkdir(path, mode: libc::mode_t) -> c_int;
     rmdir(path) -> c_int;
     unlink(path) -> c_int;
-    rename(path, to: *const c_char) -> c_int;
-    link(path, to: *const c_char) -> c_int;
     chmod(path, mode: libc::mode_t) -> c_int;
     chown(path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
     lchown(path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
@@ -557,6 +555,34 @@ erofs_at_hooks! {
     utimensat(d, path, t: *const libc::timespec, fl: c_int) -> c_int;
     mknodat(d, path, mode: libc::mode_t, dev: libc::dev_t) -> c_int;
 }
+
+/// rename(2)/link(2) have two paths: either inside a mount makes the call fail (EROFS
+/// when the source is inside one, EXDEV when only the target is, as across kernel mounts).
+macro_rules! two_path_hooks {
+    ($($name:ident),*) => {$(
+        /// Refused when either path is inside a mount; passed to libc otherwise.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(from: *const c_char, to: *const c_char) -> c_int {
+            let r = hooked(-1, |st| {
+                let virt = |p| match st.classify(libc::AT_FDCWD, p, false) {
+                    Ok(Target::Virt(_)) | Err(libc::ENOENT) => Some(true),
+                    Ok(_) => Some(false),
+                    Err(_) => None,
+                };
+                match (virt(from), virt(to)) {
+                    (Some(true), _) | (None, _) => Some(ret(Err(libc::EROFS))),
+                    (Some(false), Some(true)) | (Some(false), None) => Some(ret(Err(libc::EXDEV))),
+                    (Some(false), Some(false)) => None,
+                }
+            });
+            match r {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int, -1; from, to),
+            }
+        }
+    )*};
+}
+two_path_hooks!(rename, link);
 
 /// symlink(2): the new name is the second argument.
 #[no_mangle]

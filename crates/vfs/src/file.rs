@@ -4,7 +4,7 @@
 use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use usfs_fs::{FileSystem, FileType, Ino};
 
@@ -42,6 +42,9 @@ pub struct OpenFile {
     offset: Mutex<u64>,
     /// The stretch of the file last found stored contiguously in the image mapping.
     run: Mutex<MappedRun>,
+    /// Where the last read through this description ended (sequential reads are those
+    /// that start there).
+    last_end: AtomicU64,
 }
 
 /// File bytes `start..start + len` lie at address `addr` in the memory-mapped image (as
@@ -73,6 +76,7 @@ impl OpenFile {
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
             run: Mutex::new(MappedRun::default()),
+            last_end: AtomicU64::new(0),
         }
     }
 
@@ -123,18 +127,63 @@ impl OpenFile {
             return Err(libc::EBADF);
         }
         let size = self.node.meta.size;
+        let sequential = self
+            .last_end
+            .swap(offset + buf.len() as u64, Ordering::Relaxed)
+            == offset;
         let mut done = 0;
         while done < buf.len() && offset + (done as u64) < size {
             let pos = offset + done as u64;
-            let n = self.copy_mapped(pos, &mut buf[done..])?;
+            let mut n = self.copy_mapped(pos, &mut buf[done..])?;
             if n == 0 {
                 // Not stored contiguously in a mapping here (hole, inline, compressed):
-                // the back end reads the rest.
-                return Ok(done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?);
+                // large reads go to the back end directly, small ones through the chunk
+                // cache.
+                if buf.len() - done >= crate::chunks::CHUNK {
+                    return Ok(
+                        done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?
+                    );
+                }
+                n = self.copy_chunk(pos, &mut buf[done..], sequential)?;
+                if n == usize::MAX {
+                    return Ok(
+                        done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?
+                    );
+                }
+                if n == 0 {
+                    break;
+                }
             }
             done += n;
         }
         Ok(done)
+    }
+
+    /// Copies file bytes at `pos` into `dst` from the cached chunk that holds them (read
+    /// from the back end on a miss when `load`); 0 at the end of the file, `usize::MAX`
+    /// when the chunk is not cached and not to be loaded.
+    fn copy_chunk(&self, pos: u64, dst: &mut [u8], load: bool) -> Result<usize, Errno> {
+        let chunk = crate::chunks::CHUNK as u64;
+        let idx = pos / chunk;
+        let cached = self.node.chunks.cached(idx);
+        if cached.is_none() && !load {
+            return Ok(usize::MAX);
+        }
+        let data = match cached {
+            Some(d) => d,
+            None => self.node.chunks.get(idx, || {
+                let start = idx * chunk;
+                let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
+                let mut v = vec![0u8; len];
+                let n = read_file(&*self.node.fs, self.node.ino, start, &mut v)?;
+                v.truncate(n);
+                Ok::<_, Errno>(v)
+            })?,
+        };
+        let skip = (pos - idx * chunk) as usize;
+        let n = data.len().saturating_sub(skip).min(dst.len());
+        dst[..n].copy_from_slice(&data[skip..skip + n]);
+        Ok(n)
     }
 
     /// Copies file bytes at `pos` into `dst` straight from the image mapping, through the

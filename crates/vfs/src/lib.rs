@@ -15,6 +15,7 @@
 //! Everything here is ordinary safe Rust and independent of libc interposition, so it is
 //! unit-tested directly; the preload crate adds only the C ABI around it.
 
+mod chunks;
 mod fdtable;
 mod file;
 mod mounts;
@@ -22,6 +23,7 @@ mod node;
 mod open;
 pub mod resolve;
 
+pub use chunks::ChunkCache;
 pub use fdtable::FdTable;
 pub use file::{list_dir, read_file, DirCursor, DirSink, FileKind, OpenFile};
 pub use mounts::{Mount, MountSpec, MountTable};

@@ -20,6 +20,8 @@ pub struct Node {
     pub fs: Arc<dyn FileSystem>,
     /// Attributes at first open (the image is read-only, so they stay true).
     pub meta: Metadata,
+    /// Bytes the back end produced for small reads (decompressed data and the like).
+    pub chunks: crate::ChunkCache,
 }
 
 /// All open files of a process, by (mount, inode).
@@ -52,9 +54,16 @@ impl PathTable {
             ino,
             fs: Arc::clone(fs),
             meta,
+            chunks: crate::ChunkCache::default(),
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node
+    }
+
+    /// Holds the table locked (around fork, so the child never inherits the lock held by
+    /// a thread that does not exist there).
+    pub fn lock_all(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, Ino), Weak<Node>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How many distinct files are open.

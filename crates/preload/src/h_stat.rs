@@ -556,8 +556,9 @@ erofs_at_hooks! {
     mknodat(d, path, mode: libc::mode_t, dev: libc::dev_t) -> c_int;
 }
 
-/// rename(2)/link(2) have two paths: either inside a mount makes the call fail (EROFS
-/// when the source is inside one, EXDEV when only the target is, as across kernel mounts).
+/// rename(2)/link(2) have two paths: either inside a mount makes the call fail, as the
+/// kernel decides: EROFS when both are inside (and for link, whenever the new name is:
+/// the kernel checks the target's mount first), EXDEV when only one is.
 macro_rules! two_path_hooks {
     ($($name:ident),*) => {$(
         /// Refused when either path is inside a mount; passed to libc otherwise.
@@ -569,10 +570,12 @@ macro_rules! two_path_hooks {
                     Ok(_) => Some(false),
                     Err(_) => None,
                 };
-                match (virt(from), virt(to)) {
-                    (Some(true), _) | (None, _) => Some(ret(Err(libc::EROFS))),
-                    (Some(false), Some(true)) | (Some(false), None) => Some(ret(Err(libc::EXDEV))),
-                    (Some(false), Some(false)) => None,
+                let is_link = stringify!($name) == "link";
+                match (virt(from).unwrap_or(true), virt(to).unwrap_or(true)) {
+                    (true, true) => Some(ret(Err(libc::EROFS))),
+                    (false, true) if is_link => Some(ret(Err(libc::EROFS))),
+                    (true, false) | (false, true) => Some(ret(Err(libc::EXDEV))),
+                    (false, false) => None,
                 }
             });
             match r {

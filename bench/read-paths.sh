@@ -226,7 +226,7 @@ for kind in $kinds; do
             python3 -c '
 import random, sys
 random.seed(7)
-words = ["".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(random.randint(2, 9))) for _ in range(4000)]
+words = ["".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(random.randint(2, 9))) for _ in range(300)]
 out = sys.stdout.buffer
 left = int(sys.argv[1]) << 20
 while left > 0:

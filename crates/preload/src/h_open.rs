@@ -102,7 +102,10 @@ creat_hooks!(creat, creat64);
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let r = hooked(-1, |st| {
-        st.fds.remove(fd)?;
+        if st.fds.remove(fd).is_none() {
+            st.forget_internal_fds(fd as u32, fd as u32);
+            return None;
+        }
         Some(sys_close(fd))
     });
     match r {
@@ -118,6 +121,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     let _ = hooked(0, |st| {
         if flags as u32 & libc::CLOSE_RANGE_CLOEXEC == 0 {
             st.fds.remove_range(first, last);
+            st.forget_internal_fds(first, last);
         }
         None::<c_int>
     });
@@ -145,6 +149,9 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 fn dup_to(old: c_int, new: c_int, real: impl Fn() -> c_int) -> c_int {
     let r = hooked(-1, |st| {
         let real = &real;
+        if old != new && new >= 0 {
+            st.forget_internal_fds(new as u32, new as u32);
+        }
         let src = st.fds.get(old);
         if src.is_none() && !st.fds.is_virtual(new) {
             return None;

@@ -211,11 +211,24 @@ impl State {
                 return Err(libc::EROFS);
             }
         }
-        let node = self.paths.get_or_insert(vp.mount, vp.ino(), &fs, meta);
+        let bulk = self.table.get(vp.mount).bulk();
+        let node = self
+            .paths
+            .get_or_insert(vp.mount, vp.ino(), &fs, meta, bulk);
         let file = Arc::new(OpenFile::new(node, vp, flags & !libc::O_CLOEXEC));
         let fd = placeholder(flags & libc::O_CLOEXEC != 0)?;
         self.fds.insert(fd, file);
         Ok(fd)
+    }
+
+    /// The program closes or replaces descriptors `first..=last`: the bulk readers of the
+    /// mounts forget theirs if it is among them.
+    pub fn forget_internal_fds(&self, first: u32, last: u32) {
+        for i in 0..self.table.len() {
+            if let Some(b) = self.table.get(i).bulk() {
+                b.forget_in(first, last);
+            }
+        }
     }
 
     /// Registers a DIR stream of ours.

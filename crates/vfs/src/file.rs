@@ -210,12 +210,27 @@ impl OpenFile {
         }
         let skip = (pos - run.start) as usize;
         let n = (run.len - skip).min(dst.len());
+        let run = {
+            let r = *run;
+            drop(run);
+            r
+        };
         // SAFETY: `addr..addr + len` is a slice `mapped_data` returned from
         // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
         // mapping lives as long as the back end and is never moved or unmapped before it
         // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
         // are those mapped_data would return again. `skip + n <= len`.
         let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
+        if n >= crate::bulk::BULK_MIN {
+            if let Some(k) = self
+                .node
+                .bulk
+                .as_ref()
+                .and_then(|b| b.read(src, &mut dst[..n]))
+            {
+                return Ok(k);
+            }
+        }
         dst[..n].copy_from_slice(src);
         Ok(n)
     }

@@ -15,6 +15,7 @@
 //! Everything here is ordinary safe Rust and independent of libc interposition, so it is
 //! unit-tested directly; the preload crate adds only the C ABI around it.
 
+pub mod bulk;
 mod chunks;
 mod fdtable;
 mod file;
@@ -28,7 +29,7 @@ pub use fdtable::FdTable;
 pub use file::{list_dir, read_file, DirCursor, DirSink, FileKind, OpenFile};
 pub use mounts::{Mount, MountSpec, MountTable};
 pub use node::{Node, PathTable};
-pub use open::{open_image, open_image_with};
+pub use open::{open_image, open_image_mapped, open_image_with};
 pub use resolve::{Resolved, VPath};
 
 /// The errno a POSIX caller sees for a back-end error. A damaged image is an I/O error to

@@ -58,6 +58,8 @@ pub struct Mount {
     pub spec: MountSpec,
     /// The opened file system, or the errno and message of why it could not be opened.
     fs: OnceLock<Result<Arc<dyn FileSystem>, (i32, String)>>,
+    /// pread access to the image for large reads (set when the image is opened mapped).
+    bulk: OnceLock<Option<Arc<crate::bulk::BulkImage>>>,
 }
 
 impl Mount {
@@ -66,6 +68,7 @@ impl Mount {
         Mount {
             spec,
             fs: OnceLock::new(),
+            bulk: OnceLock::new(),
         }
     }
 
@@ -80,19 +83,33 @@ impl Mount {
     /// (missing, corrupt, unsupported) gives EIO (or the open's own errno) for every
     /// path under the prefix, and the message for whoever wants to report it.
     pub fn fs(&self) -> Result<&Arc<dyn FileSystem>, (i32, &str)> {
-        let r = self.fs.get_or_init(|| {
-            crate::open_image(&self.spec.image).map_err(|e| {
-                let errno = match &e {
-                    usfs_fs::Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
-                    _ => libc::EIO,
-                };
-                (errno, format!("{}: {e}", self.spec.image.display()))
-            })
-        });
+        let r = self
+            .fs
+            .get_or_init(|| match crate::open_image_mapped(&self.spec.image) {
+                Ok((fs, map)) => {
+                    let bulk = map.and_then(|(base, len)| {
+                        crate::bulk::BulkImage::new(&self.spec.image, base, len).map(Arc::new)
+                    });
+                    let _ = self.bulk.set(bulk);
+                    Ok(fs)
+                }
+                Err(e) => {
+                    let errno = match &e {
+                        usfs_fs::Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+                        _ => libc::EIO,
+                    };
+                    Err((errno, format!("{}: {e}", self.spec.image.display())))
+                }
+            });
         match r {
             Ok(fs) => Ok(fs),
             Err((errno, msg)) => Err((*errno, msg.as_str())),
         }
+    }
+
+    /// pread access to the image for large reads, once the image is open.
+    pub fn bulk(&self) -> Option<Arc<crate::bulk::BulkImage>> {
+        self.bulk.get().cloned().flatten()
     }
 
     /// Mounts are read-only in this slice of usfs.

@@ -22,6 +22,8 @@ pub struct Node {
     pub meta: Metadata,
     /// Bytes the back end produced for small reads (decompressed data and the like).
     pub chunks: crate::ChunkCache,
+    /// pread access to the image for large reads of stored data.
+    pub bulk: Option<Arc<crate::bulk::BulkImage>>,
 }
 
 /// All open files of a process, by (mount, inode).
@@ -31,14 +33,15 @@ pub struct PathTable {
 }
 
 impl PathTable {
-    /// The shared object for `ino` on mount `mount`, made (with `meta`) if nobody has the
-    /// file open.
+    /// The shared object for `ino` on mount `mount`, made (with `meta` and the mount's
+    /// `bulk` reader) if nobody has the file open.
     pub fn get_or_insert(
         &self,
         mount: usize,
         ino: Ino,
         fs: &Arc<dyn FileSystem>,
         meta: Metadata,
+        bulk: Option<Arc<crate::bulk::BulkImage>>,
     ) -> Arc<Node> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = map.get(&(mount, ino)).and_then(Weak::upgrade) {
@@ -55,6 +58,7 @@ impl PathTable {
             fs: Arc::clone(fs),
             meta,
             chunks: crate::ChunkCache::default(),
+            bulk,
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node

@@ -13,6 +13,18 @@ pub fn open_image(path: &Path) -> Result<Arc<dyn FileSystem>> {
     open_image_with(path, OpenMode::Mmap)
 }
 
+/// Where an image is mapped: address and length.
+pub type MapSpan = (usize, usize);
+
+/// [`open_image`], and where the image is mapped (address and length), for readers that
+/// read large runs with pread instead ([`crate::bulk::BulkImage`]).
+pub fn open_image_mapped(path: &Path) -> Result<(Arc<dyn FileSystem>, Option<MapSpan>)> {
+    let dev = usfs_dev::open(path, OpenMode::Mmap, false)?;
+    // The mapping stays where it is when the device moves into the back end.
+    let map = dev.as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+    Ok((open_device(dev)?, map))
+}
+
 /// [`open_image`] with a chosen device kind.
 pub fn open_image_with(path: &Path, mode: OpenMode) -> Result<Arc<dyn FileSystem>> {
     let dev = usfs_dev::open(path, mode, false)?;

@@ -8,7 +8,8 @@
 use std::ffi::CString;
 use std::sync::Mutex;
 
-/// Reads this large or larger go through pread.
+/// Reads this large or larger go through pread (default; `USFS_BULK_MIN` in the
+/// environment overrides it, in bytes, for experiments).
 pub const BULK_MIN: usize = 16 << 10;
 
 /// Where the image is mapped and how to read it with pread.
@@ -19,6 +20,8 @@ pub struct BulkImage {
     len: usize,
     /// Our descriptor of the image with its (st_dev, st_ino), opened on first use.
     fd: Mutex<Option<(i32, u64, u64)>>,
+    /// Reads of at least this many bytes use pread.
+    pub min: usize,
 }
 
 /// Descriptors below this are left to the program (shells use 0..9 and 10+).
@@ -32,6 +35,10 @@ impl BulkImage {
             base,
             len,
             fd: Mutex::new(None),
+            min: std::env::var("USFS_BULK_MIN")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(BULK_MIN),
         })
     }
 

@@ -189,6 +189,18 @@ fn make_visible(m: Method, kind: ImageKind, img: &Path, root: &Path) -> Visible 
     }
 }
 
+/// The preload library must sit next to the usfs binary (cargo builds a cdylib only when
+/// asked: scripts/test.sh builds the workspace before testing).
+fn check_preload_built() {
+    let lib = usfs().with_file_name("libusfs_preload.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build it with `cargo build -p usfs-preload` in the same profile \
+         (scripts/test.sh builds the whole workspace first)",
+        lib.display()
+    );
+}
+
 /// What a program did: exit code (None if killed), stdout, stderr.
 type Outcome = (Option<i32>, Vec<u8>, Vec<u8>);
 
@@ -196,6 +208,7 @@ type Outcome = (Option<i32>, Vec<u8>, Vec<u8>);
 /// returns (exit code, stdout, stderr).
 fn run_script(m: Method, img: &Path, root: &Path, home: &Path, script: &str) -> Outcome {
     let mut c = if m == Method::Run {
+        check_preload_built();
         let mut c = Command::new(usfs());
         c.arg("run")
             .arg("--mount")
@@ -554,6 +567,7 @@ fn writes_fail_with_erofs_like_the_kernel() {
 
 /// Runs `script` under `usfs run` with the image at `$R`.
 fn under_run(img: &Path, root: &Path, script: &str) -> (Option<i32>, String, String) {
+    check_preload_built();
     let (code, out, err) = run_limited(
         Command::new(usfs())
             .arg("run")
@@ -782,4 +796,65 @@ int main(int argc, char **argv) {
     let k = String::from_utf8_lossy(&kernel.1);
     assert!(k.contains("usfsmod.py") && k.contains("glob 0:"), "{k}");
     assert_eq!(String::from_utf8_lossy(&run.1), k);
+}
+
+/// An unprivileged caller gets EACCES where the kernel says so (search permission on
+/// directories, read permission to open), and reads what it may. The same script runs as
+/// user `nobody` on a kernel mount and under `usfs run`.
+#[test]
+fn unprivileged_callers_get_the_kernels_permission_errors() {
+    let test = "run_mount-perms";
+    if !need_root(test) || !need_tool(test, "setpriv") {
+        return;
+    }
+    check_preload_built();
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("closed")).unwrap();
+    std::fs::create_dir_all(src.join("shut")).unwrap();
+    std::fs::write(src.join("closed/inside"), "secret\n").unwrap();
+    std::fs::write(src.join("shut/visible-name"), "x\n").unwrap();
+    std::fs::write(src.join("private"), "secret\n").unwrap();
+    std::fs::write(src.join("public"), "hello\n").unwrap();
+    sh(&format!(
+        "cd '{}' && chmod 700 closed && chmod 711 shut && chmod 600 private && chmod 644 public",
+        src.display()
+    ));
+    let img = s.path("image");
+    mke2fs(&img, "16M", &["-t", "ext4"], Some(&src));
+    sh(&format!(
+        "chmod 755 '{}' && chmod 644 '{}'",
+        s.0.display(),
+        img.display()
+    ));
+    let root = s.path("root");
+    let script = r#"cd /; for p in public private closed/inside shut/visible-name; do cat "$R/$p" 2>&1; done
+ls "$R/closed" 2>&1; ls "$R/shut" 2>&1; stat -c %n "$R/closed/inside" 2>&1
+test -r "$R/private" && echo readable || echo not-readable; echo end"#;
+    let as_nobody = |wrap_run: bool| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        if wrap_run {
+            c.arg(usfs())
+                .arg("run")
+                .arg("-m")
+                .arg(format!("{}={}", root.display(), img.display()))
+                .arg("--");
+        }
+        c.args(["sh", "-c", script])
+            .env("R", &root)
+            .env("LC_ALL", "C");
+        let (code, out, err) = run_limited(&mut c, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        as_nobody(false)
+    };
+    assert!(
+        kernel.contains("Permission denied") && kernel.contains("hello"),
+        "{kernel}"
+    );
+    assert_eq!(as_nobody(true), kernel);
 }

@@ -195,31 +195,18 @@ pub unsafe extern "C" fn statx(
 }
 
 /// access(2) rules on a read-only mount: W_OK is EROFS; R_OK and X_OK follow the
-/// permission bits for the effective user (root reads anything and executes anything
-/// with an execute bit, or any directory).
-fn check_access(m: &Metadata, mode: c_int) -> Result<c_int, i32> {
+/// permission bits for the caller (root reads anything and executes anything with an
+/// execute bit, or any directory).
+fn check_access(st: &State, m: &Metadata, mode: c_int) -> Result<c_int, i32> {
     if mode & libc::W_OK != 0 {
         return Err(libc::EROFS);
     }
-    // SAFETY: no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let want = (mode & 7) as u32;
-    if uid == 0 {
-        let any_x = m.perm & 0o111 != 0 || m.file_type == FileType::Directory;
-        return if want & 1 != 0 && !any_x {
-            Err(libc::EACCES)
-        } else {
-            Ok(0)
-        };
-    }
-    let bits = if m.uid == uid {
-        m.perm >> 6
-    } else if m.gid == gid {
-        m.perm >> 3
-    } else {
-        m.perm
-    } & 7;
-    if bits & want == want {
+    let root = usfs_vfs::Creds {
+        uid: 0,
+        groups: vec![0],
+    };
+    let c = st.creds.as_ref().unwrap_or(&root);
+    if c.may(m, (mode & 7) as u32) {
         Ok(0)
     } else {
         Err(libc::EACCES)
@@ -237,7 +224,7 @@ macro_rules! access_hooks {
                 } else {
                     call_real!($name: unsafe extern "C" fn(*const c_char, c_int) -> c_int, -1; p, mode)
                 },
-                |st, vp| check_access(&st.meta(&vp)?, mode))
+                |st, vp| check_access(st, &st.meta(&vp)?, mode))
         }
     )*};
 }
@@ -256,7 +243,7 @@ pub unsafe extern "C" fn faccessat(
         path,
         flags & libc::AT_SYMLINK_NOFOLLOW == 0,
         |p, d| call_real!(faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int, -1; d, p, mode, flags),
-        |st, vp| check_access(&st.meta(&vp)?, mode),
+        |st, vp| check_access(st, &st.meta(&vp)?, mode),
     )
 }
 

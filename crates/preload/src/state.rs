@@ -12,7 +12,7 @@ use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use usfs_fs::{FileType, Metadata};
-use usfs_vfs::resolve::{resolve, Start};
+use usfs_vfs::resolve::{resolve_as, Start};
 use usfs_vfs::{errno_of, FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
 
 /// Everything the hooks share.
@@ -38,6 +38,9 @@ pub struct State {
     /// `USFS_MOUNTS=...` and `LD_PRELOAD=...` as this process got them, put back into the
     /// environment of programs it executes if they dropped them.
     pub env_keep: Vec<CString>,
+    /// The caller's credentials for permission checks; None for root (nothing to check
+    /// but execute bits, which nothing here needs).
+    pub creds: Option<usfs_vfs::Creds>,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -73,7 +76,25 @@ fn init() -> Option<State> {
         streams: Mutex::new(HashMap::new()),
         n_streams: AtomicUsize::new(0),
         env_keep,
+        creds: creds(),
     })
+}
+
+/// The effective user and groups (raw system calls), or None for root.
+fn creds() -> Option<usfs_vfs::Creds> {
+    // SAFETY: no arguments that can be invalid.
+    let uid = unsafe { libc::syscall(libc::SYS_geteuid) } as u32;
+    if uid == 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let gid = unsafe { libc::syscall(libc::SYS_getegid) } as u32;
+    let mut groups = vec![0u32; 256];
+    // SAFETY: getgroups writes at most groups.len() entries.
+    let n = unsafe { libc::syscall(libc::SYS_getgroups, groups.len(), groups.as_mut_ptr()) };
+    groups.truncate(n.max(0) as usize);
+    groups.push(gid);
+    Some(usfs_vfs::Creds { uid, groups })
 }
 
 /// The kernel's working directory (raw system call: no hook involved).
@@ -129,12 +150,30 @@ impl State {
             if !self.table.may_touch(p) {
                 return Ok(Target::Pass);
             }
-            return self.finish(resolve(&self.table, Start::Host(b"/"), p, follow), false);
+            return self.finish(
+                resolve_as(
+                    &self.table,
+                    Start::Host(b"/"),
+                    p,
+                    follow,
+                    self.creds.as_ref(),
+                ),
+                false,
+            );
         }
         if dirfd == libc::AT_FDCWD {
             let vcwd = self.vcwd.read().unwrap_or_else(|e| e.into_inner());
             if let Some(vp) = vcwd.as_ref() {
-                return self.finish(resolve(&self.table, Start::Virtual(vp), p, follow), true);
+                return self.finish(
+                    resolve_as(
+                        &self.table,
+                        Start::Virtual(vp),
+                        p,
+                        follow,
+                        self.creds.as_ref(),
+                    ),
+                    true,
+                );
             }
             drop(vcwd);
             let cwd = self
@@ -149,7 +188,13 @@ impl State {
                 return Err(libc::ENOTDIR);
             }
             return self.finish(
-                resolve(&self.table, Start::Virtual(&f.vpath), p, follow),
+                resolve_as(
+                    &self.table,
+                    Start::Virtual(&f.vpath),
+                    p,
+                    follow,
+                    self.creds.as_ref(),
+                ),
                 true,
             );
         }
@@ -168,7 +213,16 @@ impl State {
         if !self.table.may_touch(&full) {
             return Ok(Target::Pass);
         }
-        self.finish(resolve(&self.table, Start::Host(dir), p, follow), false)
+        self.finish(
+            resolve_as(
+                &self.table,
+                Start::Host(dir),
+                p,
+                follow,
+                self.creds.as_ref(),
+            ),
+            false,
+        )
     }
 
     fn finish(&self, r: Result<Resolved, i32>, rewrite_host: bool) -> Result<Target, i32> {
@@ -209,6 +263,13 @@ impl State {
             }
             if acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
                 return Err(libc::EROFS);
+            }
+            if self
+                .creds
+                .as_ref()
+                .is_some_and(|c| !c.may(&meta, usfs_vfs::creds::MAY_READ))
+            {
+                return Err(libc::EACCES);
             }
         }
         let bulk = self.table.get(vp.mount).bulk();

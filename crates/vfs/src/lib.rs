@@ -17,6 +17,7 @@
 
 pub mod bulk;
 mod chunks;
+pub mod creds;
 mod fdtable;
 mod file;
 mod mounts;
@@ -25,6 +26,7 @@ mod open;
 pub mod resolve;
 
 pub use chunks::ChunkCache;
+pub use creds::Creds;
 pub use fdtable::FdTable;
 pub use file::{list_dir, read_file, DirCursor, DirSink, FileKind, OpenFile};
 pub use mounts::{Mount, MountSpec, MountTable};

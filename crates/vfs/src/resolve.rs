@@ -111,6 +111,19 @@ pub fn resolve(
     path: &[u8],
     follow_last: bool,
 ) -> Result<Resolved, Errno> {
+    resolve_as(table, start, path, follow_last, None)
+}
+
+/// [`resolve`] for a caller with `creds`: walking through a directory inside a mount
+/// needs search permission on it (EACCES otherwise), as on a kernel mount. `None` checks
+/// nothing (root, or the FUSE server, where the kernel checks).
+pub fn resolve_as(
+    table: &MountTable,
+    start: Start<'_>,
+    path: &[u8],
+    follow_last: bool,
+    creds: Option<&crate::Creds>,
+) -> Result<Resolved, Errno> {
     if path.is_empty() {
         return Err(libc::ENOENT);
     }
@@ -175,6 +188,9 @@ pub fn resolve(
                     let meta = fs.getattr(dir).map_err(|e| crate::errno_of(&e))?;
                     if meta.file_type != FileType::Directory {
                         return Err(libc::ENOTDIR);
+                    }
+                    if creds.is_some_and(|c| !c.may(&meta, crate::creds::MAY_EXEC)) {
+                        return Err(libc::EACCES);
                     }
                     if name.len() > 255 {
                         return Err(libc::ENAMETOOLONG);

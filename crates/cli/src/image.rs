@@ -1,4 +1,4 @@
-//! Opening an image: detect its format by magic number and hand back the back end.
+//! Opening an image (format detection lives in usfs_vfs) and resolving paths in it.
 
 use std::fmt;
 use std::path::Path;
@@ -24,23 +24,10 @@ impl CliError {
 /// Result of a subcommand.
 pub type CliResult<T = std::process::ExitCode> = Result<T, CliError>;
 
-/// Opens `path` read-only and picks the back end by magic number.
-pub fn open(path: &Path) -> CliResult<Box<dyn FileSystem>> {
-    let shown = path.display();
-    let dev = usfs_dev::open(path, usfs_dev::OpenMode::Mmap, false)
-        .map_err(|e| CliError::at(&shown, e))?;
-    if usfs_ext4::probe(&*dev) {
-        let fs = usfs_ext4::Ext4::open(dev).map_err(|e| CliError::at(&shown, e))?;
-        return Ok(Box::new(fs));
-    }
-    if usfs_erofs::probe(&*dev) {
-        let fs = usfs_erofs::Erofs::open(dev).map_err(|e| CliError::at(&shown, e))?;
-        return Ok(Box::new(fs));
-    }
-    Err(CliError::at(
-        &shown,
-        "not a recognised file-system image (no ext2/3/4 or EROFS superblock)",
-    ))
+/// Opens `path` read-only and picks the back end by magic number (the one opener the CLI,
+/// `usfs run` and `usfs mount` share: [`usfs_vfs::open_image`]).
+pub fn open(path: &Path) -> CliResult<std::sync::Arc<dyn FileSystem>> {
+    usfs_vfs::open_image(path).map_err(|e| CliError::at(path.display(), e))
 }
 
 /// Resolves `path` inside the image opened from `image`.

@@ -5,6 +5,8 @@ mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
 mod cmd_mkfs_erofs;
+mod cmd_mount;
+mod cmd_run;
 mod cmd_stat;
 mod display;
 mod export;
@@ -82,6 +84,13 @@ enum Cmd {
     /// fixed-size output compression).
     #[command(name = "mkfs.erofs")]
     MkfsErofs(cmd_mkfs_erofs::MkfsErofsArgs),
+    /// Run a command that sees images at host paths, through an LD_PRELOAD library (no
+    /// root, no kernel mount, no FUSE): `usfs run --mount /mnt/img=IMAGE -- ls /mnt/img`.
+    Run(cmd_run::RunArgs),
+    /// Mount an image through FUSE (`-o cache` or `-o direct_io`, `-o threads=N`).
+    Mount(cmd_mount::MountArgs),
+    /// Unmount a `usfs mount`.
+    Umount(cmd_mount::UmountArgs),
 }
 
 fn main() -> ExitCode {
@@ -127,6 +136,9 @@ fn main() -> ExitCode {
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
         Cmd::MkfsErofs(args) => cmd_mkfs_erofs::run(&args),
+        Cmd::Run(args) => cmd_run::run(&args),
+        Cmd::Mount(args) => cmd_mount::run(&args),
+        Cmd::Umount(args) => cmd_mount::run_umount(&args),
     };
     match result {
         Ok(code) => code,

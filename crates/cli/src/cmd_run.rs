@@ -1,0 +1,90 @@
+//! `usfs run [--mount PREFIX=IMAGE]... [--] CMD [ARGS...]`: runs CMD with the preload
+//! library, so CMD and its children read images under the prefixes with no kernel mount
+//! and no FUSE.
+//!
+//! The mount table travels in the environment (usfs_vfs::MountTable::ENV), the library in
+//! LD_PRELOAD (libusfs_preload.so next to the usfs binary, or $USFS_PRELOAD_LIB), so
+//! every child inherits both. usfs then execs CMD: its exit status is CMD's.
+
+use crate::image::{CliError, CliResult};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use usfs_vfs::{MountSpec, MountTable};
+
+/// Arguments of `usfs run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Show IMAGE at host path PREFIX (repeatable; prefixes must not nest).
+    #[arg(long = "mount", short = 'm', value_name = "PREFIX=IMAGE")]
+    mounts: Vec<String>,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    cmd: Vec<std::ffi::OsString>,
+}
+
+/// The preload library: $USFS_PRELOAD_LIB, else next to this executable.
+fn preload_lib() -> CliResult<PathBuf> {
+    if let Some(p) = std::env::var_os("USFS_PRELOAD_LIB") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| CliError::at("usfs", e))?;
+    let lib = exe
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("libusfs_preload.so");
+    if !lib.is_file() {
+        return Err(CliError::at(
+            lib.display(),
+            "preload library not found (build it: cargo build --release -p usfs-preload)",
+        ));
+    }
+    Ok(lib)
+}
+
+fn absolute(p: &str) -> CliResult<String> {
+    if p.starts_with('/') {
+        return Ok(p.to_string());
+    }
+    let cwd = std::env::current_dir().map_err(|e| CliError::at("cwd", e))?;
+    Ok(cwd.join(p).display().to_string())
+}
+
+pub fn run(args: &RunArgs) -> CliResult {
+    let mut specs = Vec::new();
+    for m in &args.mounts {
+        let (prefix, image) = m
+            .split_once('=')
+            .ok_or_else(|| CliError(format!("run: --mount {m}: expected PREFIX=IMAGE")))?;
+        let image = std::fs::canonicalize(image).map_err(|e| CliError::at(image, e))?;
+        let spec = MountSpec::parse(&format!("{}={}", absolute(prefix)?, image.display()))
+            .map_err(|e| CliError(format!("run: {e}")))?;
+        // Open it once now so that a bad image is reported up front; the program still
+        // runs and sees EIO under the prefix.
+        if let Err(e) = usfs_vfs::open_image(&spec.image) {
+            eprintln!(
+                "usfs: warning: {}: {e}: paths under {} will fail with EIO",
+                spec.image.display(),
+                String::from_utf8_lossy(&spec.prefix)
+            );
+        }
+        specs.push(spec);
+    }
+    MountTable::new(specs.iter().cloned().map(usfs_vfs::Mount::new).collect())
+        .map_err(|e| CliError(format!("run: {e}")))?;
+    let lib = preload_lib()?;
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(old) if !old.is_empty() => {
+            let mut v = lib.into_os_string();
+            v.push(":");
+            v.push(old);
+            v
+        }
+        _ => lib.into_os_string(),
+    };
+    let err = std::process::Command::new(&args.cmd[0])
+        .args(&args.cmd[1..])
+        .env("LD_PRELOAD", preload)
+        .env(MountTable::ENV, MountTable::env_value(&specs))
+        .exec();
+    Err(CliError::at(args.cmd[0].to_string_lossy(), err))
+}

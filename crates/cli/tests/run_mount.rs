@@ -1,0 +1,860 @@
+//! `usfs run` (LD_PRELOAD) and `usfs mount` (FUSE, both cache modes) against the kernel:
+//! on each kind of image, real programs (cat, cp -a, ls -lR, find, du, md5sum, grep -r,
+//! tar, dd, python3, sqlite3, git, a shell with cd and `<`) must print the same thing and
+//! exit the same way on a kernel mount of the image, under `usfs mount -o cache`, under
+//! `usfs mount -o direct_io`, and under `usfs run`. All four see the image at the same
+//! path, so outputs compare byte for byte. Then the negative cases: writes fail with
+//! EROFS, symbolic links never lead out of an image, missing files are ENOENT, a corrupt
+//! image gives EIO and never kills the program.
+//!
+//! Outputs whose order follows readdir order are sorted (`find`, `grep -r`): the kernel
+//! lists htree directories (and, with dir_index, every one-block directory) in hash
+//! order, usfs in block order; `tar` uses `--sort=name`
+//! and `du` counts hard links with `-l` for the same reason (otherwise which of two links
+//! is "first" depends on that order). Python prints os.walk's directories and files as one
+//! list: os.walk files a symlink by its target, and a link with an absolute target points
+//! into the host on a kernel mount but stays inside the image under `usfs run` (by
+//! design: no link in an image reaches a host file).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use usfs_testkit::{compare, generate, CmpOptions, GenOptions, Profile};
+
+/// How an image of a kind is made from a source tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageKind {
+    /// `mke2fs -t ext4 -d SRC` (linear directories, whole-second times).
+    Ext4Mke2fs,
+    /// mke2fs, then the kernel copies the tree in (htree directories, nanosecond times).
+    Ext4Kernel,
+    /// `mkfs.erofs -zlz4hc` (compressed, mkfs.erofs 1.5).
+    ErofsLz4hc,
+    /// `usfs mkfs.erofs -zlz4hc` (compressed, usfs's own builder).
+    ErofsUsfsLz4hc,
+}
+
+/// Every kind the programs run on. Adding a kind is one line here (and its builder).
+const KINDS: &[ImageKind] = &[
+    ImageKind::Ext4Mke2fs,
+    ImageKind::Ext4Kernel,
+    ImageKind::ErofsLz4hc,
+    ImageKind::ErofsUsfsLz4hc,
+];
+
+impl ImageKind {
+    /// The kernel's file-system type for the oracle mount.
+    fn fstype(self) -> &'static str {
+        match self {
+            ImageKind::Ext4Mke2fs | ImageKind::Ext4Kernel => "ext4",
+            ImageKind::ErofsLz4hc | ImageKind::ErofsUsfsLz4hc => "erofs",
+        }
+    }
+
+    fn is_erofs(self) -> bool {
+        self.fstype() == "erofs"
+    }
+
+    /// True when usfs reads this format (EROFS arrives with its reader): probed on a tiny
+    /// image; otherwise a SKIP line.
+    fn supported(self, scratch: &Scratch) -> bool {
+        if !self.is_erofs() {
+            return true;
+        }
+        if !need_tool("run_mount erofs", "mkfs.erofs") {
+            return false;
+        }
+        let dir = scratch.path("probe-src");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), "x").unwrap();
+        let img = scratch.path("probe.img");
+        sh(&format!(
+            "mkfs.erofs -zlz4hc '{}' '{}' >/dev/null",
+            img.display(),
+            dir.display()
+        ));
+        let o = Command::new(usfs()).arg("info").arg(&img).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !o.status.success() && err.contains("not a recognised") {
+            eprintln!(
+                "SKIP {self:?}: usfs cannot read this format yet ({})",
+                err.trim()
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Builds the image.
+    fn build(self, src: &Path, img: &Path, scratch: &Scratch) {
+        match self {
+            ImageKind::Ext4Mke2fs => mke2fs(img, "256M", &["-t", "ext4", "-b", "4096"], Some(src)),
+            ImageKind::Ext4Kernel => {
+                mke2fs(img, "256M", &["-t", "ext4", "-b", "4096"], None);
+                let m = Mount::new(img, &scratch.path("mnt-populate"), "ext4", "");
+                sh(&format!(
+                    "cp -a '{}'/. '{}'/",
+                    src.display(),
+                    m.dir.display()
+                ));
+            }
+            ImageKind::ErofsLz4hc => {
+                sh(&format!(
+                    "mkfs.erofs -zlz4hc -Eforce-inode-extended '{}' '{}' >/dev/null",
+                    img.display(),
+                    src.display()
+                ));
+            }
+            ImageKind::ErofsUsfsLz4hc => {
+                run_ok(
+                    Command::new(usfs())
+                        .args(["mkfs.erofs", "--quiet", "-zlz4hc"])
+                        .arg(img)
+                        .arg(src),
+                );
+            }
+        }
+    }
+}
+
+/// One way of seeing the image at the root path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Kernel,
+    FuseCache,
+    FuseDirect,
+    Run,
+}
+
+const METHODS: &[Method] = &[
+    Method::Kernel,
+    Method::FuseCache,
+    Method::FuseDirect,
+    Method::Run,
+];
+
+/// A FUSE mount by `usfs mount`, unmounted on drop (also when the test fails).
+struct FuseMount(PathBuf);
+
+impl FuseMount {
+    fn new(img: &Path, dir: &Path, opts: &str) -> FuseMount {
+        std::fs::create_dir_all(dir).unwrap();
+        let (code, _, err) = run_limited(
+            Command::new(usfs())
+                .arg("mount")
+                .args(["-o", opts])
+                .arg(img)
+                .arg(dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            code,
+            Some(0),
+            "usfs mount -o {opts} failed: {}",
+            String::from_utf8_lossy(&err)
+        );
+        FuseMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        let _ = Mount {
+            dir: self.0.clone(),
+        };
+    }
+}
+
+/// Keeps whatever makes the image visible alive while programs run (the mounts are held
+/// only for their Drop, which unmounts).
+#[allow(dead_code)]
+enum Visible {
+    Kernel(Mount),
+    Fuse(FuseMount),
+    Preload,
+}
+
+fn make_visible(m: Method, kind: ImageKind, img: &Path, root: &Path) -> Visible {
+    match m {
+        Method::Kernel => Visible::Kernel(Mount::new(img, root, kind.fstype(), "ro,noatime")),
+        Method::FuseCache => Visible::Fuse(FuseMount::new(img, root, "cache")),
+        Method::FuseDirect => Visible::Fuse(FuseMount::new(img, root, "direct_io,threads=2")),
+        Method::Run => {
+            std::fs::create_dir_all(root).unwrap();
+            Visible::Preload
+        }
+    }
+}
+
+/// The preload library must sit next to the usfs binary (cargo builds a cdylib only when
+/// asked: scripts/test.sh builds the workspace before testing).
+fn check_preload_built() {
+    let lib = usfs().with_file_name("libusfs_preload.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build it with `cargo build -p usfs-preload` in the same profile \
+         (scripts/test.sh builds the whole workspace first)",
+        lib.display()
+    );
+}
+
+/// What a program did: exit code (None if killed), stdout, stderr.
+type Outcome = (Option<i32>, Vec<u8>, Vec<u8>);
+
+/// Runs a shell script with `$R` = the root path (under `usfs run` for Method::Run);
+/// returns (exit code, stdout, stderr).
+fn run_script(m: Method, img: &Path, root: &Path, home: &Path, script: &str) -> Outcome {
+    let mut c = if m == Method::Run {
+        check_preload_built();
+        let mut c = Command::new(usfs());
+        c.arg("run")
+            .arg("--mount")
+            .arg(format!("{}={}", root.display(), img.display()))
+            .args(["--", "sh", "-c", script]);
+        c
+    } else {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    };
+    c.env("R", root)
+        .env("HOME", home)
+        .env("LC_ALL", "C")
+        .env("TZ", "UTC")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    run_limited(&mut c, Duration::from_secs(300))
+}
+
+/// The programs of the issue, by name. Each must exit 0 on the kernel mount.
+const PROGRAMS: &[(&str, &str)] = &[
+    (
+        "cat",
+        r#"cat "$R/fx/hello.txt"; cat "$R/fx/big.bin" "$R/fx/hello.txt" | md5sum"#,
+    ),
+    ("ls -lR", r#"ls -lR "$R""#),
+    (
+        "find -printf",
+        r#"find "$R" -printf '%p %s %m %u %T@\n' | sort"#,
+    ),
+    ("du -ab", r#"du -abl "$R" | sort; du -sb "$R""#),
+    (
+        "md5sum",
+        r#"cd "$R" && find . -type f -print0 | sort -z | xargs -0 md5sum"#,
+    ),
+    (
+        "grep -r",
+        r#"grep -r -I -D skip -c e "$R" | sort; grep -r -D skip -n usfs "$R/fx" | sort"#,
+    ),
+    (
+        "tar",
+        r#"tar --sort=name -cf - -C "$R" . 2>/dev/null | tar tvf -"#,
+    ),
+    (
+        "dd",
+        r#"dd if="$R/fx/big.bin" bs=4096 skip=3 count=5 status=none | md5sum
+           dd if="$R/fx/big.bin" bs=1000 skip=7 count=3 status=none | od -c | head -5
+           dd if="$R/fx/hello.txt" bs=1 skip=2 count=4 status=none; echo"#,
+    ),
+    (
+        "python3",
+        r#"python3 -c '
+import os, sys
+R = os.environ["R"]
+for d, ds, fs in os.walk(R):
+    ds.sort()
+    print(repr(d), sorted(map(repr, ds + fs)))
+print(open(R + "/fx/hello.txt").read(), end="")
+with open(R + "/fx/big.bin", "rb") as f:
+    f.seek(12345); print(f.read(16).hex(), f.tell())
+sys.path.insert(0, R + "/fx/py")
+import usfsmod
+print(usfsmod.answer(20), usfsmod.__file__)
+'"#,
+    ),
+    (
+        "sqlite3",
+        r#"sqlite3 "$R/fx/db.sqlite" 'select count(*), sum(v) from t; select * from t where k like "k1%" order by k limit 7;'"#,
+    ),
+    (
+        "git",
+        r#"git -C "$R/fx/repo" log --stat && git -C "$R/fx/repo" show HEAD~1 && git -C "$R/fx/repo" cat-file -p HEAD:a.txt"#,
+    ),
+    (
+        "shell cd and <",
+        r#"cd "$R/fx" && cat < hello.txt && pwd && ls && cd sub && wc -c < ../big.bin && read line < ../hello.txt && echo "$line" && cd .. && cd .. && pwd"#,
+    ),
+];
+
+/// Fixtures the programs need: text, a binary file, a Python module, an SQLite database,
+/// a git repository, and links that try to leave the image.
+fn make_fixtures(fx: &Path) {
+    std::fs::create_dir_all(fx.join("sub")).unwrap();
+    std::fs::create_dir_all(fx.join("py")).unwrap();
+    std::fs::write(fx.join("hello.txt"), "hello from usfs\nsecond line\n").unwrap();
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(fx.join("big.bin"), big).unwrap();
+    std::fs::write(
+        fx.join("py/usfsmod.py"),
+        "def answer(x):\n    return x * 2 + 2\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../../../../../../../../etc/hostname", fx.join("escape")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", fx.join("abs")).unwrap();
+    std::os::unix::fs::symlink("loop2", fx.join("loop1")).unwrap();
+    std::os::unix::fs::symlink("loop1", fx.join("loop2")).unwrap();
+    let db = fx.join("db.sqlite");
+    let mut sql = String::from("create table t(k text primary key, v integer);");
+    for i in 0..2000 {
+        sql.push_str(&format!("insert into t values('k{i}', {});", i * 7 % 1000));
+    }
+    run_ok(Command::new("sqlite3").arg(&db).arg(sql));
+    let repo = fx.join("repo");
+    let git = |args: &[&str]| {
+        run_ok(
+            Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["-c", "user.name=usfs", "-c", "user.email=usfs@example.org"])
+                .args(args)
+                .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05Z")
+                .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05Z"),
+        )
+    };
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    for i in 0..3 {
+        std::fs::write(repo.join("a.txt"), format!("version {i}\n").repeat(i + 1)).unwrap();
+        std::fs::write(repo.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", &format!("commit {i}")]);
+    }
+    // Pack part of it, so git reads a pack through mmap and an index.
+    git(&["gc", "-q"]);
+    std::fs::write(repo.join("a.txt"), "after gc\n").unwrap();
+    git(&["commit", "-q", "-am", "after gc"]);
+}
+
+/// The source tree: a generated tree (odd names, hard links, sparse files, devices,
+/// xattrs, a big directory) plus the fixtures.
+fn make_source(dir: &Path, kind: ImageKind) {
+    let mut opts = GenOptions::new(Profile::Small, 61);
+    opts.max_file_size = 4 << 20;
+    opts.times_32bit = true;
+    opts.hardlinked_symlinks = kind == ImageKind::Ext4Kernel;
+    generate(dir, &opts).expect("generate tree");
+    if kind.is_erofs() {
+        // mkfs.erofs 1.5 fails on paths longer than PATH_MAX.
+        std::fs::remove_dir_all(dir.join("names/long")).unwrap();
+    }
+    make_fixtures(&dir.join("fx"));
+}
+
+fn check_kind(kind: ImageKind) {
+    let test = format!("run_mount-{kind:?}");
+    if !need_root(&test) {
+        return;
+    }
+    for tool in ["mke2fs", "sqlite3", "git", "python3", "tar"] {
+        if !need_tool(&test, tool) {
+            return;
+        }
+    }
+    let s = Scratch::new(&test);
+    if !kind.supported(&s) {
+        return;
+    }
+    let src = s.path("src");
+    make_source(&src, kind);
+    let img = s.path("image");
+    kind.build(&src, &img, &s);
+    let root = s.path("root");
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+
+    let mut results: Vec<(Method, Vec<Outcome>)> = Vec::new();
+    for &m in METHODS {
+        let vis = make_visible(m, kind, &img, &root);
+        let mut outs = Vec::new();
+        for (name, script) in PROGRAMS {
+            let r = run_script(m, &img, &root, &home, script);
+            if m == Method::Kernel {
+                assert_eq!(
+                    r.0,
+                    Some(0),
+                    "{test}: {name} failed on the kernel mount: {}",
+                    String::from_utf8_lossy(&r.2)
+                );
+                assert!(!r.1.is_empty(), "{test}: {name} printed nothing");
+            }
+            outs.push(r);
+        }
+        // cp -a image -> host, compared as trees afterwards.
+        let dest = s.path(&format!("copy-{m:?}"));
+        let cp = run_script(
+            m,
+            &img,
+            &root,
+            &home,
+            &format!(r#"cp -a "$R/." '{}'"#, dest.display()),
+        );
+        assert_eq!(
+            cp.0,
+            Some(0),
+            "{test}: cp -a under {m:?} failed: {}",
+            String::from_utf8_lossy(&cp.2)
+        );
+        drop(vis);
+        results.push((m, outs));
+    }
+
+    let (_, kernel) = &results[0];
+    for (m, outs) in &results[1..] {
+        for (i, (name, _)) in PROGRAMS.iter().enumerate() {
+            let (k, u) = (&kernel[i], &outs[i]);
+            assert_eq!(
+                u.0,
+                k.0,
+                "{test}: {name}: exit status under {m:?} differs from the kernel mount; stderr: {}",
+                String::from_utf8_lossy(&u.2)
+            );
+            if u.1 != k.1 {
+                panic!(
+                    "{test}: {name}: output under {m:?} differs from the kernel mount\n{}\nstderr: {}",
+                    first_diff(&k.1, &u.1),
+                    String::from_utf8_lossy(&u.2)
+                );
+            }
+        }
+        let opts = CmpOptions {
+            atime: false,
+            ..CmpOptions::default()
+        };
+        match compare(
+            &s.path("copy-Kernel"),
+            &s.path(&format!("copy-{m:?}")),
+            &opts,
+        ) {
+            Ok(st) => eprintln!("{test}: cp -a under {m:?} = kernel: {st}"),
+            Err(d) => panic!("{test}: cp -a under {m:?} differs from the kernel's: {d}"),
+        }
+        eprintln!(
+            "{test}: {m:?}: {} programs agree with the kernel mount",
+            PROGRAMS.len()
+        );
+    }
+}
+
+/// The first differing line of two outputs, for the failure message.
+fn first_diff(a: &[u8], b: &[u8]) -> String {
+    let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}:\n kernel: {x}\n   usfs: {y}", i + 1);
+        }
+    }
+    format!(
+        "one output is a prefix of the other ({} vs {} lines)",
+        a.lines().count(),
+        b.lines().count()
+    )
+}
+
+#[test]
+fn programs_agree_ext4_mke2fs() {
+    check_kind(KINDS[0]);
+}
+
+#[test]
+fn programs_agree_ext4_kernel() {
+    check_kind(KINDS[1]);
+}
+
+#[test]
+fn programs_agree_erofs_mkfs_erofs() {
+    check_kind(KINDS[2]);
+}
+
+#[test]
+fn programs_agree_erofs_usfs() {
+    check_kind(KINDS[3]);
+}
+
+/// A small image for the negative tests (`mke2fs -d` of the fixtures).
+fn small_image(s: &Scratch) -> PathBuf {
+    let src = s.path("src");
+    make_fixtures(&src.join("fx"));
+    let img = s.path("image");
+    mke2fs(&img, "64M", &["-t", "ext4", "-b", "4096"], Some(&src));
+    img
+}
+
+/// What a program sees when it tries to write: errno names, one per attempt, printed by
+/// Python (each attempt's own errno, not a shell message).
+const WRITE_ATTEMPTS: &str = r#"python3 -c '
+import errno, os
+R = os.environ["R"]
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+tries = [
+    lambda: open(R + "/fx/hello.txt", "w"),
+    lambda: open(R + "/fx/hello.txt", "a"),
+    lambda: open(R + "/fx/hello.txt", "r+"),
+    lambda: open(R + "/fx/new.txt", "w"),
+    lambda: os.open(R + "/fx/hello.txt", os.O_RDONLY | os.O_TRUNC),
+    lambda: os.mkdir(R + "/fx/d"),
+    lambda: os.rmdir(R + "/fx/sub"),
+    lambda: os.unlink(R + "/fx/hello.txt"),
+    lambda: os.rename(R + "/fx/hello.txt", R + "/fx/x"),
+    lambda: os.symlink("x", R + "/fx/l"),
+    lambda: os.link(R + "/fx/hello.txt", R + "/fx/h2"),
+    lambda: os.rename(R + "/fx/hello.txt", "/tmp/usfs-never-made"),
+    lambda: os.rename("/etc/passwd", R + "/fx/x"),
+    lambda: os.link(R + "/fx/hello.txt", "/tmp/usfs-never-made"),
+    lambda: os.link("/etc/passwd", R + "/fx/x"),
+    lambda: os.chmod(R + "/fx/hello.txt", 0o600),
+    lambda: os.chown(R + "/fx/hello.txt", 1, 1),
+    lambda: os.utime(R + "/fx/hello.txt", (1, 1)),
+    lambda: os.truncate(R + "/fx/hello.txt", 0),
+    lambda: os.setxattr(R + "/fx/hello.txt", "user.x", b"1"),
+    lambda: os.access(R + "/fx/hello.txt", os.W_OK) or (_ for _ in ()).throw(OSError(errno.EROFS, "")),
+]
+print(" ".join(attempt(t) for t in tries))
+fd = os.open(R + "/fx/hello.txt", os.O_RDONLY)
+print(attempt(lambda: os.write(fd, b"x")), attempt(lambda: os.ftruncate(fd, 0)))
+'"#;
+
+#[test]
+fn writes_fail_with_erofs_like_the_kernel() {
+    let test = "run_mount-writes";
+    if !need_root(test) || !need_tool(test, "python3") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    let home = s.path("home");
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        run_script(Method::Kernel, &img, &root, &home, WRITE_ATTEMPTS)
+    };
+    assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
+    let text = String::from_utf8_lossy(&kernel.1).into_owned();
+    assert!(
+        text.contains("EROFS") && !text.contains("ok"),
+        "kernel: {text}"
+    );
+    for m in [Method::FuseDirect, Method::Run] {
+        let _v = make_visible(m, ImageKind::Ext4Mke2fs, &img, &root);
+        let u = run_script(m, &img, &root, &home, WRITE_ATTEMPTS);
+        assert_eq!(u.0, Some(0), "{m:?}: {}", String::from_utf8_lossy(&u.2));
+        assert_eq!(
+            String::from_utf8_lossy(&u.1),
+            text,
+            "{m:?}: write attempts differ from the kernel mount"
+        );
+    }
+}
+
+/// Runs `script` under `usfs run` with the image at `$R`.
+fn under_run(img: &Path, root: &Path, script: &str) -> (Option<i32>, String, String) {
+    check_preload_built();
+    let (code, out, err) = run_limited(
+        Command::new(usfs())
+            .arg("run")
+            .arg("-m")
+            .arg(format!("{}={}", root.display(), img.display()))
+            .args(["--", "sh", "-c", script])
+            .env("R", root)
+            .env("LC_ALL", "C"),
+        Duration::from_secs(60),
+    );
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+#[test]
+fn links_never_leave_the_image_and_missing_is_enoent() {
+    let test = "run_mount-escape";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    let host_passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    // An absolute link and a link with many `..` both resolve inside the image, which has
+    // no /etc: ENOENT, never the host's file.
+    for link in ["abs", "escape"] {
+        let (code, out, err) = under_run(&img, &root, &format!(r#"cat "$R/fx/{link}""#));
+        assert_eq!(code, Some(1), "{link}: {out}{err}");
+        assert!(
+            out.is_empty() && err.contains("No such file"),
+            "{link}: {err}"
+        );
+    }
+    // The same walk spelled by the caller leaves the mount, as on a kernel mount.
+    let (code, out, _) = under_run(
+        &img,
+        &root,
+        r#"cat "$R/../../../../../../../../etc/passwd""#,
+    );
+    assert_eq!((code, out.as_str()), (Some(0), host_passwd.as_str()));
+    // Symlink loops: ELOOP.
+    let (code, _, err) = under_run(&img, &root, r#"cat "$R/fx/loop1""#);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("Too many levels of symbolic links"), "{err}");
+    // Missing files: ENOENT from open, stat and opendir alike.
+    let (code, _, err) = under_run(
+        &img,
+        &root,
+        r#"cat "$R/nope"; stat "$R/fx/nope"; ls "$R/nope/"; python3 -c 'import os; os.listdir(os.environ["R"] + "/no")'"#,
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(err.matches("No such file or directory").count(), 4, "{err}");
+    // realpath and getcwd report paths inside the mount.
+    let (code, out, err) = under_run(
+        &img,
+        &root,
+        r#"realpath "$R/fx/sub/../py/usfsmod.py"; cd "$R/fx/sub" && /bin/pwd -P"#,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        format!("{r}/fx/py/usfsmod.py\n{r}/fx/sub\n", r = root.display())
+    );
+}
+
+#[test]
+fn corrupt_images_give_eio_not_crashes() {
+    let test = "run_mount-corrupt";
+    if !need_root(test) || !need_tool(test, "debugfs") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    // 1. A damaged directory block (metadata_csum catches it): listing it fails with EIO,
+    //    the rest of the image still reads, and the program exits normally.
+    let out = run_ok(
+        Command::new("debugfs")
+            .args(["-R", "blocks /fx/sub"])
+            .arg(&img),
+    );
+    let blk: u64 = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("a block of /fx/sub")
+        .parse()
+        .unwrap();
+    let bad = s.path("bad-dir");
+    std::fs::copy(&img, &bad).unwrap();
+    corrupt(&bad, blk * 4096 + 40, 64);
+    let (code, out, err) = under_run(&bad, &root, r#"ls "$R/fx/sub"; cat "$R/fx/hello.txt""#);
+    assert_eq!(code, Some(0), "cat must still work: {err}");
+    assert!(err.contains("Input/output error"), "{err}");
+    assert!(out.contains("hello from usfs"), "{out}");
+    // 2. A destroyed superblock: every path under the prefix is EIO; the program runs on.
+    let bad = s.path("bad-sb");
+    std::fs::copy(&img, &bad).unwrap();
+    corrupt(&bad, 1024, 1024);
+    let (code, out, err) = under_run(
+        &bad,
+        &root,
+        r#"cat "$R/fx/hello.txt"; ls "$R"; python3 -c 'import os; print(os.path.exists(os.environ["R"] + "/fx"))'; echo still-running"#,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.matches("Input/output error").count() >= 2, "{err}");
+    assert!(
+        err.contains("warning"),
+        "usfs run should warn about the image: {err}"
+    );
+    assert_eq!(out, "False\nstill-running\n");
+}
+
+/// Overwrites `len` bytes at `off` with a pattern.
+fn corrupt(img: &Path, off: u64, len: usize) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.write_all_at(&vec![0xA5; len], off).unwrap();
+}
+
+#[test]
+fn descriptors_survive_dup_fork_and_exec() {
+    let test = "run_mount-fds";
+    if !need_root(test) || !need_tool(test, "python3") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    // dup'd descriptors share one offset; a child process started with an inherited
+    // virtual descriptor reads it (handover through exec); dd reads a redirected stdin.
+    let script = r#"python3 -c '
+import os, subprocess, sys
+R = os.environ["R"]
+fd = os.open(R + "/fx/hello.txt", os.O_RDONLY)
+fd2 = os.dup(fd)
+print(os.read(fd, 6), os.read(fd2, 5), os.lseek(fd, 0, os.SEEK_CUR))
+os.lseek(fd, 0, os.SEEK_SET)
+print(subprocess.run(["cat"], stdin=fd, capture_output=True).stdout)
+os.dup2(fd2, 0)
+os.lseek(0, 0, os.SEEK_SET)
+print(sys.stdin.buffer.read(5))
+pid = os.fork()
+if pid == 0:
+    os.lseek(fd, 6, os.SEEK_SET)
+    print("child", os.read(fd, 4), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.fstat(fd).st_size, os.path.getsize(R + "/fx/big.bin"))
+'; dd if=/dev/stdin bs=5 count=1 status=none < "$R/fx/hello.txt"; echo"#;
+    let (code, out, err) = under_run(&img, &root, script);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "b'hello ' b'from ' 11\n\
+         b'hello from usfs\\nsecond line\\n'\n\
+         b'hello'\n\
+         child b'from'\n\
+         28 3000000\n\
+         hello\n"
+    );
+}
+
+/// glibc walks with internal calls our hooks never see: nftw and glob must still list the
+/// image under `usfs run` as they do on a kernel mount.
+#[test]
+fn nftw_and_glob_walk_mounts() {
+    let test = "run_mount-walks";
+    if !need_root(test) || !need_tool(test, "gcc") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    let prog = s.path("walk");
+    std::fs::write(
+        s.path("walk.c"),
+        r#"#define _GNU_SOURCE
+#include <ftw.h>
+#include <glob.h>
+#include <stdio.h>
+static int cb(const char *p, const struct stat *sb, int t, struct FTW *f) {
+    printf("%d %d %s %s %ld\n", t, f->level, p, p + f->base, (long)sb->st_size);
+    return 0;
+}
+static int cb_depth(const char *p, const struct stat *sb, int t, struct FTW *f) {
+    (void)sb; (void)f;
+    printf("depth %d %s\n", t, p);
+    return 0;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    if (nftw(argv[1], cb, 8, FTW_PHYS)) return 1;
+    if (nftw(argv[1], cb_depth, 8, FTW_DEPTH | FTW_PHYS)) return 1;
+    glob_t g;
+    int r = glob(argv[2], 0, NULL, &g);
+    printf("glob %d:", r);
+    for (size_t i = 0; i < g.gl_pathc; i++) printf(" %s", g.gl_pathv[i]);
+    printf("\n");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    run_ok(
+        Command::new("gcc")
+            .arg("-o")
+            .arg(&prog)
+            .arg(s.path("walk.c")),
+    );
+    // Physical walks: followed links would differ by design (the image's links to /etc
+    // reach the host on a kernel mount) and the loop makes glibc's walk stop at a point
+    // that depends on readdir order.
+    let script = format!(r#"'{}' "$R/fx" "$R/fx/*/*.py" | sort"#, prog.display());
+    let home = s.path("home");
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        run_script(Method::Kernel, &img, &root, &home, &script)
+    };
+    assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
+    let run = run_script(Method::Run, &img, &root, &home, &script);
+    assert_eq!(run.0, Some(0), "{}", String::from_utf8_lossy(&run.2));
+    let k = String::from_utf8_lossy(&kernel.1);
+    assert!(k.contains("usfsmod.py") && k.contains("glob 0:"), "{k}");
+    assert_eq!(String::from_utf8_lossy(&run.1), k);
+}
+
+/// An unprivileged caller gets EACCES where the kernel says so (search permission on
+/// directories, read permission to open), and reads what it may. The same script runs as
+/// user `nobody` on a kernel mount and under `usfs run`.
+#[test]
+fn unprivileged_callers_get_the_kernels_permission_errors() {
+    let test = "run_mount-perms";
+    if !need_root(test) || !need_tool(test, "setpriv") {
+        return;
+    }
+    check_preload_built();
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("closed")).unwrap();
+    std::fs::create_dir_all(src.join("shut")).unwrap();
+    std::fs::write(src.join("closed/inside"), "secret\n").unwrap();
+    std::fs::write(src.join("shut/visible-name"), "x\n").unwrap();
+    std::fs::write(src.join("private"), "secret\n").unwrap();
+    std::fs::write(src.join("public"), "hello\n").unwrap();
+    sh(&format!(
+        "cd '{}' && chmod 700 closed && chmod 711 shut && chmod 600 private && chmod 644 public",
+        src.display()
+    ));
+    let img = s.path("image");
+    mke2fs(&img, "16M", &["-t", "ext4"], Some(&src));
+    sh(&format!(
+        "chmod 755 '{}' && chmod 644 '{}'",
+        s.0.display(),
+        img.display()
+    ));
+    let root = s.path("root");
+    let script = r#"cd /; for p in public private closed/inside shut/visible-name; do cat "$R/$p" 2>&1; done
+ls "$R/closed" 2>&1; ls "$R/shut" 2>&1; stat -c %n "$R/closed/inside" 2>&1
+test -r "$R/private" && echo readable || echo not-readable; echo end"#;
+    let as_nobody = |wrap_run: bool| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        if wrap_run {
+            c.arg(usfs())
+                .arg("run")
+                .arg("-m")
+                .arg(format!("{}={}", root.display(), img.display()))
+                .arg("--");
+        }
+        c.args(["sh", "-c", script])
+            .env("R", &root)
+            .env("LC_ALL", "C");
+        let (code, out, err) = run_limited(&mut c, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        as_nobody(false)
+    };
+    assert!(
+        kernel.contains("Permission denied") && kernel.contains("hello"),
+        "{kernel}"
+    );
+    assert_eq!(as_nobody(true), kernel);
+}

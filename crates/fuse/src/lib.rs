@@ -1,0 +1,364 @@
+//! `usfs mount`: any usfs file system served through the kernel's FUSE (the fuser crate).
+//!
+//! The seed's two FUSE configurations are the two [`CacheMode`]s: `Cache` lets the kernel
+//! keep file data in its page cache and attributes and names for a long TTL (the image is
+//! read-only, so nothing goes stale); `DirectIo` opens every file with FOPEN_DIRECT_IO, so
+//! each read is a request to this server.
+//!
+//! Everything goes through [`usfs_fs::FileSystem`] and the vfs helpers (`read_file`,
+//! `list_dir`), the same code the preload library uses.
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use usfs_fs::{FileSystem, FileType, Ino, Metadata, Timestamp};
+use usfs_vfs::errno_of;
+
+/// How file data is cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheMode {
+    /// Kernel page cache (FOPEN_KEEP_CACHE) and long attribute/entry TTLs.
+    Cache,
+    /// FOPEN_DIRECT_IO: every read goes to the server.
+    DirectIo,
+}
+
+/// Mount options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Data caching.
+    pub cache: CacheMode,
+    /// Server threads.
+    pub threads: usize,
+    /// Shown as the source in /proc/mounts.
+    pub fsname: String,
+}
+
+/// TTL of attributes and names: the image is read-only, so they never change under us.
+const TTL: Duration = Duration::from_secs(3600);
+
+/// The FUSE file system over a usfs back end.
+pub struct Server {
+    fs: Arc<dyn FileSystem>,
+    cache: CacheMode,
+}
+
+impl Server {
+    /// A server for `fs`.
+    pub fn new(fs: Arc<dyn FileSystem>, cache: CacheMode) -> Server {
+        Server { fs, cache }
+    }
+
+    /// FUSE names the root 1; the back end's root and inode 1 swap numbers (a bijection,
+    /// so every other inode keeps its own number in `st_ino`).
+    fn fuse_ino(&self, ino: Ino) -> u64 {
+        let root = self.fs.root();
+        if ino == root {
+            1
+        } else if ino == 1 {
+            root
+        } else {
+            ino
+        }
+    }
+
+    fn ino_of(&self, ino: INodeNo) -> Ino {
+        let root = self.fs.root();
+        match ino.0 {
+            1 => root,
+            i if i == root => 1,
+            i => i,
+        }
+    }
+
+    fn attr(&self, m: &Metadata) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(self.fuse_ino(m.ino)),
+            size: m.size,
+            blocks: m.blocks,
+            atime: system_time(m.atime),
+            mtime: system_time(m.mtime),
+            ctime: system_time(m.ctime),
+            crtime: m.crtime.map_or(UNIX_EPOCH, system_time),
+            kind: fuse_type(m.file_type),
+            perm: m.perm as u16,
+            nlink: m.nlink.min(u32::MAX as u64) as u32,
+            uid: m.uid,
+            gid: m.gid,
+            rdev: encode_dev32(m.rdev),
+            blksize: m.blksize,
+            flags: 0,
+        }
+    }
+}
+
+fn errno(e: &usfs_fs::Error) -> Errno {
+    Errno::from_i32(errno_of(e))
+}
+
+/// Seconds and nanoseconds since the epoch as a SystemTime (before 1970 too).
+fn system_time(t: Timestamp) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
+    }
+}
+
+/// The 32-bit device number FUSE carries (new_encode_dev).
+fn encode_dev32(dev: u64) -> u32 {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
+    ((minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)) as u32
+}
+
+fn fuse_type(t: FileType) -> FuseType {
+    match t {
+        FileType::Regular => FuseType::RegularFile,
+        FileType::Directory => FuseType::Directory,
+        FileType::Symlink => FuseType::Symlink,
+        FileType::CharDevice => FuseType::CharDevice,
+        FileType::BlockDevice => FuseType::BlockDevice,
+        FileType::Fifo => FuseType::NamedPipe,
+        FileType::Socket => FuseType::Socket,
+    }
+}
+
+fn fuse_type_of_dtype(d: u8) -> FuseType {
+    match d {
+        libc::DT_DIR => FuseType::Directory,
+        libc::DT_LNK => FuseType::Symlink,
+        libc::DT_CHR => FuseType::CharDevice,
+        libc::DT_BLK => FuseType::BlockDevice,
+        libc::DT_FIFO => FuseType::NamedPipe,
+        libc::DT_SOCK => FuseType::Socket,
+        _ => FuseType::RegularFile,
+    }
+}
+
+/// Answers a request whose reply is an xattr value or name list: the size when the caller
+/// asks with size 0, ERANGE when its buffer is too small.
+fn reply_xattr(reply: ReplyXattr, data: &[u8], size: u32) {
+    if size == 0 {
+        reply.size(data.len() as u32);
+    } else if data.len() > size as usize {
+        reply.error(Errno::from_i32(libc::ERANGE));
+    } else {
+        reply.data(data);
+    }
+}
+
+impl Filesystem for Server {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Large reads in one request where the kernel allows them.
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let dir = self.ino_of(parent);
+        match self
+            .fs
+            .lookup(dir, name.as_bytes())
+            .and_then(|ino| self.fs.getattr(ino))
+        {
+            Ok(m) => reply.entry(&TTL, &self.attr(&m), Generation(m.generation as u64)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(self.ino_of(ino)) {
+            Ok(m) => reply.attr(&TTL, &self.attr(&m)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(self.ino_of(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, _ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+            return reply.error(Errno::from_i32(libc::EROFS));
+        }
+        let f = match self.cache {
+            CacheMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+            CacheMode::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
+        };
+        reply.opened(FileHandle(0), f);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let ino = self.ino_of(ino);
+        // A single contiguous stored run is handed to the kernel straight from the image
+        // mapping; anything else is gathered into a buffer.
+        match self.fs.mapped_data(ino, offset, size as usize) {
+            Ok(Some(src)) if src.len() == size as usize => return reply.data(src),
+            Err(e) => return reply.error(errno(&e)),
+            _ => {}
+        }
+        let mut buf = vec![0u8; size as usize];
+        match usfs_vfs::read_file(&*self.fs, ino, offset, &mut buf) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let f = match self.cache {
+            CacheMode::Cache => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            CacheMode::DirectIo => FopenFlags::empty(),
+        };
+        reply.opened(FileHandle(0), f);
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = self.ino_of(ino);
+        let parent = self.fs.lookup(dir, b"..").unwrap_or(dir);
+        let r = usfs_vfs::list_dir(
+            &*self.fs,
+            dir,
+            parent,
+            offset,
+            &mut |name, ino, dtype, next| {
+                !reply.add(
+                    INodeNo(self.fuse_ino(ino)),
+                    next,
+                    fuse_type_of_dtype(dtype),
+                    OsStr::from_bytes(name),
+                )
+            },
+        );
+        match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.blocks_free,
+                s.blocks_avail,
+                s.files,
+                s.files_free,
+                s.block_size,
+                s.name_max,
+                s.block_size,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.fs.get_xattr(self.ino_of(ino), name.as_bytes()) {
+            Ok(v) => reply_xattr(reply, &v, size),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.fs.list_xattrs(self.ino_of(ino)) {
+            Ok(names) => {
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(&n);
+                    out.push(0);
+                }
+                reply_xattr(reply, &out, size)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Permission bits are checked by the kernel (default_permissions); only writes
+        // are refused here.
+        match self.fs.getattr(self.ino_of(ino)) {
+            Ok(_) if mask.bits() & libc::W_OK != 0 => reply.error(Errno::from_i32(libc::EROFS)),
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let ino = self.ino_of(ino);
+        let size = match self.fs.getattr(ino) {
+            Ok(m) => m.size,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if offset < 0 || offset as u64 >= size {
+            return reply.error(Errno::from_i32(libc::ENXIO));
+        }
+        match (whence, self.fs.next_data(ino, offset as u64)) {
+            (_, Err(e)) => reply.error(errno(&e)),
+            (libc::SEEK_DATA, Ok(Some(r))) => reply.offset(r.start.max(offset as u64) as i64),
+            (libc::SEEK_DATA, Ok(None)) => reply.error(Errno::from_i32(libc::ENXIO)),
+            (libc::SEEK_HOLE, Ok(Some(r))) if r.start <= offset as u64 => {
+                reply.offset(r.end.min(size) as i64)
+            }
+            (libc::SEEK_HOLE, Ok(_)) => reply.offset(offset),
+            _ => reply.error(Errno::from_i32(libc::EINVAL)),
+        }
+    }
+}
+
+/// Mounts `fs` at `mountpoint` and serves requests until it is unmounted. `ready` is
+/// called once the mount is in place (before serving), e.g. to let a waiting parent
+/// process go.
+pub fn serve(
+    fs: Arc<dyn FileSystem>,
+    mountpoint: &std::path::Path,
+    opts: &Options,
+    ready: impl FnOnce(),
+) -> std::io::Result<()> {
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::RO,
+        fuser::MountOption::FSName(opts.fsname.clone()),
+        fuser::MountOption::Subtype("usfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoAtime,
+    ];
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = opts.threads > 1;
+    let session = fuser::Session::new(Server::new(fs, opts.cache), mountpoint, &config)?;
+    ready();
+    session.run()
+}

@@ -1,0 +1,369 @@
+//! Processes: fork keeps the tables (the locks are held across it, so the child never
+//! inherits one mid-update); execve and friends hand the open virtual descriptors (those
+//! without close-on-exec) and the virtual cwd to the new program through a file in
+//! /dev/shm named by USFS_HANDOVER (SplitFS hands its state over the same way), and put
+//! the mount table and LD_PRELOAD back into the environment if the program dropped them.
+//!
+//! After exec the descriptors are copies: the offset is no longer shared with the parent.
+
+use crate::state::{lock, State, Target};
+use crate::sys::{call_real, hooked, ret};
+use libc::{c_char, c_int, pid_t};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use usfs_vfs::resolve::{resolve, Start};
+use usfs_vfs::{OpenFile, Resolved};
+
+/// The environment variable naming the handover file.
+const HANDOVER: &str = "USFS_HANDOVER";
+
+/// fork(2).
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> pid_t {
+    let r = hooked(-1, |st| {
+        let _fds = st.fds.lock_all();
+        let _paths = st.paths.lock_all();
+        let _dirs = lock(&st.dirs);
+        let _streams = lock(&st.streams);
+        let _vcwd = st.vcwd.write().unwrap_or_else(|e| e.into_inner());
+        let _cwd = st.host_cwd.write().unwrap_or_else(|e| e.into_inner());
+        Some(call_real!(fork: unsafe extern "C" fn() -> pid_t, -1;))
+    });
+    match r {
+        Some(r) => r,
+        None => call_real!(fork: unsafe extern "C" fn() -> pid_t, -1;),
+    }
+}
+
+/// vfork(2) becomes fork: a vfork child shares our memory, so hooks it runs (open for a
+/// redirection, execve) would change the parent's tables and leave the parent's
+/// reentrancy guard set. fork is a valid implementation of vfork.
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> pid_t {
+    // SAFETY: our fork hook, same contract.
+    unsafe { fork() }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Writes the handover file if there is anything to hand over; returns its path.
+fn write_handover(st: &State) -> Option<CString> {
+    let mut text = String::new();
+    if let Some(vp) = st.vcwd.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        text.push_str(&format!("cwd {}\n", hex(&vp.host_path(&st.table))));
+    }
+    let mut ids: HashMap<usize, usize> = HashMap::new();
+    for (fd, f) in st.fds.snapshot() {
+        // SAFETY: F_GETFD on a descriptor number we hold.
+        let fdflags = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) };
+        if fdflags < 0 || fdflags & libc::FD_CLOEXEC as i64 != 0 {
+            continue;
+        }
+        let n = ids.len();
+        let id = *ids.entry(Arc::as_ptr(&f) as usize).or_insert(n);
+        text.push_str(&format!(
+            "fd {fd} {id} {} {} {}\n",
+            f.offset(),
+            f.flags(),
+            hex(&f.vpath.host_path(&st.table))
+        ));
+    }
+    if text.is_empty() {
+        return None;
+    }
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    };
+    let path = format!(
+        "{dir}/usfs-handover-{}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    std::fs::write(&path, text).ok()?;
+    CString::new(path).ok()
+}
+
+/// The environment for the new program: `envp` without a stale USFS_HANDOVER, with the
+/// mount table and LD_PRELOAD if missing, and the new handover file if any.
+struct Env {
+    _owned: Vec<CString>,
+    ptrs: Vec<*const c_char>,
+    handover: Option<CString>,
+}
+
+fn build_env(st: &State, envp: *const *const c_char) -> Env {
+    let handover = write_handover(st);
+    let mut owned: Vec<CString> = Vec::new();
+    let mut ptrs: Vec<*const c_char> = Vec::new();
+    let mut have: Vec<Vec<u8>> = Vec::new();
+    if !envp.is_null() {
+        let mut i = 0;
+        loop {
+            // SAFETY: envp is a null-terminated array of NUL-terminated strings.
+            let p = unsafe { *envp.add(i) };
+            if p.is_null() {
+                break;
+            }
+            i += 1;
+            // SAFETY: as above.
+            let s = unsafe { CStr::from_ptr(p) }.to_bytes();
+            let key = s.split(|&b| b == b'=').next().unwrap_or(b"").to_vec();
+            if key == HANDOVER.as_bytes() {
+                continue;
+            }
+            have.push(key);
+            ptrs.push(p);
+        }
+    }
+    for kv in &st.env_keep {
+        let key = kv.as_bytes().split(|&b| b == b'=').next().unwrap_or(b"");
+        if !have.iter().any(|k| k == key) {
+            owned.push(kv.clone());
+        }
+    }
+    if let Some(h) = &handover {
+        let mut s = format!("{HANDOVER}=").into_bytes();
+        s.extend_from_slice(h.as_bytes());
+        owned.extend(CString::new(s).ok());
+    }
+    ptrs.extend(owned.iter().map(|c| c.as_ptr()));
+    ptrs.push(std::ptr::null());
+    Env {
+        _owned: owned,
+        ptrs,
+        handover,
+    }
+}
+
+impl Env {
+    /// The exec failed: the new program will not read the file.
+    fn failed(&self) {
+        if let Some(h) = &self.handover {
+            // SAFETY: unlink of a NUL-terminated path.
+            unsafe { libc::syscall(libc::SYS_unlink, h.as_ptr()) };
+        }
+    }
+}
+
+/// Runs an exec-like call with the prepared environment; refuses to execute a file inside
+/// a mount (EACCES: programs are not run from images).
+fn exec_with(
+    path: *const c_char,
+    check_path: bool,
+    envp: *const *const c_char,
+    f: impl FnOnce(*const *const c_char) -> c_int,
+) -> Option<c_int> {
+    hooked(-1, |st| {
+        if check_path {
+            match st.classify(libc::AT_FDCWD, path, true) {
+                Ok(Target::Virt(_)) => return Some(ret(Err(libc::EACCES))),
+                Err(e) => return Some(ret(Err(e))),
+                _ => {}
+            }
+        }
+        let env = build_env(st, envp);
+        let r = f(env.ptrs.as_ptr());
+        env.failed();
+        Some(r)
+    })
+}
+
+extern "C" {
+    static environ: *const *const c_char;
+}
+
+fn environ_ptr() -> *const *const c_char {
+    // SAFETY: reading the process's environment pointer.
+    unsafe { environ }
+}
+
+type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+
+/// execve(2).
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    exec_with(
+        path,
+        true,
+        envp,
+        |e| call_real!(execve: ExecveFn, -1; path, argv, e),
+    )
+    .unwrap_or_else(|| call_real!(execve: ExecveFn, -1; path, argv, envp))
+}
+
+/// execv(3).
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    let envp = environ_ptr();
+    exec_with(
+        path,
+        true,
+        envp,
+        |e| call_real!(execve: ExecveFn, -1; path, argv, e),
+    )
+    .unwrap_or_else(|| call_real!(execve: ExecveFn, -1; path, argv, envp))
+}
+
+/// execvpe(3).
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    exec_with(
+        file,
+        false,
+        envp,
+        |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
+    )
+    .unwrap_or_else(|| call_real!(execvpe: ExecveFn, -1; file, argv, envp))
+}
+
+/// execvp(3).
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    let envp = environ_ptr();
+    exec_with(
+        file,
+        false,
+        envp,
+        |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
+    )
+    .unwrap_or_else(|| call_real!(execvpe: ExecveFn, -1; file, argv, envp))
+}
+
+type SpawnFn = unsafe extern "C" fn(
+    *mut pid_t,
+    *const c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    *const *const c_char,
+    *const *const c_char,
+) -> c_int;
+
+macro_rules! spawn_hooks {
+    ($($name:ident: $check:expr),*) => {$(
+        /// posix_spawn(3): the child gets the handover like an exec (the file is left for
+        /// it to read and remove).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+            let r = hooked(libc::EIO, |st| {
+                if $check {
+                    if let Ok(Target::Virt(_)) = st.classify(libc::AT_FDCWD, path, true) {
+                        return Some(libc::EACCES);
+                    }
+                }
+                let env = build_env(st, envp);
+                let r = call_real!($name: SpawnFn, libc::ENOSYS; pid, path, fa, attr, argv, env.ptrs.as_ptr());
+                if r != 0 {
+                    env.failed();
+                }
+                Some(r)
+            });
+            match r {
+                Some(r) => r,
+                None => call_real!($name: SpawnFn, libc::ENOSYS; pid, path, fa, attr, argv, envp),
+            }
+        }
+    )*};
+}
+spawn_hooks!(posix_spawn: true, posix_spawnp: false);
+
+/// True when `fd` is a placeholder (an O_PATH descriptor of /dev/null): a handed-over
+/// number the new program still holds unchanged.
+fn is_placeholder(fd: c_int) -> bool {
+    // SAFETY: F_GETFL on a descriptor number.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
+    if fl < 0 || fl & libc::O_PATH as i64 == 0 {
+        return false;
+    }
+    // SAFETY: fstat into a local struct.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut sb as *mut libc::stat) };
+    r == 0 && sb.st_mode & libc::S_IFMT == libc::S_IFCHR && sb.st_rdev == libc::makedev(1, 3)
+}
+
+/// Takes over what the program that exec'd us handed over (run once at load time).
+pub fn restore_handover(st: &State) {
+    let Some(path) = std::env::var_os(HANDOVER) else {
+        return;
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: at load time, before the program runs: no other thread reads the
+    // environment yet.
+    unsafe { std::env::remove_var(HANDOVER) };
+    let mut objs: HashMap<usize, Arc<OpenFile>> = HashMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            ["cwd", p] => {
+                if let Some(Ok(Resolved::Virtual(vp))) =
+                    unhex(p).map(|p| resolve(&st.table, Start::Host(b"/"), &p, true))
+                {
+                    *st.vcwd.write().unwrap_or_else(|e| e.into_inner()) = Some(vp);
+                }
+            }
+            ["fd", fd, id, off, flags, p] => {
+                let (Ok(fd), Ok(id), Ok(off), Ok(flags)) = (
+                    fd.parse::<c_int>(),
+                    id.parse::<usize>(),
+                    off.parse::<u64>(),
+                    flags.parse::<c_int>(),
+                ) else {
+                    continue;
+                };
+                if !is_placeholder(fd) {
+                    continue;
+                }
+                if let Some(f) = objs.get(&id) {
+                    st.fds.insert(fd, Arc::clone(f));
+                    continue;
+                }
+                let Some(Ok(Resolved::Virtual(vp))) =
+                    unhex(p).map(|p| resolve(&st.table, Start::Host(b"/"), &p, false))
+                else {
+                    continue;
+                };
+                // Open it anew (a new placeholder), move the description onto `fd`.
+                let Ok(tmp) = st.open_virtual(vp, flags & !libc::O_CLOEXEC) else {
+                    continue;
+                };
+                if let Some(f) = st.fds.remove(tmp) {
+                    let _ = f.seek(off as i64, libc::SEEK_SET);
+                    st.fds.insert(fd, Arc::clone(&f));
+                    objs.insert(id, f);
+                }
+                crate::state::sys_close(tmp);
+            }
+            _ => {}
+        }
+    }
+}

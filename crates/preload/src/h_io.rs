@@ -1,0 +1,470 @@
+//! Data calls on descriptors: the read family (by memcpy from the image mapping through
+//! usfs_vfs::read_file), lseek, mmap of virtual descriptors, copy_file_range/sendfile
+//! (emulated: written to the destination straight from the image mapping), and the
+//! calls that would change a file (EBADF: virtual descriptors are read-only).
+
+use crate::state::{state, State};
+use crate::sys::{call_real, hooked, ret, set_errno};
+use libc::{c_int, c_uint, c_ulong, c_void, iovec, off_t, size_t, ssize_t};
+use std::sync::Arc;
+use usfs_vfs::OpenFile;
+
+/// Runs `f` on the open file behind `fd` when `fd` is virtual; `None` otherwise (the
+/// caller then calls libc). The check for ordinary descriptors is one atomic load.
+#[inline]
+pub fn on_vfile<R>(
+    fd: c_int,
+    fail: R,
+    f: impl FnOnce(&'static State, Arc<OpenFile>) -> R,
+) -> Option<R> {
+    let st = state()?;
+    if !st.fds.is_virtual(fd) {
+        return None;
+    }
+    hooked(fail, |st| {
+        let file = st.fds.get(fd)?;
+        Some(f(st, file))
+    })
+}
+
+fn slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
+    if n == 0 || buf.is_null() {
+        return &mut [];
+    }
+    // SAFETY: the caller of read/pread hands us `n` writable bytes at `buf`.
+    unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }
+}
+
+/// read(2).
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match on_vfile(fd, -1, |_, f| {
+        ret(f.read(slice(buf, n)).map(|n| n as ssize_t))
+    }) {
+        Some(r) => r,
+        None => {
+            call_real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t, -1; fd, buf, n)
+        }
+    }
+}
+
+/// The fortified read.
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    _buflen: size_t,
+) -> ssize_t {
+    // SAFETY: same contract as read.
+    unsafe { read(fd, buf, n) }
+}
+
+fn pread_virtual(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> Option<ssize_t> {
+    on_vfile(fd, -1, |_, f| {
+        if off < 0 {
+            return ret(Err(libc::EINVAL));
+        }
+        ret(f.pread(slice(buf, n), off as u64).map(|n| n as ssize_t))
+    })
+}
+
+macro_rules! pread_hooks {
+    ($($name:ident),*) => {$(
+        /// pread(2).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+            match pread_virtual(fd, buf, n, off) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t, -1; fd, buf, n, off),
+            }
+        }
+    )*};
+}
+pread_hooks!(pread, pread64);
+
+macro_rules! pread_chk_hooks {
+    ($($name:ident),*) => {$(
+        /// The fortified pread.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, _buflen: size_t) -> ssize_t {
+            match pread_virtual(fd, buf, n, off) {
+                Some(r) => r,
+                None => call_real!(pread64: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t, -1; fd, buf, n, off),
+            }
+        }
+    )*};
+}
+pread_chk_hooks!(__pread_chk, __pread64_chk);
+
+/// Scatter read into `iov` at `off` (or the file offset when `off` is None).
+fn readv_virtual(f: &OpenFile, iov: *const iovec, cnt: c_int, off: Option<i64>) -> ssize_t {
+    if cnt < 0 || (cnt > 0 && iov.is_null()) {
+        return ret(Err(libc::EINVAL));
+    }
+    // SAFETY: the caller passes `cnt` iovecs at `iov`.
+    let iovs = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    let total: usize = iovs.iter().map(|v| v.iov_len).sum();
+    let mut tmp = vec![0u8; total];
+    let n = match off {
+        Some(o) if o < 0 => return ret(Err(libc::EINVAL)),
+        Some(o) => f.pread(&mut tmp, o as u64),
+        None => f.read(&mut tmp),
+    };
+    let n = match n {
+        Ok(n) => n,
+        Err(e) => return ret(Err(e)),
+    };
+    let mut done = 0;
+    for v in iovs {
+        if done >= n {
+            break;
+        }
+        let k = v.iov_len.min(n - done);
+        slice(v.iov_base, k).copy_from_slice(&tmp[done..done + k]);
+        done += k;
+    }
+    n as ssize_t
+}
+
+/// readv(2).
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, None)) {
+        Some(r) => r,
+        None => {
+            call_real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t, -1; fd, iov, cnt)
+        }
+    }
+}
+
+macro_rules! preadv_hooks {
+    ($($name:ident),*) => {$(
+        /// preadv(2).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+            match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, Some(off))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t, -1; fd, iov, cnt, off),
+            }
+        }
+    )*};
+}
+preadv_hooks!(preadv, preadv64);
+
+macro_rules! preadv2_hooks {
+    ($($name:ident),*) => {$(
+        /// preadv2(2): offset -1 means the file offset.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+            match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, if off == -1 { None } else { Some(off) })) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t, -1; fd, iov, cnt, off, flags),
+            }
+        }
+    )*};
+}
+preadv2_hooks!(preadv2, preadv64v2);
+
+macro_rules! lseek_hooks {
+    ($($name:ident),*) => {$(
+        /// lseek(2).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, off: off_t, whence: c_int) -> off_t {
+            match on_vfile(fd, -1, |_, f| ret(f.seek(off, whence).map(|o| o as off_t))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t, -1; fd, off, whence),
+            }
+        }
+    )*};
+}
+lseek_hooks!(lseek, lseek64);
+
+/// Calls that write or change a file: EBADF on a virtual descriptor (it is open for
+/// reading only; mounts are read-only).
+macro_rules! ebadf_hooks {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+        /// Refused on virtual descriptors (read-only); passed to libc otherwise.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+            match on_vfile(fd, -1, |_, _| ret(Err(libc::EBADF))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
+            }
+        }
+    )*};
+}
+ebadf_hooks! {
+    write(buf: *const c_void, n: size_t) -> ssize_t;
+    pwrite(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
+    pwrite64(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
+    writev(iov: *const iovec, cnt: c_int) -> ssize_t;
+    pwritev(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
+    pwritev64(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
+    fallocate(mode: c_int, off: off_t, len: off_t) -> c_int;
+    fallocate64(mode: c_int, off: off_t, len: off_t) -> c_int;
+}
+
+/// ftruncate on a descriptor not open for writing: EINVAL, as the kernel says.
+macro_rules! ftruncate_hooks {
+    ($($name:ident),*) => {$(
+        /// ftruncate(2): EINVAL on virtual descriptors (open for reading only).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, len: off_t) -> c_int {
+            match on_vfile(fd, -1, |_, _| ret(Err(libc::EINVAL))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, off_t) -> c_int, -1; fd, len),
+            }
+        }
+    )*};
+}
+ftruncate_hooks!(ftruncate, ftruncate64);
+
+/// Calls that change attributes through a descriptor: EROFS on virtual descriptors.
+macro_rules! erofs_fd_hooks {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+        /// Refused on virtual descriptors (read-only file system).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+            match on_vfile(fd, -1, |_, _| ret(Err(libc::EROFS))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
+            }
+        }
+    )*};
+}
+erofs_fd_hooks! {
+    fchmod(mode: libc::mode_t) -> c_int;
+    fchown(uid: libc::uid_t, gid: libc::gid_t) -> c_int;
+    futimens(times: *const libc::timespec) -> c_int;
+    fsetxattr(name: *const libc::c_char, value: *const c_void, size: size_t, flags: c_int) -> c_int;
+    fremovexattr(name: *const libc::c_char) -> c_int;
+}
+
+/// Calls that are harmless no-ops on a read-only file: 0.
+macro_rules! noop_hooks {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+        /// A no-op on virtual descriptors (nothing to sync, advise or lock on a read-only
+        /// image); passed to libc otherwise.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+            match on_vfile(fd, -1, |_, _| 0) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
+            }
+        }
+    )*};
+}
+noop_hooks! {
+    fsync() -> c_int;
+    fdatasync() -> c_int;
+    syncfs() -> c_int;
+    flock(op: c_int) -> c_int;
+    posix_fadvise(off: off_t, len: off_t, advice: c_int) -> c_int;
+    posix_fadvise64(off: off_t, len: off_t, advice: c_int) -> c_int;
+    readahead(off: off_t, count: size_t) -> ssize_t;
+}
+
+/// ioctl(2): no ioctls on virtual descriptors (ENOTTY), so e.g. FICLONE and terminal
+/// queries fail cleanly.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
+    match on_vfile(fd, -1, |_, _| ret(Err(libc::ENOTTY))) {
+        Some(r) => r,
+        None => {
+            call_real!(ioctl: unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int, -1; fd, req, arg)
+        }
+    }
+}
+
+type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+
+/// A private copy of a virtual file's bytes: an anonymous mapping filled from the file
+/// (zeros past its end), then given the protection asked for. Writable shared mappings
+/// are refused (EACCES), as on a descriptor opened read-only.
+fn mmap_virtual(
+    f: &OpenFile,
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    off: off_t,
+) -> *mut c_void {
+    let fail = |e| {
+        set_errno(e);
+        libc::MAP_FAILED
+    };
+    let shared = flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) != 0;
+    if shared && prot & libc::PROT_WRITE != 0 {
+        return fail(libc::EACCES);
+    }
+    if f.kind != usfs_vfs::FileKind::File {
+        return fail(libc::ENODEV);
+    }
+    if len == 0 || off < 0 || off % 4096 != 0 {
+        return fail(libc::EINVAL);
+    }
+    let anon_flags = (flags & !(libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE))
+        | libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS;
+    let p = call_real!(mmap: MmapFn, libc::MAP_FAILED; addr, len, libc::PROT_READ | libc::PROT_WRITE, anon_flags, -1, 0);
+    if p == libc::MAP_FAILED {
+        return p;
+    }
+    let size = f.node.meta.size;
+    let want = (size.saturating_sub(off as u64)).min(len as u64) as usize;
+    if want > 0 {
+        if let Err(e) = usfs_vfs::read_file(&*f.node.fs, f.ino(), off as u64, slice(p, want)) {
+            // SAFETY: unmapping the mapping made just above.
+            unsafe { libc::syscall(libc::SYS_munmap, p, len) };
+            return fail(e);
+        }
+    }
+    // SAFETY: changing the protection of the mapping made just above.
+    if unsafe { libc::syscall(libc::SYS_mprotect, p, len, prot) } != 0 {
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        // SAFETY: as above.
+        unsafe { libc::syscall(libc::SYS_munmap, p, len) };
+        return fail(e);
+    }
+    p
+}
+
+macro_rules! mmap_hooks {
+    ($($name:ident),*) => {$(
+        /// mmap(2): virtual descriptors get a private copy of the file's bytes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+            if flags & libc::MAP_ANONYMOUS == 0 {
+                if let Some(r) = on_vfile(fd, libc::MAP_FAILED, |_, f| mmap_virtual(&f, addr, len, prot, flags, off)) {
+                    return r;
+                }
+            }
+            call_real!($name: MmapFn, libc::MAP_FAILED; addr, len, prot, flags, fd, off)
+        }
+    )*};
+}
+mmap_hooks!(mmap, mmap64);
+
+/// Copies up to `len` bytes of virtual file `f` from `off` (or its offset) to the real
+/// descriptor `out` (at `out_off`, or its offset), writing straight from the image mapping
+/// where the data is stored uncompressed. Returns the bytes written.
+fn copy_out(
+    f: &OpenFile,
+    off: Option<&mut i64>,
+    out: c_int,
+    out_off: Option<&mut i64>,
+    len: usize,
+) -> ssize_t {
+    let start = match &off {
+        Some(o) if **o < 0 => return ret(Err(libc::EINVAL)),
+        Some(o) => **o as u64,
+        None => f.offset(),
+    };
+    let len = len.min(1 << 20);
+    let size = f.node.meta.size;
+    let len = (size.saturating_sub(start)).min(len as u64) as usize;
+    if len == 0 {
+        return 0;
+    }
+    let mapped = f.node.fs.mapped_data(f.ino(), start, len).ok().flatten();
+    let mut tmp = Vec::new();
+    let data: &[u8] = match mapped {
+        Some(s) if !s.is_empty() => s,
+        _ => {
+            tmp.resize(len, 0);
+            match f.pread(&mut tmp, start) {
+                Ok(n) => &tmp[..n],
+                Err(e) => return ret(Err(e)),
+            }
+        }
+    };
+    let n = match &out_off {
+        Some(o) => {
+            call_real!(pwrite64: unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t, -1; out, data.as_ptr().cast(), data.len(), **o)
+        }
+        None => {
+            call_real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t, -1; out, data.as_ptr().cast(), data.len())
+        }
+    };
+    if n > 0 {
+        match off {
+            Some(o) => *o += n as i64,
+            None => {
+                let _ = f.seek(start as i64 + n as i64, libc::SEEK_SET);
+            }
+        }
+        if let Some(o) = out_off {
+            *o += n as i64;
+        }
+    }
+    n
+}
+
+/// copy_file_range(2): from a virtual descriptor, emulated; into one, EBADF.
+#[no_mangle]
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if let Some(st) = state() {
+        if st.fds.is_virtual(fd_out) {
+            set_errno(libc::EBADF);
+            return -1;
+        }
+        // SAFETY: null or a valid pointer, as copy_file_range's contract says.
+        let (oi, oo) = unsafe { (off_in.as_mut(), off_out.as_mut()) };
+        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(&f, oi, fd_out, oo, len)) {
+            return r;
+        }
+    }
+    call_real!(copy_file_range: unsafe extern "C" fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t, -1; fd_in, off_in, fd_out, off_out, len, flags)
+}
+
+macro_rules! sendfile_hooks {
+    ($($name:ident),*) => {$(
+        /// sendfile(2): from a virtual descriptor, emulated; into one, EBADF.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(out: c_int, fd_in: c_int, off: *mut off_t, count: size_t) -> ssize_t {
+            if let Some(st) = state() {
+                if st.fds.is_virtual(out) {
+                    set_errno(libc::EBADF);
+                    return -1;
+                }
+                // SAFETY: null or a valid pointer, as sendfile's contract says.
+                let o = unsafe { off.as_mut() };
+                if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(&f, o, out, None, count)) {
+                    return r;
+                }
+            }
+            call_real!($name: unsafe extern "C" fn(c_int, c_int, *mut off_t, size_t) -> ssize_t, -1; out, fd_in, off, count)
+        }
+    )*};
+}
+sendfile_hooks!(sendfile, sendfile64);
+
+/// splice(2): needs a pipe on one side; virtual descriptors are not pipes (EINVAL, and
+/// programs fall back to read/write).
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if let Some(st) = state() {
+        if st.fds.is_virtual(fd_in) || st.fds.is_virtual(fd_out) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+    }
+    call_real!(splice: unsafe extern "C" fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t, -1; fd_in, off_in, fd_out, off_out, len, flags)
+}

@@ -1,0 +1,130 @@
+//! Large reads of stored data by pread(2) from the image file instead of memcpy from its
+//! mapping. A process's first touch of each mapped page costs a page fault (the kernel maps
+//! 16 pages per fault at most), which caps memcpy from a fresh mapping well below what the
+//! kernel copies from its page cache; for reads of [`BULK_MIN`] bytes and more, one system
+//! call is cheap next to the copy, so the kernel copies instead (the same bytes: the
+//! mapping and the file share the page cache). Small reads stay system-call free.
+
+use std::ffi::CString;
+use std::sync::Mutex;
+
+/// Reads this large or larger go through pread (default; `USFS_BULK_MIN` in the
+/// environment overrides it, in bytes, for experiments).
+pub const BULK_MIN: usize = 16 << 10;
+
+/// Where the image is mapped and how to read it with pread.
+pub struct BulkImage {
+    path: CString,
+    /// Address and length of the image mapping (what `mapped_data` slices point into).
+    base: usize,
+    len: usize,
+    /// Our descriptor of the image with its (st_dev, st_ino), opened on first use.
+    fd: Mutex<Option<(i32, u64, u64)>>,
+    /// Reads of at least this many bytes use pread.
+    pub min: usize,
+}
+
+/// Descriptors below this are left to the program (shells use 0..9 and 10+).
+const FD_FLOOR: i32 = 512;
+
+impl BulkImage {
+    /// The image at `path`, mapped at `base..base + len`.
+    pub fn new(path: &std::path::Path, base: usize, len: usize) -> Option<BulkImage> {
+        Some(BulkImage {
+            path: CString::new(path.as_os_str().as_encoded_bytes()).ok()?,
+            base,
+            len,
+            fd: Mutex::new(None),
+            min: std::env::var("USFS_BULK_MIN")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(BULK_MIN),
+        })
+    }
+
+    /// Forgets our descriptor if its number is in `first..=last` (the program closes or
+    /// replaces those numbers: the preload library calls this from close, close_range,
+    /// dup2 and dup3), so that the next read opens the image anew rather than read
+    /// whatever the number names then.
+    pub fn forget_in(&self, first: u32, last: u32) {
+        let mut g = self.fd.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((fd, _, _)) = *g {
+            if (fd as u32) >= first && (fd as u32) <= last {
+                *g = None;
+            }
+        }
+    }
+
+    /// Our descriptor, opened on first use (and again after [`forget_in`](Self::forget_in)).
+    fn fd(&self) -> Option<i32> {
+        let mut g = self.fd.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((fd, _, _)) = *g {
+            return Some(fd);
+        }
+        // SAFETY: openat with a NUL-terminated path; raw system calls, so no libc hook
+        // of ours is involved.
+        let raw = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                self.path.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        } as i32;
+        if raw < 0 {
+            return None;
+        }
+        // Out of the way of the program's low descriptor numbers.
+        // SAFETY: fcntl/close on the descriptor just opened.
+        let fd =
+            unsafe { libc::syscall(libc::SYS_fcntl, raw, libc::F_DUPFD_CLOEXEC, FD_FLOOR) } as i32;
+        let fd = if fd >= 0 {
+            // SAFETY: as above.
+            unsafe { libc::syscall(libc::SYS_close, raw) };
+            fd
+        } else {
+            raw
+        };
+        let id = fstat_id(fd)?;
+        *g = Some((fd, id.0, id.1));
+        Some(fd)
+    }
+
+    /// Reads the image bytes that `src` (a slice of the mapping) shows into `dst` (of the
+    /// same length) with pread; `None` when that is not possible (the caller copies from
+    /// the mapping instead).
+    pub fn read(&self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
+        let off = (src.as_ptr() as usize).checked_sub(self.base)?;
+        if off + src.len() > self.len || dst.len() != src.len() {
+            return None;
+        }
+        let fd = self.fd()?;
+        let mut done = 0;
+        while done < dst.len() {
+            // SAFETY: pread writes at most `dst.len() - done` bytes into `dst[done..]`.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_pread64,
+                    fd,
+                    dst[done..].as_mut_ptr(),
+                    dst.len() - done,
+                    (off + done) as i64,
+                )
+            };
+            if n <= 0 {
+                return if done > 0 { Some(done) } else { None };
+            }
+            done += n as usize;
+        }
+        Some(done)
+    }
+}
+
+/// (st_dev, st_ino) of a descriptor.
+fn fstat_id(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: plain old data; fstat fills it.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat into a local struct.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut sb as *mut libc::stat) };
+    (r == 0).then_some((sb.st_dev, sb.st_ino))
+}

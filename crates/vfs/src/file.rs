@@ -1,0 +1,375 @@
+//! Open-file descriptions: what `open` creates and `dup` shares (offset, status flags,
+//! directory position).
+
+use crate::errno_of;
+use crate::node::Node;
+use crate::resolve::{Errno, VPath};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use usfs_fs::{FileSystem, FileType, Ino};
+
+/// Receives directory entries: `(name, ino, d_type, next_position)`; returns false to stop
+/// before consuming the entry.
+pub type DirSink<'a> = dyn FnMut(&[u8], Ino, u8, u64) -> bool + 'a;
+
+/// What kind of object is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// Regular file (or anything read like one).
+    File,
+    /// Directory: the offset is a directory position.
+    Dir,
+    /// Symbolic link opened with O_PATH|O_NOFOLLOW: only stat-like calls work.
+    Other,
+}
+
+/// Directory positions: 0 = start, 1 = after `.`, and `2 + cookie` for the back end's
+/// readdir cookies (which list the entries after `.` and `..`; cookie 0 = their start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirCursor(pub u64);
+
+/// An open file description.
+pub struct OpenFile {
+    /// The shared per-file object.
+    pub node: Arc<Node>,
+    /// Where the file was opened (for `*at` calls on directories, `fchdir`, `realpath`).
+    pub vpath: VPath,
+    /// Kind of object.
+    pub kind: FileKind,
+    /// `open` flags: access mode and status flags (F_SETFL changes the latter).
+    flags: AtomicI32,
+    /// File offset, or directory position; the lock also makes read+advance atomic.
+    offset: Mutex<u64>,
+    /// The stretch of the file last found stored contiguously in the image mapping.
+    run: Mutex<MappedRun>,
+    /// Where the last read through this description ended (sequential reads are those
+    /// that start there).
+    last_end: AtomicU64,
+}
+
+/// File bytes `start..start + len` lie at address `addr` in the memory-mapped image (as
+/// `FileSystem::mapped_data` returned them). Caching it makes a small read one memcpy,
+/// with no inode or extent lookup (the SplitFS data path at its cheapest).
+#[derive(Clone, Copy, Default)]
+struct MappedRun {
+    start: u64,
+    addr: usize,
+    len: usize,
+}
+
+/// How much of a contiguous stretch one `mapped_data` call asks for (and so how much a
+/// cached run covers; the device counts it as read once per call).
+const RUN_CHUNK: usize = 1 << 20;
+
+impl OpenFile {
+    /// A description of `node` opened at `vpath` with `flags`.
+    pub fn new(node: Arc<Node>, vpath: VPath, flags: i32) -> OpenFile {
+        let kind = match node.meta.file_type {
+            FileType::Directory => FileKind::Dir,
+            FileType::Regular => FileKind::File,
+            _ => FileKind::Other,
+        };
+        OpenFile {
+            node,
+            vpath,
+            kind,
+            flags: AtomicI32::new(flags),
+            offset: Mutex::new(0),
+            run: Mutex::new(MappedRun::default()),
+            last_end: AtomicU64::new(0),
+        }
+    }
+
+    /// The inode.
+    pub fn ino(&self) -> Ino {
+        self.node.ino
+    }
+
+    /// The open flags.
+    pub fn flags(&self) -> i32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// F_SETFL: only O_APPEND, O_NONBLOCK, O_ASYNC, O_DIRECT and O_NOATIME change.
+    pub fn set_status_flags(&self, new: i32) {
+        let changeable =
+            libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
+        let old = self.flags();
+        self.flags
+            .store((old & !changeable) | (new & changeable), Ordering::Relaxed);
+    }
+
+    fn lock_offset(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.offset.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current offset (or directory position).
+    pub fn offset(&self) -> u64 {
+        *self.lock_offset()
+    }
+
+    /// read(2): reads at the offset and advances it.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        let mut off = self.lock_offset();
+        let n = self.pread(buf, *off)?;
+        *off += n as u64;
+        Ok(n)
+    }
+
+    /// pread(2): reads at `offset`, leaving the file offset alone (see [`read_file`]).
+    pub fn pread(&self, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
+        match self.kind {
+            FileKind::Dir => return Err(libc::EISDIR),
+            FileKind::Other => return Err(libc::EINVAL),
+            FileKind::File => {}
+        }
+        if self.flags() & libc::O_PATH != 0 {
+            return Err(libc::EBADF);
+        }
+        let size = self.node.meta.size;
+        let sequential = self
+            .last_end
+            .swap(offset + buf.len() as u64, Ordering::Relaxed)
+            == offset;
+        let mut done = 0;
+        while done < buf.len() && offset + (done as u64) < size {
+            let pos = offset + done as u64;
+            let mut n = self.copy_mapped(pos, &mut buf[done..])?;
+            if n == 0 {
+                // Not stored contiguously in a mapping here (hole, inline, compressed):
+                // large reads go to the back end directly, small ones through the chunk
+                // cache.
+                if buf.len() - done >= crate::chunks::CHUNK {
+                    return Ok(
+                        done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?
+                    );
+                }
+                n = self.copy_chunk(pos, &mut buf[done..], sequential)?;
+                if n == usize::MAX {
+                    return Ok(
+                        done + read_file(&*self.node.fs, self.node.ino, pos, &mut buf[done..])?
+                    );
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Copies file bytes at `pos` into `dst` from the cached chunk that holds them (read
+    /// from the back end on a miss when `load`); 0 at the end of the file, `usize::MAX`
+    /// when the chunk is not cached and not to be loaded.
+    fn copy_chunk(&self, pos: u64, dst: &mut [u8], load: bool) -> Result<usize, Errno> {
+        let chunk = crate::chunks::CHUNK as u64;
+        let idx = pos / chunk;
+        let cached = self.node.chunks.cached(idx);
+        if cached.is_none() && !load {
+            return Ok(usize::MAX);
+        }
+        let data = match cached {
+            Some(d) => d,
+            None => self.node.chunks.get(idx, || {
+                let start = idx * chunk;
+                let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
+                let mut v = vec![0u8; len];
+                let n = read_file(&*self.node.fs, self.node.ino, start, &mut v)?;
+                v.truncate(n);
+                Ok::<_, Errno>(v)
+            })?,
+        };
+        let skip = (pos - idx * chunk) as usize;
+        let n = data.len().saturating_sub(skip).min(dst.len());
+        dst[..n].copy_from_slice(&data[skip..skip + n]);
+        Ok(n)
+    }
+
+    /// Copies file bytes at `pos` into `dst` straight from the image mapping, through the
+    /// cached run or a fresh `mapped_data` call; 0 when the bytes are not mapped.
+    fn copy_mapped(&self, pos: u64, dst: &mut [u8]) -> Result<usize, Errno> {
+        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        if !(run.len > 0 && pos >= run.start && pos < run.start + run.len as u64) {
+            let want = dst.len().max(RUN_CHUNK);
+            match self
+                .node
+                .fs
+                .mapped_data(self.node.ino, pos, want)
+                .map_err(|e| errno_of(&e))?
+            {
+                Some(s) if !s.is_empty() => {
+                    *run = MappedRun {
+                        start: pos,
+                        addr: s.as_ptr() as usize,
+                        len: s.len(),
+                    };
+                }
+                _ => return Ok(0),
+            }
+        }
+        let skip = (pos - run.start) as usize;
+        let n = (run.len - skip).min(dst.len());
+        let run = {
+            let r = *run;
+            drop(run);
+            r
+        };
+        // SAFETY: `addr..addr + len` is a slice `mapped_data` returned from
+        // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
+        // mapping lives as long as the back end and is never moved or unmapped before it
+        // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
+        // are those mapped_data would return again. `skip + n <= len`.
+        let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
+        if n >= crate::bulk::BULK_MIN {
+            if let Some(k) = self
+                .node
+                .bulk
+                .as_ref()
+                .and_then(|b| b.read(src, &mut dst[..n]))
+            {
+                return Ok(k);
+            }
+        }
+        dst[..n].copy_from_slice(src);
+        Ok(n)
+    }
+
+    /// lseek(2) with SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. On a directory
+    /// only SEEK_SET to a position from `tell`/`d_off` (or 0) and SEEK_CUR by 0 work.
+    pub fn seek(&self, off: i64, whence: i32) -> Result<u64, Errno> {
+        let mut cur = self.lock_offset();
+        let size = self.node.meta.size;
+        let new: i128 = match (self.kind, whence) {
+            (FileKind::Dir, libc::SEEK_SET) => off as i128,
+            (FileKind::Dir, libc::SEEK_CUR) if off == 0 => *cur as i128,
+            (FileKind::Dir, _) => return Err(libc::EINVAL),
+            (_, libc::SEEK_SET) => off as i128,
+            (_, libc::SEEK_CUR) => *cur as i128 + off as i128,
+            (_, libc::SEEK_END) => size as i128 + off as i128,
+            (_, libc::SEEK_DATA) | (_, libc::SEEK_HOLE) => {
+                if off < 0 || off as u64 >= size {
+                    return Err(libc::ENXIO);
+                }
+                let data = self
+                    .node
+                    .fs
+                    .next_data(self.node.ino, off as u64)
+                    .map_err(|e| errno_of(&e))?;
+                let r = match (whence, data) {
+                    (libc::SEEK_DATA, Some(r)) => r.start.max(off as u64),
+                    (libc::SEEK_DATA, None) => return Err(libc::ENXIO),
+                    (_, Some(r)) if r.start <= off as u64 => r.end.min(size),
+                    _ => off as u64,
+                };
+                r as i128
+            }
+            _ => return Err(libc::EINVAL),
+        };
+        if new < 0 || new > i64::MAX as i128 {
+            return Err(libc::EINVAL);
+        }
+        *cur = new as u64;
+        Ok(*cur)
+    }
+
+    /// Lists the directory from its position: `f(name, ino, d_type, next_position)` for
+    /// each entry including `.` and `..`; an entry is consumed (the position moves past it)
+    /// only when `f` returns true, so a caller whose buffer is full stops without losing
+    /// the entry.
+    pub fn read_dir(&self, f: &mut DirSink<'_>) -> Result<(), Errno> {
+        if self.kind != FileKind::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        let mut pos = self.lock_offset();
+        let parent = match self.vpath.stack.len() {
+            n if n >= 2 => self.vpath.stack[n - 2].0,
+            _ => self.node.ino,
+        };
+        *pos = list_dir(&*self.node.fs, self.node.ino, parent, *pos, f)?;
+        Ok(())
+    }
+}
+
+/// Reads file data of `ino` at `offset` into `buf`; returns the bytes read (short only at
+/// the end of the file). Uncompressed data stored contiguously in a memory-mapped image is
+/// copied straight out of the mapping (no system call); the rest goes through the back
+/// end's `read_at`. The preload library and the FUSE server both read this way.
+pub fn read_file(
+    fs: &dyn FileSystem,
+    ino: Ino,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize, Errno> {
+    let mut done = 0;
+    while done < buf.len() {
+        let pos = offset + done as u64;
+        match fs
+            .mapped_data(ino, pos, buf.len() - done)
+            .map_err(|e| errno_of(&e))?
+        {
+            Some(src) if !src.is_empty() => {
+                buf[done..done + src.len()].copy_from_slice(src);
+                done += src.len();
+            }
+            _ => {
+                let n = fs
+                    .read_at(ino, pos, &mut buf[done..])
+                    .map_err(|e| errno_of(&e))?;
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Lists directory `dir` from position `pos` (see [`DirCursor`]), `.` and `..` (naming
+/// `parent`) first: `f(name, ino, d_type, next_position)` per entry, until it returns
+/// false (that entry is not consumed). Returns the position after the last consumed entry.
+pub fn list_dir(
+    fs: &dyn FileSystem,
+    dir: Ino,
+    parent: Ino,
+    mut pos: u64,
+    f: &mut DirSink<'_>,
+) -> Result<u64, Errno> {
+    if pos == 0 {
+        if !f(b".", dir, libc::DT_DIR, 1) {
+            return Ok(pos);
+        }
+        pos = 1;
+    }
+    if pos == 1 {
+        if !f(b"..", parent, libc::DT_DIR, 2) {
+            return Ok(pos);
+        }
+        pos = 2;
+    }
+    let mut err = None;
+    let r = fs.readdir(dir, pos - 2, &mut |e, next| {
+        let dtype = match e.file_type {
+            Some(t) => t.dirent_type(),
+            None => match fs.getattr(e.ino) {
+                Ok(m) => m.file_type.dirent_type(),
+                Err(_) => libc::DT_UNKNOWN,
+            },
+        };
+        let Some(next_pos) = next.checked_add(2) else {
+            err = Some(libc::EOVERFLOW);
+            return false;
+        };
+        if !f(&e.name, e.ino, dtype, next_pos) {
+            return false;
+        }
+        pos = next_pos;
+        true
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    r.map_err(|e| errno_of(&e))?;
+    Ok(pos)
+}

@@ -1,0 +1,78 @@
+//! The path table: one shared object per open file, however many times and under however
+//! many names it is open (libplfs's path_table; keyed by mount and inode, so hard links
+//! share too). Open-file descriptions hold a strong reference; the table holds weak ones,
+//! so a file's object lives exactly as long as something has it open.
+//!
+//! Read-only today; per-file write state (staging, size, dirty ranges) will live in
+//! [`Node`] so every descriptor of a file sees the same data.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use usfs_fs::{FileSystem, Ino, Metadata};
+
+/// One open file, shared by every open-file description of it.
+pub struct Node {
+    /// Index of the mount in the mount table.
+    pub mount: usize,
+    /// The inode.
+    pub ino: Ino,
+    /// Its file system.
+    pub fs: Arc<dyn FileSystem>,
+    /// Attributes at first open (the image is read-only, so they stay true).
+    pub meta: Metadata,
+    /// Bytes the back end produced for small reads (decompressed data and the like).
+    pub chunks: crate::ChunkCache,
+    /// pread access to the image for large reads of stored data.
+    pub bulk: Option<Arc<crate::bulk::BulkImage>>,
+}
+
+/// All open files of a process, by (mount, inode).
+#[derive(Default)]
+pub struct PathTable {
+    map: Mutex<HashMap<(usize, Ino), Weak<Node>>>,
+}
+
+impl PathTable {
+    /// The shared object for `ino` on mount `mount`, made (with `meta` and the mount's
+    /// `bulk` reader) if nobody has the file open.
+    pub fn get_or_insert(
+        &self,
+        mount: usize,
+        ino: Ino,
+        fs: &Arc<dyn FileSystem>,
+        meta: Metadata,
+        bulk: Option<Arc<crate::bulk::BulkImage>>,
+    ) -> Arc<Node> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get(&(mount, ino)).and_then(Weak::upgrade) {
+            return n;
+        }
+        // Drop entries of closed files now and then, so the table stays the size of what
+        // is open.
+        if map.len() >= 64 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        let node = Arc::new(Node {
+            mount,
+            ino,
+            fs: Arc::clone(fs),
+            meta,
+            chunks: crate::ChunkCache::default(),
+            bulk,
+        });
+        map.insert((mount, ino), Arc::downgrade(&node));
+        node
+    }
+
+    /// Holds the table locked (around fork, so the child never inherits the lock held by
+    /// a thread that does not exist there).
+    pub fn lock_all(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, Ino), Weak<Node>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many distinct files are open.
+    pub fn open_files(&self) -> usize {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().filter(|w| w.strong_count() > 0).count()
+    }
+}

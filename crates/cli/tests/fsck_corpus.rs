@@ -422,42 +422,6 @@ impl Inv {
     }
 }
 
-/// Runs a command with a time limit, its output going to files (a pipe that nobody
-/// reads while the command runs would stall a command that prints much); (exit code, or
-/// None if it was killed at the limit; stdout; stderr).
-fn run_capped(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>, Vec<u8>) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let base = std::env::temp_dir().join(format!(
-        "usfs-corpus-out-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let (po, pe) = (base.with_extension("out"), base.with_extension("err"));
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(File::create(&po).unwrap())
-        .stderr(File::create(&pe).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let start = Instant::now();
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let out = std::fs::read(&po).unwrap_or_default();
-    let err = std::fs::read(&pe).unwrap_or_default();
-    let _ = std::fs::remove_file(&po);
-    let _ = std::fs::remove_file(&pe);
-    (code, out, err)
-}
-
 /// Runs debugfs with a command file; (exit code, stdout, stderr).
 fn debugfs(img: &Path, write: bool, cmds: &[String]) -> (Option<i32>, String, String) {
     let script = img.with_extension(if write { "w.cmds" } else { "r.cmds" });
@@ -471,7 +435,7 @@ fn debugfs(img: &Path, write: bool, cmds: &[String]) -> (Option<i32>, String, St
         .arg(img)
         .env("DEBUGFS_PAGER", "__none__")
         .env("PAGER", "__none__");
-    let (code, out, err) = run_capped(&mut c, LIMIT);
+    let (code, out, err) = run_limited(&mut c, LIMIT);
     let _ = std::fs::remove_file(&script);
     (
         code,
@@ -1729,7 +1693,7 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
 
     let mut e = Command::new("e2fsck");
     e.arg("-fn").arg(&img).env("E2FSCK_CONFIG", "/dev/null");
-    let (e_exit, e_stdout, e_stderr) = run_capped(&mut e, LIMIT);
+    let (e_exit, e_stdout, e_stderr) = run_limited(&mut e, LIMIT);
     let e_stdout = String::from_utf8_lossy(&e_stdout).into_owned();
     let e_stderr = String::from_utf8_lossy(&e_stderr).into_owned();
     let E2fsckPasses {
@@ -1740,7 +1704,7 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
     let threads = if c.inst.is_multiple_of(2) { "2" } else { "1" };
     let mut u = Command::new(usfs());
     u.args(["fsck", "-n", "-j", threads, "--json"]).arg(&img);
-    let (u_exit, u_stdout, u_stderr) = run_capped(&mut u, LIMIT);
+    let (u_exit, u_stdout, u_stderr) = run_limited(&mut u, LIMIT);
     let u_raw = String::from_utf8_lossy(&u_stdout).into_owned();
 
     let mut issue = String::new();
@@ -1916,14 +1880,14 @@ fn build_base(s: &Scratch, src: &Path, spec: &BaseSpec) -> Base {
     // Both checkers must find the base image clean.
     let mut e = Command::new("e2fsck");
     e.arg("-fn").arg(&img).env("E2FSCK_CONFIG", "/dev/null");
-    let (code, out, err) = run_capped(&mut e, LIMIT);
+    let (code, out, err) = run_limited(&mut e, LIMIT);
     let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
     assert!(
         code == Some(0) && e2fsck_passes(&out, &err).passes.is_empty(),
         "base image {} is not clean for e2fsck:\n{out}{err}",
         spec.name
     );
-    let (code, out, _) = run_capped(
+    let (code, out, _) = run_limited(
         Command::new(usfs())
             .args(["fsck", "-n", "--json"])
             .arg(&img),

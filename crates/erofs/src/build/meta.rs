@@ -127,50 +127,82 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let mut used_tailpacking = false;
     let mut dedupe = opts.dedupe.then(Dedupe::default);
 
-    // File data, in batches: compressed in parallel, written in order.
+    // File data: large files split into segments; compressed in parallel and written in
+    // order as results arrive (workers stay a bounded window ahead of the writer).
     let files: Vec<usize> = (0..tree.nodes.len())
         .filter(|&i| tree.nodes[i].file_type == FileType::Regular && tree.nodes[i].size > 0)
         .collect();
-    let mut start = 0;
-    while start < files.len() {
-        let mut end = start;
-        let mut bytes = 0u64;
-        while end < files.len() && (end == start || bytes < 64 << 20) && end - start < 4096 {
-            bytes += tree.nodes[files[end]].size;
-            end += 1;
-        }
-        let batch = &files[start..end];
-        let results = par::map(
-            batch,
-            opts.workers,
-            || opts.compression.map(Compressor::new),
-            |c, &i| -> io::Result<(Vec<u8>, Option<ZFile>)> {
-                let n = &tree.nodes[i];
-                let content = std::fs::read(&n.path)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", n.path.display())))?;
-                let z = match c {
-                    Some(c) => {
-                        let p = zparams(opts, zero_padding, &inos[i], content.len() as u64);
-                        zfile::compress(c, &content, &p)
-                    }
-                    None => None,
-                };
-                Ok((content, z))
-            },
-        );
-        for (&i, r) in batch.iter().zip(results) {
-            let (content, z) = r?;
-            if content.len() as u64 != tree.nodes[i].size {
+    let params: Vec<Option<ZParams>> = (0..tree.nodes.len())
+        .map(|i| {
+            opts.compression
+                .map(|_| zparams(opts, zero_padding, &inos[i], tree.nodes[i].size))
+        })
+        .collect();
+    // (node, byte range, last segment of its file, the file has one segment)
+    let jobs: Vec<(usize, std::ops::Range<u64>, bool, bool)> = files
+        .iter()
+        .flat_map(|&i| {
+            let size = tree.nodes[i].size;
+            let segs = zfile::segments(size);
+            let single = segs.len() == 1;
+            segs.into_iter().map(move |r| {
+                let last = r.end == size;
+                (i, r, last, single)
+            })
+        })
+        .collect();
+    let mut parts: Vec<ZFile> = Vec::new();
+    let mut raw: Vec<u8> = Vec::new();
+    let window = 4 * zfile::SEGMENT;
+    par::stream(
+        &jobs,
+        opts.workers,
+        window,
+        |j| j.1.end - j.1.start,
+        || opts.compression.map(Compressor::new),
+        |c, (i, r, last, single)| -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
+            let n = &tree.nodes[*i];
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
+            let f = File::open(&n.path).map_err(named)?;
+            if f.metadata().map_err(named)?.len() != n.size {
                 return Err(io::Error::other(format!(
                     "{}: changed size while reading",
-                    tree.nodes[i].path.display()
+                    n.path.display()
                 )));
             }
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            f.read_exact_at(&mut buf, r.start).map_err(named)?;
+            match (c, &params[*i]) {
+                (Some(c), Some(p)) => {
+                    let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+                    Ok((single.then_some(buf), Some(z)))
+                }
+                _ => Ok((Some(buf), None)),
+            }
+        },
+        |k, res| -> io::Result<()> {
+            let (i, _, last, _) = jobs[k];
+            let (content, z) = res?;
+            if let Some(z) = z {
+                parts.push(z);
+            }
+            if let Some(content) = content {
+                raw.extend_from_slice(&content);
+            }
+            if !last {
+                return Ok(());
+            }
+            let size = tree.nodes[i].size;
+            let z = params[i]
+                .as_ref()
+                .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
+            parts.clear();
+            let content = std::mem::take(&mut raw);
             match z {
                 Some(z) => {
                     report.compressed_files += 1;
                     let ino = &mut inos[i];
-                    let size = content.len() as u64;
                     let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
                     let blocks = (z.data.len() as u64 / bs) as u32;
                     let mut frag_off = None;
@@ -198,13 +230,25 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 }
                 None => {
                     report.plain_files += 1;
+                    // A segmented file's bytes were not kept: read them again.
+                    let content = if content.len() as u64 == size {
+                        content
+                    } else {
+                        std::fs::read(&tree.nodes[i].path)?
+                    };
+                    if content.len() as u64 != size {
+                        return Err(io::Error::other(format!(
+                            "{}: changed size while reading",
+                            tree.nodes[i].path.display()
+                        )));
+                    }
                     let ino = &mut inos[i];
                     ino.data = flat_data(&mut out, &content, ino)?;
                 }
             }
-        }
-        start = end;
-    }
+            Ok(())
+        },
+    )?;
 
     // The packed inode (fragments): compressed like a file (no tail packing of its own),
     // stored plain when that does not save a block.
@@ -223,7 +267,19 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             let mut p = zparams(opts, zero_padding, &ino, packed.len() as u64);
             p.fragments = false;
             p.inline_room = 0;
-            zfile::compress(&mut Compressor::new(alg), &packed, &p)
+            // In segments, in parallel: the packed inode can be large.
+            let size = packed.len() as u64;
+            let segs = zfile::segments(size);
+            let parts = par::map(
+                &segs,
+                opts.workers,
+                || Compressor::new(alg),
+                |c, r| {
+                    let src = &packed[r.start as usize..r.end as usize];
+                    zfile::compress_part(c, src, r.start, size, r.end == size, &p)
+                },
+            );
+            zfile::finish(parts, size, &p)
         });
         ino.data = match z {
             Some(z) => {

@@ -38,7 +38,9 @@ enum Data {
         blob: Vec<u8>,
         layout: u8,
         blocks: u32,
-        inline: bool,
+        /// Bytes of the inline pcluster at the end of `blob` (0: none). Only it must not
+        /// cross a block (the kernel's rule), so the inode may start in the block before.
+        inline: u64,
     },
     /// Directory or long symlink: content written after the metadata area.
     Late {
@@ -220,7 +222,10 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                         layout::COMPRESSED_COMPACT
                     };
                     let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
-                    let inline = matches!(z.tail, ZTail::Inline(..));
+                    let inline = match &z.tail {
+                        ZTail::Inline(t) => t.len() as u64,
+                        _ => 0,
+                    };
                     ino.data = Data::Z {
                         blob,
                         layout: lay,
@@ -295,7 +300,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     blob,
                     layout,
                     blocks: (z.data.len() as u64 / bs) as u32,
-                    inline: false,
+                    inline: 0,
                 }
             }
             None => flat_data(&mut out, &packed, &ino)?,
@@ -356,21 +361,35 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let mut pos = meta_start;
     // Gaps left by padding to a block start, filled first-fit by later inodes.
     let mut gaps: Vec<(u64, u64)> = Vec::new();
-    for ino in inos.iter_mut() {
-        let (total, has_inline) = meta_size(ino, bs);
+    // Inodes with inline data first: they leave gaps before block boundaries, which the
+    // others (free to cross a block) then fill.
+    let mut order: Vec<usize> = (0..inos.len()).collect();
+    order[1..].sort_by_key(|&k| meta_size(&inos[k], bs).1 == 0);
+    for k in order {
+        let ino = &mut inos[k];
+        let (total, keep) = meta_size(ino, bs);
+        // Does the last `keep` bytes' span stay in one block if the inode starts at `at`?
+        let fits = |at: u64| keep == 0 || (at + total - keep) % bs + keep <= bs;
         if b0 + total <= bs {
             ino.pos = b0;
             b0 = round_up(b0 + total, 32);
             continue;
         }
-        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total) {
+        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total && fits(g.0)) {
             ino.pos = g.0;
             g.0 = round_up(g.0 + total, 32).min(g.1);
             gaps.retain(|g| g.1 - g.0 >= 32);
             continue;
         }
-        if has_inline && pos % bs + total > bs {
-            let next = round_up(pos, bs);
+        if !fits(pos) {
+            // Start the kept part at the next block (the inode before it may end the
+            // block the kept part would have crossed).
+            let next = round_up(round_up(pos + total - keep, bs) - (total - keep), 32);
+            if !fits(next) {
+                return Err(io::Error::other(format!(
+                    "internal: an inline tail of {keep} bytes cannot be placed"
+                )));
+            }
             if next - pos >= 32 {
                 gaps.push((pos, next));
             }
@@ -548,7 +567,9 @@ fn zparams(opts: &Options, zero_padding: bool, ino: &Ino, size: u64) -> ZParams 
         // Shared pclusters are out of file order, which compact indexes cannot express:
         // leave room for full indexes.
         let idx = index_area(head, size, bs, !opts.legacy_compress && !opts.dedupe);
-        bs.saturating_sub(head + idx) as usize
+        // Only the inline pcluster must stay in one block: the inode is placed so that it
+        // starts a block, (head + idx) % 32 bytes in (inodes are 32-byte aligned).
+        bs.saturating_sub((head + idx) % 32) as usize
     } else {
         0
     };
@@ -699,22 +720,18 @@ fn flat_data(out: &mut Out, content: &[u8], ino: &Ino) -> io::Result<Data> {
     })
 }
 
-/// (bytes the inode takes in the metadata area, whether some of it must not cross a block).
-fn meta_size(ino: &Ino, bs: u64) -> (u64, bool) {
+/// (bytes the inode takes in the metadata area, how many of its last bytes must not cross
+/// a block: all of them with a flat inline tail, the inline pcluster when compressed).
+fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
     let base = isize_of(ino.extended) + ino.ibody.len() as u64;
+    let whole = |total: u64, inline: bool| (total, if inline { total } else { 0 });
     match &ino.data {
-        Data::None => (base, false),
-        Data::Flat { tail, inline, .. } => (base + tail.len() as u64, *inline),
+        Data::None => (base, 0),
+        Data::Flat { tail, inline, .. } => whole(base + tail.len() as u64, *inline),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
         Data::Late {
             content, inline, ..
-        } => {
-            if *inline {
-                (base + content.len() as u64 % bs, true)
-            } else {
-                (base, false)
-            }
-        }
+        } => whole(base + content.len() as u64 % bs, *inline),
     }
 }
 

@@ -38,7 +38,9 @@ enum Data {
         blob: Vec<u8>,
         layout: u8,
         blocks: u32,
-        inline: bool,
+        /// Bytes of the inline pcluster at the end of `blob` (0: none). Only it must not
+        /// cross a block (the kernel's rule), so the inode may start in the block before.
+        inline: u64,
     },
     /// Directory or long symlink: content written after the metadata area.
     Late {
@@ -127,50 +129,82 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let mut used_tailpacking = false;
     let mut dedupe = opts.dedupe.then(Dedupe::default);
 
-    // File data, in batches: compressed in parallel, written in order.
+    // File data: large files split into segments; compressed in parallel and written in
+    // order as results arrive (workers stay a bounded window ahead of the writer).
     let files: Vec<usize> = (0..tree.nodes.len())
         .filter(|&i| tree.nodes[i].file_type == FileType::Regular && tree.nodes[i].size > 0)
         .collect();
-    let mut start = 0;
-    while start < files.len() {
-        let mut end = start;
-        let mut bytes = 0u64;
-        while end < files.len() && (end == start || bytes < 64 << 20) && end - start < 4096 {
-            bytes += tree.nodes[files[end]].size;
-            end += 1;
-        }
-        let batch = &files[start..end];
-        let results = par::map(
-            batch,
-            opts.workers,
-            || opts.compression.map(Compressor::new),
-            |c, &i| -> io::Result<(Vec<u8>, Option<ZFile>)> {
-                let n = &tree.nodes[i];
-                let content = std::fs::read(&n.path)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", n.path.display())))?;
-                let z = match c {
-                    Some(c) => {
-                        let p = zparams(opts, zero_padding, &inos[i], content.len() as u64);
-                        zfile::compress(c, &content, &p)
-                    }
-                    None => None,
-                };
-                Ok((content, z))
-            },
-        );
-        for (&i, r) in batch.iter().zip(results) {
-            let (content, z) = r?;
-            if content.len() as u64 != tree.nodes[i].size {
+    let params: Vec<Option<ZParams>> = (0..tree.nodes.len())
+        .map(|i| {
+            opts.compression
+                .map(|_| zparams(opts, zero_padding, &inos[i], tree.nodes[i].size))
+        })
+        .collect();
+    // (node, byte range, last segment of its file, the file has one segment)
+    let jobs: Vec<(usize, std::ops::Range<u64>, bool, bool)> = files
+        .iter()
+        .flat_map(|&i| {
+            let size = tree.nodes[i].size;
+            let segs = zfile::segments(size);
+            let single = segs.len() == 1;
+            segs.into_iter().map(move |r| {
+                let last = r.end == size;
+                (i, r, last, single)
+            })
+        })
+        .collect();
+    let mut parts: Vec<ZFile> = Vec::new();
+    let mut raw: Vec<u8> = Vec::new();
+    let window = 4 * zfile::SEGMENT;
+    par::stream(
+        &jobs,
+        opts.workers,
+        window,
+        |j| j.1.end - j.1.start,
+        || opts.compression.map(Compressor::new),
+        |c, (i, r, last, single)| -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
+            let n = &tree.nodes[*i];
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
+            let f = File::open(&n.path).map_err(named)?;
+            if f.metadata().map_err(named)?.len() != n.size {
                 return Err(io::Error::other(format!(
                     "{}: changed size while reading",
-                    tree.nodes[i].path.display()
+                    n.path.display()
                 )));
             }
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            f.read_exact_at(&mut buf, r.start).map_err(named)?;
+            match (c, &params[*i]) {
+                (Some(c), Some(p)) => {
+                    let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+                    Ok((single.then_some(buf), Some(z)))
+                }
+                _ => Ok((Some(buf), None)),
+            }
+        },
+        |k, res| -> io::Result<()> {
+            let (i, _, last, _) = jobs[k];
+            let (content, z) = res?;
+            if let Some(z) = z {
+                parts.push(z);
+            }
+            if let Some(content) = content {
+                raw.extend_from_slice(&content);
+            }
+            if !last {
+                return Ok(());
+            }
+            let size = tree.nodes[i].size;
+            let z = params[i]
+                .as_ref()
+                .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
+            parts.clear();
+            let content = std::mem::take(&mut raw);
             match z {
                 Some(z) => {
                     report.compressed_files += 1;
                     let ino = &mut inos[i];
-                    let size = content.len() as u64;
                     let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
                     let blocks = (z.data.len() as u64 / bs) as u32;
                     let mut frag_off = None;
@@ -188,7 +222,10 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                         layout::COMPRESSED_COMPACT
                     };
                     let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
-                    let inline = matches!(z.tail, ZTail::Inline(..));
+                    let inline = match &z.tail {
+                        ZTail::Inline(t) => t.len() as u64,
+                        _ => 0,
+                    };
                     ino.data = Data::Z {
                         blob,
                         layout: lay,
@@ -198,13 +235,25 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 }
                 None => {
                     report.plain_files += 1;
+                    // A segmented file's bytes were not kept: read them again.
+                    let content = if content.len() as u64 == size {
+                        content
+                    } else {
+                        std::fs::read(&tree.nodes[i].path)?
+                    };
+                    if content.len() as u64 != size {
+                        return Err(io::Error::other(format!(
+                            "{}: changed size while reading",
+                            tree.nodes[i].path.display()
+                        )));
+                    }
                     let ino = &mut inos[i];
                     ino.data = flat_data(&mut out, &content, ino)?;
                 }
             }
-        }
-        start = end;
-    }
+            Ok(())
+        },
+    )?;
 
     // The packed inode (fragments): compressed like a file (no tail packing of its own),
     // stored plain when that does not save a block.
@@ -223,7 +272,19 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             let mut p = zparams(opts, zero_padding, &ino, packed.len() as u64);
             p.fragments = false;
             p.inline_room = 0;
-            zfile::compress(&mut Compressor::new(alg), &packed, &p)
+            // In segments, in parallel: the packed inode can be large.
+            let size = packed.len() as u64;
+            let segs = zfile::segments(size);
+            let parts = par::map(
+                &segs,
+                opts.workers,
+                || Compressor::new(alg),
+                |c, r| {
+                    let src = &packed[r.start as usize..r.end as usize];
+                    zfile::compress_part(c, src, r.start, size, r.end == size, &p)
+                },
+            );
+            zfile::finish(parts, size, &p)
         });
         ino.data = match z {
             Some(z) => {
@@ -239,7 +300,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                     blob,
                     layout,
                     blocks: (z.data.len() as u64 / bs) as u32,
-                    inline: false,
+                    inline: 0,
                 }
             }
             None => flat_data(&mut out, &packed, &ino)?,
@@ -300,21 +361,35 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let mut pos = meta_start;
     // Gaps left by padding to a block start, filled first-fit by later inodes.
     let mut gaps: Vec<(u64, u64)> = Vec::new();
-    for ino in inos.iter_mut() {
-        let (total, has_inline) = meta_size(ino, bs);
+    // Inodes with inline data first: they leave gaps before block boundaries, which the
+    // others (free to cross a block) then fill.
+    let mut order: Vec<usize> = (0..inos.len()).collect();
+    order[1..].sort_by_key(|&k| meta_size(&inos[k], bs).1 == 0);
+    for k in order {
+        let ino = &mut inos[k];
+        let (total, keep) = meta_size(ino, bs);
+        // Does the last `keep` bytes' span stay in one block if the inode starts at `at`?
+        let fits = |at: u64| keep == 0 || (at + total - keep) % bs + keep <= bs;
         if b0 + total <= bs {
             ino.pos = b0;
             b0 = round_up(b0 + total, 32);
             continue;
         }
-        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total) {
+        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total && fits(g.0)) {
             ino.pos = g.0;
             g.0 = round_up(g.0 + total, 32).min(g.1);
             gaps.retain(|g| g.1 - g.0 >= 32);
             continue;
         }
-        if has_inline && pos % bs + total > bs {
-            let next = round_up(pos, bs);
+        if !fits(pos) {
+            // Start the kept part at the next block (the inode before it may end the
+            // block the kept part would have crossed).
+            let next = round_up(round_up(pos + total - keep, bs) - (total - keep), 32);
+            if !fits(next) {
+                return Err(io::Error::other(format!(
+                    "internal: an inline tail of {keep} bytes cannot be placed"
+                )));
+            }
             if next - pos >= 32 {
                 gaps.push((pos, next));
             }
@@ -492,7 +567,9 @@ fn zparams(opts: &Options, zero_padding: bool, ino: &Ino, size: u64) -> ZParams 
         // Shared pclusters are out of file order, which compact indexes cannot express:
         // leave room for full indexes.
         let idx = index_area(head, size, bs, !opts.legacy_compress && !opts.dedupe);
-        bs.saturating_sub(head + idx) as usize
+        // Only the inline pcluster must stay in one block: the inode is placed so that it
+        // starts a block, (head + idx) % 32 bytes in (inodes are 32-byte aligned).
+        bs.saturating_sub((head + idx) % 32) as usize
     } else {
         0
     };
@@ -643,22 +720,18 @@ fn flat_data(out: &mut Out, content: &[u8], ino: &Ino) -> io::Result<Data> {
     })
 }
 
-/// (bytes the inode takes in the metadata area, whether some of it must not cross a block).
-fn meta_size(ino: &Ino, bs: u64) -> (u64, bool) {
+/// (bytes the inode takes in the metadata area, how many of its last bytes must not cross
+/// a block: all of them with a flat inline tail, the inline pcluster when compressed).
+fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
     let base = isize_of(ino.extended) + ino.ibody.len() as u64;
+    let whole = |total: u64, inline: bool| (total, if inline { total } else { 0 });
     match &ino.data {
-        Data::None => (base, false),
-        Data::Flat { tail, inline, .. } => (base + tail.len() as u64, *inline),
+        Data::None => (base, 0),
+        Data::Flat { tail, inline, .. } => whole(base + tail.len() as u64, *inline),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
         Data::Late {
             content, inline, ..
-        } => {
-            if *inline {
-                (base + content.len() as u64 % bs, true)
-            } else {
-                (base, false)
-            }
-        }
+        } => whole(base + content.len() as u64 % bs, *inline),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Compressing one file with fixed-size output: each pcluster is filled by LZ4 from as much
 //! input as fits; a pcluster that does not save a block is stored as one plain block; the
 //! tail goes inline (ztailpacking), into the packed inode (fragments) or into a block.
-//! A pure function of the bytes and the options, so files compress in parallel and the
+//! Large files are cut into fixed segments ([`SEGMENT`]) compressed independently. A pure
+//! function of the bytes and the options, so files and segments compress in parallel and the
 //! image is the same whatever the number of workers.
 
 use crate::compress::Compressor;
@@ -54,10 +55,20 @@ pub struct ZFile {
     pub whole_fragment: bool,
 }
 
-/// Compresses `src`; `None` when compression does not save a block (store it plain).
-pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
-    let bs = p.bs;
-    let size = src.len();
+/// Files larger than this are compressed in independent segments of this many bytes (a
+/// multiple of any pcluster size), so one large file keeps every worker busy. Each segment
+/// boundary costs at most the unfilled part of one pcluster. A pure function of the size.
+pub const SEGMENT: u64 = 16 << 20;
+
+/// The byte ranges of a `size`-byte file that compress independently.
+pub fn segments(size: u64) -> Vec<std::ops::Range<u64>> {
+    (0..size.div_ceil(SEGMENT).max(1))
+        .map(|k| k * SEGMENT..((k + 1) * SEGMENT).min(size))
+        .collect()
+}
+
+/// Joins the segments of a file (in order); `None` when they do not save a block.
+pub fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile> {
     let mut out = ZFile {
         extents: Vec::new(),
         data: Vec::new(),
@@ -67,7 +78,48 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
     if size == 0 {
         return None;
     }
-    if p.fragments && size <= p.pcluster {
+    for part in parts {
+        let base = (out.data.len() / p.bs) as u32;
+        out.extents.extend(part.extents.into_iter().map(|mut e| {
+            e.rel_blk += base;
+            e
+        }));
+        out.data.extend_from_slice(&part.data);
+        out.tail = part.tail;
+        out.whole_fragment = part.whole_fragment;
+    }
+    // Keep it only if it saves at least one block.
+    if (out.data.len() / p.bs) as u64 >= size.div_ceil(p.bs as u64) {
+        return None;
+    }
+    Some(out)
+}
+
+/// Compresses one segment `src` of a `file_size`-byte file, starting at file byte `base`;
+/// only the `last` segment gets the tail treatment (inline or fragment). Extents carry
+/// file offsets and blocks counted from the segment's first block.
+pub fn compress_part(
+    c: &mut Compressor,
+    src: &[u8],
+    base: u64,
+    file_size: u64,
+    last: bool,
+    p: &ZParams,
+) -> ZFile {
+    let bs = p.bs;
+    let size = src.len();
+    let mut out = ZFile {
+        extents: Vec::new(),
+        data: Vec::new(),
+        tail: ZTail::None,
+        whole_fragment: false,
+    };
+    let p = &ZParams {
+        inline_room: if last { p.inline_room } else { 0 },
+        fragments: last && p.fragments,
+        ..*p
+    };
+    if p.fragments && base == 0 && file_size <= p.pcluster as u64 {
         out.whole_fragment = true;
         out.tail = ZTail::Fragment(src.to_vec());
         out.extents.push(ZExtent {
@@ -76,7 +128,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
             blocks: 0,
             rel_blk: 0,
         });
-        return Some(out);
+        return out;
     }
     let mut dst = vec![0u8; p.pcluster];
     let mut pos = 0usize;
@@ -87,7 +139,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
         if len <= p.pcluster && p.fragments {
             out.tail = ZTail::Fragment(src[pos..].to_vec());
             out.extents.push(ZExtent {
-                la: pos as u64,
+                la: base + pos as u64,
                 raw: false,
                 blocks: 0,
                 rel_blk,
@@ -113,7 +165,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                 if may_inline && len < bs && len <= p.inline_room {
                     out.tail = ZTail::Inline(src[pos..].to_vec());
                     out.extents.push(ZExtent {
-                        la: pos as u64,
+                        la: base + pos as u64,
                         raw: true,
                         blocks: 0,
                         rel_blk,
@@ -125,7 +177,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                 out.data.resize(start + bs, 0);
                 out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
                 out.extents.push(ZExtent {
-                    la: pos as u64,
+                    la: base + pos as u64,
                     raw: true,
                     blocks: 1,
                     rel_blk,
@@ -137,7 +189,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                 if may_inline && used == len && n < bs && n <= p.inline_room {
                     out.tail = ZTail::Inline(dst[..n].to_vec());
                     out.extents.push(ZExtent {
-                        la: pos as u64,
+                        la: base + pos as u64,
                         raw: false,
                         blocks: 0,
                         rel_blk,
@@ -170,7 +222,7 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
                 };
                 out.data[at..at + n].copy_from_slice(&dst[..n]);
                 out.extents.push(ZExtent {
-                    la: pos as u64,
+                    la: base + pos as u64,
                     raw: false,
                     blocks: blocks as u32,
                     rel_blk,
@@ -180,9 +232,5 @@ pub fn compress(c: &mut Compressor, src: &[u8], p: &ZParams) -> Option<ZFile> {
             }
         }
     }
-    // Keep it only if it saves at least one block.
-    if (out.data.len() / bs) as u64 >= (size as u64).div_ceil(bs as u64) {
-        return None;
-    }
-    Some(out)
+    out
 }

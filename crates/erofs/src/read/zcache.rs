@@ -48,6 +48,17 @@ impl ZCache {
         ZCache::default()
     }
 
+    /// The decompressed extent `key` if it is cached and ready (a reader finishing an
+    /// extent it began reading earlier); does not add an entry.
+    pub fn peek(&self, key: Key) -> Option<Arc<[u8]>> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.clock += 1;
+        let now = g.clock;
+        let e = g.entries.iter_mut().find(|e| e.key == key)?;
+        e.used = now;
+        e.slot.data.get()?.as_ref().ok().cloned()
+    }
+
     /// The decompressed extent `key`, made by `make` if nobody has it yet; concurrent callers
     /// for the same key wait for the first one's result.
     pub fn get(&self, key: Key, make: impl FnOnce() -> Outcome) -> Outcome {
@@ -103,6 +114,18 @@ fn evict(g: &mut Inner) {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn peek_sees_only_ready_entries() {
+        let c = ZCache::new();
+        assert!(c.peek((1, 4)).is_none());
+        let v = c.get((1, 4), || Ok(Arc::from(vec![7u8; 4]))).unwrap();
+        assert_eq!(&c.peek((1, 4)).unwrap()[..], &v[..]);
+        assert!(c.peek((2, 4)).is_none());
+        // A failed decompression is not cached.
+        assert!(c.get((3, 4), || Err("bad".into())).is_err());
+        assert!(c.peek((3, 4)).is_none());
+    }
 
     #[test]
     fn one_decompression_for_concurrent_readers() {

@@ -1,9 +1,9 @@
 //! Reading compressed files. For each extent the request touches:
-//! - a request that starts where the extent starts decompresses straight into the
-//!   caller's buffer (LZ4 partial decoding stops where the buffer ends): no copy;
+//! - a request that covers the whole extent decompresses straight into the caller's
+//!   buffer: no copy;
 //! - a request that ends where the extent ends (a reader moving on) decompresses into a
 //!   per-thread scratch buffer and copies the part it wants;
-//! - a request in the middle of an extent (the reader will be back for the rest) goes
+//! - a request that stops inside an extent (the reader will be back for the rest) goes
 //!   through the [`ZCache`](super::zcache::ZCache): decompressed once, shared by
 //!   concurrent readers, kept for the next piece.
 
@@ -75,9 +75,15 @@ impl Erofs {
             }
             Stored::Lz4 { pa, plen, padded } => {
                 self.check_lz4_extent(ino, ext, plen)?;
-                if lo == 0 {
-                    // In place: the caller's buffer is the output.
+                if lo == 0 && (hi as u64 == ext.llen || ext.llen as usize > zcache::MAX_EXTENT) {
+                    // In place: the caller's buffer is the output (the whole extent, or a
+                    // prefix of one too large to cache).
                     return self.lz4(ino, pa, plen, padded, dst);
+                }
+                let key: Key = (pa, ext.llen);
+                if let Some(data) = self.zcache.peek(key) {
+                    dst.copy_from_slice(&data[lo..hi]);
+                    return Ok(());
                 }
                 if hi as u64 == ext.llen || ext.llen as usize > zcache::MAX_EXTENT {
                     return SCRATCH.with(|s| {
@@ -93,7 +99,6 @@ impl Erofs {
                         r
                     });
                 }
-                let key: Key = (pa, ext.llen);
                 let data = self
                     .zcache
                     .get(key, || {

@@ -1,6 +1,7 @@
 //! ext4 (and ext2/ext3) for usfs: the on-disk format ([`format`]) and a reader ([`Ext4`])
 //! implementing [`usfs_fs::FileSystem`] for images made by mke2fs 1.47 and the kernel.
 
+pub mod alloc;
 pub mod format;
 mod read;
 

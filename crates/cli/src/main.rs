@@ -4,6 +4,7 @@ mod cmd_cat;
 mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
+mod cmd_mkfs_ext4;
 mod cmd_stat;
 mod display;
 mod export;
@@ -77,6 +78,10 @@ enum Cmd {
     /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
     /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
     Fsck(cmd_fsck::FsckArgs),
+    /// Make an ext4 image by itself (no mke2fs), optionally filled from a directory
+    /// (-d), with an mballoc-style allocator; options named as mke2fs's.
+    #[command(name = "mkfs.ext4")]
+    MkfsExt4(cmd_mkfs_ext4::MkfsExt4Args),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
+        Cmd::MkfsExt4(args) => cmd_mkfs_ext4::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod format;
 mod read;
+pub mod write;
 
 pub use read::{Ext4, OpenIssue};
 

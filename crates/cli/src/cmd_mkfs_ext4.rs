@@ -5,7 +5,7 @@ use crate::image::{CliError, CliResult};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use usfs_ext4::write::{format, populate, MkfsOptions, PopulateOptions};
+use usfs_ext4::write::{format, populate, MkfsOptions, PopulateOptions, Writer};
 
 /// Options of `usfs mkfs.ext4`, named as mke2fs's.
 #[derive(clap::Args)]
@@ -177,23 +177,36 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
     let shown = a.image.display().to_string();
     let at = |e: &dyn std::fmt::Display| CliError::at(&shown, e);
     let start = Instant::now();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&a.image)
-        .map_err(|e| at(&e))?;
-    file.set_len(size).map_err(|e| at(&e))?;
-    let dev = usfs_dev::FileDevice::from_file(file, true).map_err(|e| at(&e))?;
-    let mut w = format(Box::new(dev), &opts).map_err(|e| at(&e))?;
+    let fresh = || -> CliResult<Writer> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&a.image)
+            .map_err(|e| at(&e))?;
+        file.set_len(size).map_err(|e| at(&e))?;
+        let dev = usfs_dev::FileDevice::from_file(file, true).map_err(|e| at(&e))?;
+        format(Box::new(dev), &opts).map_err(|e| at(&e))
+    };
+    let mut w = fresh()?;
     let report = match &a.root_dir {
         Some(src) => {
             let p = PopulateOptions {
                 all_root: a.all_root,
                 threads: a.threads.unwrap_or(0),
             };
-            Some(populate(&mut w, src, &p).map_err(|e| at(&e))?)
+            match populate(&mut w, src, &p) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    // Never leave a half-written image: make it a valid empty file system.
+                    drop(w);
+                    fresh()?.finish().map_err(|e| at(&e))?;
+                    return Err(CliError(format!(
+                        "{shown}: {e} (the image holds an empty file system)"
+                    )));
+                }
+            }
         }
         None => None,
     };

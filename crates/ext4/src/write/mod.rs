@@ -14,11 +14,15 @@
 
 mod dir;
 mod extent;
+mod file;
 mod format;
 mod options;
 pub mod populate;
 mod writer;
 mod xattr;
+
+#[cfg(test)]
+mod tests;
 
 pub use dir::DirEntryIn;
 pub use format::{default_journal_blocks, format, lost_found_entry, LOST_FOUND_INO};

@@ -14,7 +14,7 @@ use super::format::lost_found_entry;
 use super::writer::{no_space, Writer};
 use crate::alloc::{plan_extents, InodeKind, Mapping};
 use crate::format::features::ro_compat;
-use crate::format::inode::{encode_rdev, ROOT_INO};
+use crate::format::inode::ROOT_INO;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -50,7 +50,7 @@ pub struct PopulateReport {
     pub bytes: u64,
     /// Extents of regular files.
     pub extents: u64,
-    /// Shared xattr blocks referenced more than once.
+    /// Xattr blocks shared by more than one inode.
     pub xattr_blocks: u64,
 }
 
@@ -58,8 +58,15 @@ impl std::fmt::Display for PopulateReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} files, {} directories, {} symlinks, {} special files, {} extra hard links, {} bytes in {} extents",
-            self.files, self.dirs, self.symlinks, self.specials, self.hardlinks, self.bytes, self.extents
+            "{} files, {} directories, {} symlinks, {} special files, {} extra hard links, {} bytes in {} extents, {} shared xattr blocks",
+            self.files,
+            self.dirs,
+            self.symlinks,
+            self.specials,
+            self.hardlinks,
+            self.bytes,
+            self.extents,
+            self.xattr_blocks
         )
     }
 }
@@ -371,12 +378,6 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     Ok(report)
 }
 
-impl Writer {
-    fn xattr_blocks_shared(&self) -> u64 {
-        0
-    }
-}
-
 fn set_attrs(w: &mut Writer, ino: u32, n: &Node, all_root: bool) {
     let isz = w.geo.inode_size as usize;
     let now = w.now;
@@ -475,16 +476,14 @@ fn place(
                 }
                 Kind::Symlink(t) => {
                     report.symlinks += 1;
-                    symlink(w, ino, t, &n.path)?;
+                    w.write_symlink(ino, t)
+                        .map_err(|e| Error::Incompatible(format!("{}: {e}", n.path.display())))?;
                 }
                 Kind::Special => {
                     report.specials += 1;
                     let t = n.meta.mode & libc::S_IFMT;
                     if t == libc::S_IFCHR || t == libc::S_IFBLK {
-                        let (ma, mi) = (libc::major(n.meta.rdev), libc::minor(n.meta.rdev));
-                        let mut b = [0u8; 60];
-                        b[..8].copy_from_slice(&encode_rdev(ma, mi));
-                        w.inode_mut(ino).set_i_block(&b);
+                        w.set_device(ino, libc::major(n.meta.rdev), libc::minor(n.meta.rdev));
                     }
                 }
             }
@@ -525,32 +524,6 @@ fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
             })
         })
         .collect()
-}
-
-fn symlink(w: &mut Writer, ino: u32, target: &[u8], path: &Path) -> Result<()> {
-    let bs = w.block_size() as usize;
-    if target.is_empty() || target.len() >= bs {
-        return Err(Error::Incompatible(format!(
-            "{}: symlink target of {} bytes (1..{} allowed)",
-            path.display(),
-            target.len(),
-            bs - 1
-        )));
-    }
-    w.inode_mut(ino).set_size(target.len() as u64);
-    if target.len() < 60 {
-        let mut b = [0u8; 60];
-        b[..target.len()].copy_from_slice(target);
-        w.inode_mut(ino).set_i_block(&b);
-        return Ok(());
-    }
-    let goal = w.data_goal(ino, false);
-    let maps = plan_extents(&mut w.blocks, ino, goal, &[(0, 1)])
-        .map_err(|e| no_space(&path.display().to_string(), e))?;
-    let mut blk = vec![0u8; bs];
-    blk[..target.len()].copy_from_slice(target);
-    w.write_blocks(maps[0].pblk, &blk)?;
-    w.set_extents(ino, &maps)
 }
 
 /// Phase 3: parallel copy. Workers take batches of jobs in order; within a batch,

@@ -163,6 +163,11 @@ impl Writer {
         Ok(())
     }
 
+    /// Xattr blocks made so far that more than one inode shares.
+    pub fn xattr_blocks_shared(&self) -> u64 {
+        self.xattr_blocks.blocks.iter().filter(|b| b.2 > 1).count() as u64
+    }
+
     /// Writes every xattr block with its final reference count and checksum.
     pub(crate) fn write_xattr_blocks(&mut self) -> Result<()> {
         let blocks = std::mem::take(&mut self.xattr_blocks.blocks);

@@ -213,8 +213,10 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
     let geo = w.geo.clone();
     let stats = w.blocks.stats.clone();
     let free_inodes = w.inodes.free_inodes();
+    let t_finish = Instant::now();
     let dev = w.finish().map_err(|e| at(&e))?;
     drop(dev);
+    let finish_ms = t_finish.elapsed().as_millis();
     if !a.quiet {
         println!(
             "{}: ext4, {} blocks of {} bytes, {} inodes, {} groups",
@@ -227,13 +229,18 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
         if let Some(r) = report {
             println!("populated: {r}");
             println!(
+                "phases: scan {} ms, place {} ms, copy {} ms",
+                r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]
+            );
+            println!(
                 "allocator: {} requests, {} at goal, {} from locality-group preallocation, {} partial",
                 stats.requests, stats.goal_hits, stats.lg_hits, stats.partial
             );
         }
         println!(
-            "{} inodes free; done in {:.2} s",
+            "{} inodes free; metadata written and synced in {} ms; done in {:.2} s",
             free_inodes,
+            finish_ms,
             start.elapsed().as_secs_f64()
         );
     }

@@ -52,6 +52,8 @@ pub struct PopulateReport {
     pub extents: u64,
     /// Xattr blocks shared by more than one inode.
     pub xattr_blocks: u64,
+    /// Wall time of each phase: scan, place, copy (milliseconds).
+    pub phase_ms: [u64; 3],
 }
 
 impl std::fmt::Display for PopulateReport {
@@ -348,7 +350,9 @@ struct CopyJob {
 /// Fills the file system of `w` (freshly formatted) with the tree at `src`. The root
 /// directory takes the source root's attributes; lost+found is kept.
 pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
+    let t0 = std::time::Instant::now();
     let nodes = scan(src)?;
+    let t_scan = t0.elapsed();
     let bs = w.block_size() as u64;
     let (need_blocks, need_inodes) = estimate(&nodes, bs);
     if need_inodes > w.inodes.free_inodes() + 1 {
@@ -373,7 +377,14 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     let mut report = PopulateReport::default();
     let mut jobs = Vec::new();
     place(w, &nodes, opts, &mut report, &mut jobs)?;
+    let t_place = t0.elapsed();
     copy(w, &nodes, jobs, opts.threads, &mut report)?;
+    let t_copy = t0.elapsed();
+    report.phase_ms = [
+        t_scan.as_millis() as u64,
+        (t_place - t_scan).as_millis() as u64,
+        (t_copy - t_place).as_millis() as u64,
+    ];
     report.xattr_blocks = w.xattr_blocks_shared();
     Ok(report)
 }

@@ -43,7 +43,8 @@ quality() {
     if [ "$(id -u)" = 0 ]; then
         mount -o loop,ro,noatime "$img" "$mnt"
         epf=$(find "$mnt" -type f -size +0 -print0 | xargs -0 -r filefrag 2>/dev/null |
-            awk '{ n++; e += $(NF-2) } END { if (n) printf "%.4f", e / n; else print "n/a" }')
+            sed -n 's/.*: \([0-9]*\) extents\{0,1\} found$/\1/p' |
+            awk '{ n++; e += $1 } END { if (n) printf "%.4f", e / n; else print "n/a" }')
         umount "$mnt"
     else
         epf=n/a

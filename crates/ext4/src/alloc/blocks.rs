@@ -130,6 +130,9 @@ pub struct BlockAllocator {
     lg: HashMap<u32, (u64, u32)>,
     /// Per-inode preallocations (start, length).
     inode_pa: HashMap<u32, (u64, u32)>,
+    /// Remainders of locality-group streams that could not be extended, kept for later
+    /// small files.
+    leftovers: Vec<(u64, u32)>,
     /// What happened so far.
     pub stats: AllocStats,
 }
@@ -150,6 +153,7 @@ impl BlockAllocator {
             free_total,
             lg: HashMap::new(),
             inode_pa: HashMap::new(),
+            leftovers: Vec::new(),
             stats: AllocStats::default(),
         }
     }
@@ -287,7 +291,7 @@ impl BlockAllocator {
         self.stats.requests += 1;
         let goal = self.clamp_goal(req.goal);
         match req.purpose {
-            Purpose::Metadata => self.search(goal, len, 1),
+            Purpose::Metadata => self.search(goal, len, 1, Fit::Buddy),
             Purpose::Data {
                 final_blocks: Some(total),
                 ..
@@ -295,7 +299,7 @@ impl BlockAllocator {
             Purpose::Data {
                 final_blocks: Some(_),
                 ..
-            } => self.search(goal, len, 1),
+            } => self.alloc_known(goal, len),
             Purpose::Data {
                 owner,
                 final_blocks: None,
@@ -311,10 +315,101 @@ impl BlockAllocator {
         }
     }
 
-    /// Small files: carve from the locality-group preallocation of the goal's flex
-    /// group, so consecutive small files sit next to each other with no gaps.
+    /// Files of known size of [`SMALL_FILE_BLOCKS`] or more: continue exactly at the goal
+    /// (the file's previous extent); else take the head of the flex group's
+    /// locality-group stream, extended in place as far as needed, so large and small
+    /// files follow each other with no gap; else the first run that holds the whole
+    /// request (filling earlier gaps before opening new ones).
+    fn alloc_known(&mut self, goal: u64, len: u32) -> Result<(u64, u32), NoSpace> {
+        if self.run_at(goal, len) >= len {
+            self.stats.goal_hits += 1;
+            return Ok(self.take_at(goal, len));
+        }
+        let flex = self.geo.group_of(goal) / self.geo.groups_per_flex;
+        let stripe = self.geo.stripe;
+        if let Some(&(s, l)) = self.lg.get(&flex) {
+            let aligned = stripe <= 1 || len < stripe || s.is_multiple_of(stripe as u64);
+            if aligned && l >= len {
+                self.take_lg(flex, s, l, len);
+                self.stats.lg_hits += 1;
+                return Ok((s, len));
+            }
+            let end = s + l as u64;
+            if aligned && end < self.geo.blocks_count && self.run_at(end, len - l) >= len - l {
+                self.take_at(end, len - l);
+                self.lg.remove(&flex);
+                self.stats.lg_hits += 1;
+                return Ok((s, len));
+            }
+        }
+        let (s, l) = self.search(goal, len, 1, Fit::First)?;
+        self.absorb_gap(s + l as u64);
+        Ok((s, l))
+    }
+
+    /// If the extent just placed left a gap smaller than a locality-group
+    /// preallocation before the next used block, reserve the gap for small files (a
+    /// leftover), so it is filled instead of staying a free-space fragment.
+    fn absorb_gap(&mut self, end: u64) {
+        let r = self.run_at(end, LG_PREALLOC_BLOCKS);
+        if r > 0 && r < LG_PREALLOC_BLOCKS {
+            self.take_at(end, r);
+            self.leftovers.push((end, r));
+        }
+    }
+
+    /// Free blocks starting exactly at `b`, at most `max`, running on into the next
+    /// groups while their first blocks are free.
+    fn run_at(&mut self, b: u64, max: u32) -> u32 {
+        let mut total = 0u32;
+        let mut cur = b;
+        while total < max && cur >= self.geo.first_data_block && cur < self.geo.blocks_count {
+            let g = self.geo.group_of(cur);
+            if self.group_free(g) == 0 {
+                break;
+            }
+            let off = (cur - self.geo.group_first(g)) as u32;
+            let r = self.load(g).free_run_at(off, max - total);
+            total += r;
+            if r == 0 || off + r < self.geo.group_blocks(g) {
+                break;
+            }
+            cur += r as u64;
+        }
+        total
+    }
+
+    /// Takes `len` free blocks at `b` (possibly across groups).
+    fn take_at(&mut self, b: u64, len: u32) -> (u64, u32) {
+        self.for_each_piece(b, len as u64, |a, g, off, n| {
+            a.load(g).take(off, n);
+            a.free_total -= n as u64;
+            Ok(())
+        })
+        .expect("a free run inside the file system");
+        (b, len)
+    }
+
+    /// Small files: carve from the locality-group stream of the goal's flex group, so
+    /// consecutive small files sit next to each other with no gaps. Remainders of earlier
+    /// streams (see below) are used first, smallest gaps filled first. An exhausted stream
+    /// is extended in place; when that is impossible a new one starts and the old
+    /// remainder is kept for later small files rather than freed (no hole is left).
     fn alloc_small(&mut self, goal: u64, len: u32) -> Result<(u64, u32), NoSpace> {
         let flex = self.geo.group_of(goal) / self.geo.groups_per_flex;
+        let best = (0..self.leftovers.len())
+            .filter(|&i| self.leftovers[i].1 >= len)
+            .min_by_key(|&i| self.leftovers[i].1);
+        if let Some(i) = best {
+            let (s, l) = self.leftovers[i];
+            if l > len {
+                self.leftovers[i] = (s + len as u64, l - len);
+            } else {
+                self.leftovers.swap_remove(i);
+            }
+            self.stats.lg_hits += 1;
+            return Ok((s, len));
+        }
         if let Some(&(s, l)) = self.lg.get(&flex) {
             if l >= len {
                 self.take_lg(flex, s, l, len);
@@ -322,31 +417,32 @@ impl BlockAllocator {
                 return Ok((s, len));
             }
         }
-        // Refill: prefer the blocks right after the current preallocation.
-        let old = self.lg.remove(&flex);
-        let g2 = old.map_or(goal, |(s, l)| s + l as u64);
-        let (ns, nl) = match self.search(g2, LG_PREALLOC_BLOCKS.max(len), len) {
+        let mut old = self.lg.remove(&flex);
+        if let Some((s, l)) = old {
+            let end = s + l as u64;
+            let run = self.run_at(end, LG_PREALLOC_BLOCKS);
+            if run > 0 {
+                // Whatever follows the stream joins it, so no gap stays behind.
+                self.take_at(end, run);
+                old = Some((s, l + run));
+            }
+            if run + l >= len {
+                self.take_lg(flex, s, l + run, len);
+                self.stats.lg_hits += 1;
+                return Ok((s, len));
+            }
+        }
+        let fresh = self.search(goal, LG_PREALLOC_BLOCKS.max(len), len, Fit::First);
+        if let Some((s, l)) = old.filter(|o| o.1 > 0) {
+            self.leftovers.push((s, l));
+        }
+        let (s, l) = match fresh {
             Ok(x) => x,
-            Err(e) => {
-                // The disk is nearly full: give the old remainder back, try any run.
-                if let Some((s, l)) = old {
-                    self.free(s, l as u64)
-                        .expect("preallocated blocks are in use");
-                }
-                if self.free_total == 0 {
-                    return Err(e);
-                }
-                return self.search(goal, len, 1);
+            Err(_) => {
+                // The disk is nearly full: give every preallocation back, take any run.
+                self.release_all();
+                return self.search(goal, len, 1, Fit::First);
             }
-        };
-        let (s, l) = match old {
-            Some((s, l)) if s + l as u64 == ns => (s, l + nl),
-            Some((s, l)) => {
-                self.free(s, l as u64)
-                    .expect("preallocated blocks are in use");
-                (ns, nl)
-            }
-            None => (ns, nl),
         };
         self.take_lg(flex, s, l, len);
         Ok((s, len))
@@ -377,7 +473,7 @@ impl BlockAllocator {
                 .expect("preallocated blocks are in use");
         }
         let want = normalise(len, self.geo.blocks_per_group);
-        let (s, l) = self.search(goal, want, 1)?;
+        let (s, l) = self.search(goal, want, 1, Fit::Buddy)?;
         let got = l.min(len);
         if l > got {
             self.inode_pa.insert(owner, (s + got as u64, l - got));
@@ -400,6 +496,7 @@ impl BlockAllocator {
             .drain()
             .map(|(_, v)| v)
             .chain(self.inode_pa.drain().map(|(_, v)| v))
+            .chain(self.leftovers.drain(..))
             .collect();
         for (s, l) in pas {
             self.free(s, l as u64)
@@ -412,6 +509,7 @@ impl BlockAllocator {
         self.lg
             .values()
             .chain(self.inode_pa.values())
+            .chain(self.leftovers.iter())
             .map(|&(_, l)| l as u64)
             .sum()
     }
@@ -420,7 +518,7 @@ impl BlockAllocator {
     /// the goal itself, a stripe-aligned run (large requests on RAID), a buddy chunk
     /// of the right order in the goal group and onwards, any run long enough, and
     /// finally the longest run there is.
-    fn search(&mut self, goal: u64, len: u32, min: u32) -> Result<(u64, u32), NoSpace> {
+    fn search(&mut self, goal: u64, len: u32, min: u32, fit: Fit) -> Result<(u64, u32), NoSpace> {
         let n = self.geo.group_count();
         let g0 = self.geo.group_of(goal);
         let off0 = (goal - self.geo.group_first(g0)) as u32;
@@ -448,13 +546,18 @@ impl BlockAllocator {
                 }
             }
         }
-        // 3. Buddy: the smallest free aligned chunk holding the request.
+        // 3. Buddy: the smallest free aligned chunk holding the request (metadata and
+        //    normalised requests); or, for data of known size, the first run holding it.
         for g in order.clone() {
             if self.group_free(g) < len {
                 continue;
             }
             let near = if g == g0 { off0 } else { 0 };
-            if let Some(s) = self.load(g).find_buddy(len, near) {
+            let found = match fit {
+                Fit::Buddy => self.load(g).find_buddy(len, near),
+                Fit::First => self.load(g).first_fit(len, near),
+            };
+            if let Some(s) = found {
                 return Ok(self.take(g, s, len));
             }
         }
@@ -517,6 +620,15 @@ impl BlockAllocator {
         }
         Ok(())
     }
+}
+
+/// How step 3 of the search picks a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fit {
+    /// The smallest buddy chunk that holds the request.
+    Buddy,
+    /// The first free run that holds the request.
+    First,
 }
 
 /// mballoc's request normalisation for files still growing: round small requests up to

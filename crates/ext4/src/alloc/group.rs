@@ -117,6 +117,19 @@ impl Group {
         None
     }
 
+    /// The first free run of at least `len` blocks starting at or after `near`.
+    pub fn first_fit(&self, len: u32, near: u32) -> Option<u32> {
+        let mut i = near;
+        while let Some(s) = self.used.find(i, false) {
+            let run = self.used.run_len(s, false, len);
+            if run >= len {
+                return Some(s);
+            }
+            i = s + run;
+        }
+        None
+    }
+
     /// The longest free run (start, length) at or after `near`, wrapping; the first of
     /// equal length.
     pub fn longest_run(&self, near: u32) -> Option<(u32, u32)> {

@@ -327,6 +327,9 @@ fn make_journal(w: &mut Writer, blocks: u32, features: &Features) -> Result<()> 
         g = g / gpf * gpf;
     }
     let mut goal = w.geo.group_first_block(g);
+    while w.blocks.is_used(goal) && goal + 1 < w.geo.blocks_count {
+        goal += 1;
+    }
     let mut maps = Vec::new();
     let mut done = 0u32;
     while done < blocks {

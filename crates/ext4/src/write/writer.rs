@@ -188,16 +188,16 @@ impl Writer {
             .map_err(|e: NoSpace| no_space("metadata blocks", e))
     }
 
-    /// Where data of an inode in group `g` should start: the first group of its flex
-    /// group for directories, the second for files (as the kernel splits them).
+    /// Where data of inode `ino` should start: the first block of its flex group (of its
+    /// group without flex_bg). Directories and files share one stream there: the kernel
+    /// puts files one group further, but for a file system written in one go a single
+    /// stream leaves no free-space gap between the two areas. `is_dir` is kept for
+    /// writers that want the kernel's split.
     pub fn data_goal(&self, ino: u32, is_dir: bool) -> u64 {
+        let _ = is_dir;
         let gpf = self.groups_per_flex();
         let g = self.inode_group(ino);
-        let mut tg = if gpf > 1 { g / gpf * gpf } else { g };
-        if gpf > 1 && !is_dir && tg + 1 < self.geo.group_count {
-            tg += 1;
-        }
-        self.geo.group_first_block(tg)
+        self.geo.group_first_block(g / gpf * gpf)
     }
 
     /// Writes `data` at block `block`.

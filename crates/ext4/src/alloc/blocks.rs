@@ -342,7 +342,9 @@ impl BlockAllocator {
                 return Ok((s, len));
             }
         }
-        let (s, l) = self.search(goal, len, 1, Fit::First)?;
+        let (s, l) = self
+            .search(goal, len, len, Fit::First)
+            .or_else(|_| self.search(goal, len, 1, Fit::First))?;
         self.absorb_gap(s + l as u64);
         Ok((s, l))
     }
@@ -549,16 +551,24 @@ impl BlockAllocator {
         // 3. Buddy: the smallest free aligned chunk holding the request (metadata and
         //    normalised requests); or, for data of known size, the first run holding it.
         for g in order.clone() {
-            if self.group_free(g) < len {
+            if self.group_free(g) < if fit == Fit::First { min } else { len } {
                 continue;
             }
             let near = if g == g0 { off0 } else { 0 };
-            let found = match fit {
-                Fit::Buddy => self.load(g).find_buddy(len, near),
-                Fit::First => self.load(g).first_fit(len, near),
-            };
-            if let Some(s) = found {
-                return Ok(self.take(g, s, len));
+            match fit {
+                Fit::Buddy => {
+                    if let Some(s) = self.load(g).find_buddy(len, near) {
+                        return Ok(self.take(g, s, len));
+                    }
+                }
+                Fit::First => {
+                    // The first run of at least `min`, as much of it as asked.
+                    let gr = self.load(g);
+                    if let Some(s) = gr.first_fit(min.max(1), near) {
+                        let run = gr.free_run_at(s, len);
+                        return Ok(self.take(g, s, run));
+                    }
+                }
             }
         }
         // 4. Any run long enough (unaligned).

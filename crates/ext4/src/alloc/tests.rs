@@ -340,3 +340,82 @@ fn orlov_spreads_top_level_dirs_and_files_follow_parents() {
     assert!(ia.free(f, false).is_err());
     assert_eq!(ia.free_inodes(), before + 1);
 }
+
+/// Free runs of the whole file system (maximal runs of free blocks, group heads break
+/// them as on disk).
+fn free_runs(a: &BlockAllocator) -> usize {
+    let g = a.geometry();
+    let mut runs = 0;
+    let mut prev_free = false;
+    for b in g.first_data_block..g.blocks_count {
+        let free = !a.is_used(b);
+        if free && !prev_free {
+            runs += 1;
+        }
+        prev_free = free;
+    }
+    runs
+}
+
+#[test]
+fn files_of_known_size_leave_no_free_space_gaps() {
+    for seed in 1..=6u64 {
+        let mut rng = Rng(seed * 0x1234_5678_9ABC_DEF1);
+        let g = AllocGeometry {
+            first_data_block: 0,
+            blocks_count: 8 * 8192,
+            blocks_per_group: 8192,
+            groups_per_flex: 8,
+            stripe: 0,
+        };
+        // Backup heads in groups 0, 1, 3, 5, 7 break runs as on disk.
+        let heads: Vec<u32> = (0..8)
+            .map(|i| if [0, 1, 3, 5, 7].contains(&i) { 3 } else { 0 })
+            .collect();
+        let mut a = BlockAllocator::new(g.clone(), heads);
+        let mut total = 0u64;
+        for owner in 0..600u32 {
+            let len = if rng.below(5) == 0 {
+                16 + rng.below(400)
+            } else {
+                1 + rng.below(15)
+            };
+            total += len;
+            plan_extents(&mut a, owner, 0, &[(0, len)]).unwrap();
+        }
+        a.release_all();
+        a.check().unwrap();
+        let runs = free_runs(&a);
+        // The used space is one stretch from the start: free space is what follows it,
+        // split only by the group heads after it (and at most one gap where the last
+        // locality-group stream was given back).
+        let last_used = (0..g.blocks_count)
+            .rev()
+            .find(|&b| a.is_used(b) && b % 8192 >= 3)
+            .unwrap();
+        let heads_after = [1u64, 3, 5, 7]
+            .iter()
+            .filter(|&&h| h * 8192 > last_used)
+            .count();
+        let ideal = heads_after + 1;
+        if runs > ideal + 1 {
+            let mut v = Vec::new();
+            let mut start = None;
+            for b in 0..g.blocks_count {
+                match (a.is_used(b), start) {
+                    (false, None) => start = Some(b),
+                    (true, Some(s0)) => {
+                        v.push((s0, b - s0));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            eprintln!("runs {v:?} last_used {last_used}");
+        }
+        assert!(
+            runs <= ideal + 1,
+            "seed {seed}: {runs} free runs after {total} blocks of files (ideal {ideal})"
+        );
+    }
+}

@@ -29,7 +29,7 @@ use usfs_fs::{Error, Result, Timestamp};
 pub struct PopulateOptions {
     /// Make every file owned by root (uid and gid 0).
     pub all_root: bool,
-    /// Worker threads copying data (0: one per CPU).
+    /// Worker threads scanning the source and copying data (0: one per CPU).
     pub threads: usize,
 }
 
@@ -216,64 +216,130 @@ fn data_ranges(path: &Path, m: &Meta) -> Result<Vec<(u64, u64)>> {
     Ok(out)
 }
 
-/// Phase 1: the source tree as nodes (index 0 is the root).
-fn scan(src: &Path) -> Result<Vec<Node>> {
+/// The entries of one source directory, sorted by name, with their attributes.
+fn scan_dir(dpath: &Path) -> Result<Vec<Node>> {
+    let mut kids: Vec<(Vec<u8>, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dpath).map_err(|e| io_err(dpath, e))? {
+        let e = e.map_err(|e| io_err(dpath, e))?;
+        kids.push((e.file_name().as_bytes().to_vec(), e.path()));
+    }
+    kids.sort();
+    let mut out = Vec::with_capacity(kids.len());
+    for (name, path) in kids {
+        if name.len() > 255 {
+            return Err(Error::NameTooLong);
+        }
+        let m = std::fs::symlink_metadata(&path).map_err(|e| io_err(&path, e))?;
+        let meta = meta_of(&m);
+        let ft = m.file_type();
+        let kind = if ft.is_dir() {
+            Kind::Dir(Vec::new())
+        } else if ft.is_file() {
+            Kind::File(data_ranges(&path, &meta)?)
+        } else if ft.is_symlink() {
+            let t = std::fs::read_link(&path).map_err(|e| io_err(&path, e))?;
+            Kind::Symlink(t.as_os_str().as_bytes().to_vec())
+        } else {
+            Kind::Special
+        };
+        let xattrs = read_xattrs(&path)?;
+        out.push(Node {
+            name,
+            path,
+            meta,
+            xattrs,
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// Work shared by the scanning threads: directories to read, how many are being read.
+struct ScanQueue {
+    todo: Vec<usize>,
+    busy: usize,
+    failed: Option<Error>,
+}
+
+/// Phase 1: the source tree as nodes (index 0 is the root). Directories are read by
+/// `threads` workers (the system calls dominate); where a node lands in the vector does
+/// not matter, each directory keeps its children sorted by name.
+fn scan(src: &Path, threads: usize) -> Result<Vec<Node>> {
+    use std::sync::Condvar;
     let m = std::fs::symlink_metadata(src).map_err(|e| io_err(src, e))?;
     if !m.is_dir() {
         return Err(Error::NotDir);
     }
-    let mut nodes = vec![Node {
+    let nodes = Mutex::new(vec![Node {
         name: Vec::new(),
         path: src.to_path_buf(),
         meta: meta_of(&m),
         xattrs: read_xattrs(src)?,
         kind: Kind::Dir(Vec::new()),
-    }];
-    let mut stack = vec![0usize];
-    while let Some(d) = stack.pop() {
-        let dpath = nodes[d].path.clone();
-        let mut kids: Vec<(Vec<u8>, PathBuf)> = Vec::new();
-        for e in std::fs::read_dir(&dpath).map_err(|e| io_err(&dpath, e))? {
-            let e = e.map_err(|e| io_err(&dpath, e))?;
-            kids.push((e.file_name().as_bytes().to_vec(), e.path()));
-        }
-        kids.sort();
-        let mut idx = Vec::with_capacity(kids.len());
-        for (name, path) in kids {
-            if name.len() > 255 {
-                return Err(Error::NameTooLong);
-            }
-            let m = std::fs::symlink_metadata(&path).map_err(|e| io_err(&path, e))?;
-            let meta = meta_of(&m);
-            let ft = m.file_type();
-            let kind = if ft.is_dir() {
-                Kind::Dir(Vec::new())
-            } else if ft.is_file() {
-                Kind::File(data_ranges(&path, &meta)?)
-            } else if ft.is_symlink() {
-                let t = std::fs::read_link(&path).map_err(|e| io_err(&path, e))?;
-                Kind::Symlink(t.as_os_str().as_bytes().to_vec())
-            } else {
-                Kind::Special
-            };
-            let xattrs = read_xattrs(&path)?;
-            let is_dir = matches!(kind, Kind::Dir(_));
-            nodes.push(Node {
-                name,
-                path,
-                meta,
-                xattrs,
-                kind,
+    }]);
+    let queue = Mutex::new(ScanQueue {
+        todo: vec![0],
+        busy: 0,
+        failed: None,
+    });
+    let wake = Condvar::new();
+    let lock_err = || Error::Io(std::io::Error::other("scan: a worker panicked"));
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let d = {
+                    let Ok(mut q) = queue.lock() else { return };
+                    loop {
+                        if q.failed.is_some() {
+                            return;
+                        }
+                        if let Some(d) = q.todo.pop() {
+                            q.busy += 1;
+                            break d;
+                        }
+                        if q.busy == 0 {
+                            return;
+                        }
+                        q = match wake.wait(q) {
+                            Ok(q) => q,
+                            Err(_) => return,
+                        };
+                    }
+                };
+                let path = match nodes.lock() {
+                    Ok(n) => n[d].path.clone(),
+                    Err(_) => return,
+                };
+                let result = scan_dir(&path);
+                let Ok(mut q) = queue.lock() else { return };
+                q.busy -= 1;
+                match result {
+                    Ok(kids) => {
+                        let Ok(mut n) = nodes.lock() else { return };
+                        let base = n.len();
+                        let mut idx = Vec::with_capacity(kids.len());
+                        for (i, k) in kids.into_iter().enumerate() {
+                            if matches!(k.kind, Kind::Dir(_)) {
+                                q.todo.push(base + i);
+                            }
+                            idx.push(base + i);
+                            n.push(k);
+                        }
+                        n[d].kind = Kind::Dir(idx);
+                    }
+                    Err(e) => {
+                        q.failed.get_or_insert(e);
+                    }
+                }
+                wake.notify_all();
             });
-            let i = nodes.len() - 1;
-            idx.push(i);
-            if is_dir {
-                stack.push(i);
-            }
         }
-        nodes[d].kind = Kind::Dir(idx);
+    });
+    let q = queue.into_inner().map_err(|_| lock_err())?;
+    if let Some(e) = q.failed {
+        return Err(e);
     }
-    Ok(nodes)
+    nodes.into_inner().map_err(|_| lock_err())
 }
 
 /// Block ranges `(lblk, count)` covering byte ranges.
@@ -351,7 +417,12 @@ struct CopyJob {
 /// directory takes the source root's attributes; lost+found is kept.
 pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
     let t0 = std::time::Instant::now();
-    let nodes = scan(src)?;
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let nodes = scan(src, threads)?;
     let t_scan = t0.elapsed();
     let bs = w.block_size() as u64;
     let (need_blocks, need_inodes) = estimate(&nodes, bs);

@@ -6,17 +6,23 @@
 //!   first use, a buddy structure ([`buddy::Buddy`]): for every order `k` the maximal free
 //!   aligned chunks of `2^k` blocks and a counter per order. Groups never touched stay
 //!   unloaded (they are written with BLOCK_UNINIT).
-//! - A request ([`Request`]) asks for one whole extent with a goal. The search tries the
-//!   goal itself (extending the file's previous extent), then a stripe-aligned run for
-//!   large requests when a RAID stripe is set, then the smallest buddy chunk holding the
-//!   request in the goal group and the groups after it, then any run long enough, and
-//!   only when the disk is fragmented or full the longest run there is (fewer blocks
-//!   than asked; the caller asks again for the rest).
+//! - A request ([`Request`]) asks for one whole extent with a goal. Metadata requests try
+//!   the goal itself, then (large requests, RAID) a stripe-aligned run, then the smallest
+//!   buddy chunk holding the request in the goal group and the groups after it, then any
+//!   run long enough, and only when the disk is fragmented or full the longest run there
+//!   is (fewer blocks than asked; the caller asks again for the rest).
 //! - Delayed allocation ([`delalloc`]): data goes through a buffer; blocks are chosen at
-//!   flush, when the file's size is known. Then small files (< 16 blocks) are carved one
-//!   after the other out of a locality-group preallocation (512 blocks per flex group),
-//!   so they pack with no gaps, and large files get runs as long as the space allows (at
-//!   most one extent per group, the largest extent ext4 has being 32768 blocks).
+//!   flush, when the file's size is known. Then no request needs normalising and the
+//!   allocator keeps one locality-group stream per flex group (a preallocation of 512
+//!   blocks, extended in place): small files (< 16 blocks) are carved from it one after
+//!   the other, and a large file takes the head of the stream (extended as far as it
+//!   needs) when it can, so small and large files follow each other with no gap. A large
+//!   file that cannot continue the stream gets the first run holding it whole (at most one
+//!   extent per group, the largest ext4 extent being 32768 blocks); a gap smaller than a
+//!   stream left before the next used block is kept for small files, as are stream
+//!   remainders that cannot be extended (best fit). The aim: free space left in as few
+//!   pieces as a sequential writer leaves it, with every file contiguous
+//!   (`bench/mkfs-ext4.sh` measures both against `mke2fs -d`).
 //! - Files still growing (size unknown) get normalised requests (rounded up to a power of
 //!   two, up to 2048 blocks) and the surplus stays as the inode's preallocation for its
 //!   next write; [`BlockAllocator::release_inode`] gives it back when the file closes.

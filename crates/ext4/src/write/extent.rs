@@ -68,7 +68,11 @@ impl Writer {
             let each = level.len().div_ceil(nodes);
             let mut next = Vec::with_capacity(nodes);
             for chunk in level.chunks(each) {
-                let (blk, _) = self.alloc_meta(goal, 1)?;
+                let blk = if ino == crate::format::inode::JOURNAL_INO {
+                    self.alloc_meta(goal, 1)?.0
+                } else {
+                    self.alloc_file_block(ino, goal)?
+                };
                 goal = blk + 1;
                 tree_blocks += 1;
                 let mut buf = vec![0u8; bs];

@@ -188,6 +188,22 @@ impl Writer {
             .map_err(|e: NoSpace| no_space("metadata blocks", e))
     }
 
+    /// Allocates one block belonging to inode `ino` (an extent-tree or xattr block): it
+    /// goes with the file's data, from the locality-group stream of its flex group.
+    pub fn alloc_file_block(&mut self, ino: u32, goal: u64) -> Result<u64> {
+        self.blocks
+            .alloc(&Request {
+                goal,
+                len: 1,
+                purpose: Purpose::Data {
+                    owner: ino,
+                    final_blocks: Some(1),
+                },
+            })
+            .map(|(b, _)| b)
+            .map_err(|e: NoSpace| no_space(&format!("inode {ino}"), e))
+    }
+
     /// Where data of inode `ino` should start: the first block of its flex group (of its
     /// group without flex_bg). Directories and files share one stream there: the kernel
     /// puts files one group further, but for a file system written in one go a single

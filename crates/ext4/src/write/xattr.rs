@@ -149,7 +149,7 @@ impl Writer {
                 }
                 _ => {
                     let goal = self.data_goal(ino, false);
-                    let (b, _) = self.alloc_meta(goal, 1)?;
+                    let b = self.alloc_file_block(ino, goal)?;
                     self.xattr_blocks
                         .by_content
                         .insert(blk.clone(), self.xattr_blocks.blocks.len());

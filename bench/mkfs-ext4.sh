@@ -7,7 +7,7 @@
 # read-only mount, root only) and free-space fragments (e2freefrag), with ratios.
 # Usage: bench/mkfs-ext4.sh [FILES] [RUNS]   (defaults 200000, 1; best of RUNS)
 # Environment: BENCH_DIR (work directory, default a new /tmp directory), USR_SHARE
-# (the tree to copy, default /usr/share).
+# (the tree to copy, default /usr/share), TREES (default "usr-share gen").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 files=${1:-200000}
@@ -26,9 +26,14 @@ echo "generating a $files-file tree..."
 $bin/usfs-gentree --seed 77 --profile medium --files "$files" --no-sparse-huge \
     --max-file-size 8K "$work/gen" >/dev/null
 
-timeit() { # command... -> seconds (output discarded)
+timeit() { # command... -> seconds (output discarded); a failing command stops the run
     local s e
-    s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N)
+    s=$(date +%s.%N)
+    if ! "$@" >/dev/null 2>"$work/err"; then
+        echo "FAILED: $* : $(tail -3 "$work/err")" >&2
+        kill -TERM $$
+    fi
+    e=$(date +%s.%N)
     echo "$e - $s" | bc -l
 }
 best() { sort -n | head -1; }
@@ -60,18 +65,19 @@ ratio() { # a b -> a/b or n/a
     if [ "$2" = 0 ] || [ "$2" = n/a ] || [ "$1" = n/a ]; then echo n/a; else echo "scale=2; $1 / $2" | bc -l; fi
 }
 
-for tree in usr-share gen; do
+for tree in ${TREES:-usr-share gen}; do
     src=$work/$tree
     size=$(size_for "$src")
     n=$(find "$src" | wc -l)
+    inodes=$(( n + n / 4 + 1000 )) # the same inode count for both tools
     echo
-    echo "== $tree: $n entries, $(du -sh "$src" | cut -f1) on disk, images of $size =="
+    echo "== $tree: $n entries, $(du -sh "$src" | cut -f1) on disk, images of $size with $inodes inodes =="
     tar cf /dev/null "$src" 2>/dev/null || true # warm the cache for both
     t_mk=(); t_us=()
     for _ in $(seq "$runs"); do
         rm -f "$work/mke2fs.img" "$work/usfs.img"
-        t_mk+=("$(timeit mke2fs -q -F -t ext4 -d "$src" "$work/mke2fs.img" "$size")")
-        t_us+=("$(timeit "$bin/usfs" mkfs.ext4 -q -d "$src" "$work/usfs.img" "$size")")
+        t_mk+=("$(timeit mke2fs -q -F -t ext4 -N "$inodes" -d "$src" "$work/mke2fs.img" "$size")")
+        t_us+=("$(timeit "$bin/usfs" mkfs.ext4 -q -N "$inodes" -d "$src" "$work/usfs.img" "$size")")
     done
     mk=$(printf '%s\n' "${t_mk[@]}" | best)
     us=$(printf '%s\n' "${t_us[@]}" | best)

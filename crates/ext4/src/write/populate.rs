@@ -29,7 +29,7 @@ use usfs_fs::{Error, Result, Timestamp};
 pub struct PopulateOptions {
     /// Make every file owned by root (uid and gid 0).
     pub all_root: bool,
-    /// Worker threads scanning the source and copying data (0: one per CPU).
+    /// Worker threads scanning the source and copying data (0: four per CPU, 4..=16).
     pub threads: usize,
 }
 
@@ -400,12 +400,22 @@ fn estimate(nodes: &[Node], bs: u64) -> (u64, u64) {
     (blocks, inodes)
 }
 
+/// Workers for scanning and copying: both wait on the source's disk more than they
+/// compute, so four per CPU (4..=16) keep enough reads in flight.
+fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cpus * 4).clamp(4, 16)
+}
+
 /// One piece of data to copy: `len` bytes at `src_off` of the file to byte `dst` of the
 /// image.
 struct Piece {
     src_off: u64,
     dst: u64,
+    /// Bytes written: whole blocks.
     len: u64,
+    /// Bytes of it read from the file (the rest is the zero tail of the last block).
+    data: u64,
 }
 
 struct CopyJob {
@@ -418,7 +428,7 @@ struct CopyJob {
 pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
     let t0 = std::time::Instant::now();
     let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
+        default_threads()
     } else {
         opts.threads
     };
@@ -594,15 +604,18 @@ fn place(
     Ok(())
 }
 
+/// The copy pieces of a file: whole blocks (the tail of the last block reads as zeros,
+/// which it is on disk), so the pieces of consecutive files join into one write.
 fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
     maps.iter()
         .filter_map(|m| {
             let off = m.lblk * bs;
-            let end = ((m.lblk + m.len as u64) * bs).min(size);
+            let end = ((m.lblk + m.len as u64) * bs).min(size.div_ceil(bs) * bs);
             (end > off).then_some(Piece {
                 src_off: off,
                 dst: m.pblk * bs,
                 len: end - off,
+                data: end.min(size).saturating_sub(off),
             })
         })
         .collect()
@@ -620,7 +633,7 @@ fn copy(
     const BATCH: usize = 64;
     const BUF: usize = 4 << 20;
     let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
+        default_threads()
     } else {
         threads
     };
@@ -669,14 +682,15 @@ fn copy(
                                     let n = (p.len - done).min(room) as usize;
                                     let at = buf.len();
                                     buf.resize(at + n, 0);
-                                    let got = read_full(&f, &mut buf[at..], p.src_off + done)
-                                        .map_err(|e| io_err(path, e))?;
-                                    if got < n {
-                                        // The file shrank since the scan: the rest reads
-                                        // as zeros (already zero in the buffer).
-                                    }
+                                    // Only the file's bytes are read; past them (the last
+                                    // block's tail, or a file that shrank since the scan)
+                                    // the buffer stays zero.
+                                    let want = (p.data.saturating_sub(done) as usize).min(n);
+                                    let got =
+                                        read_full(&f, &mut buf[at..at + want], p.src_off + done)
+                                            .map_err(|e| io_err(path, e))?;
                                     done += n as u64;
-                                    copied.fetch_add(n, Ordering::Relaxed);
+                                    copied.fetch_add(got, Ordering::Relaxed);
                                 }
                             }
                         }

@@ -10,6 +10,7 @@
 //! The kernel here refuses 64 KiB-block ext4, so that set is checked with e2fsck and the
 //! export only. Also: out-of-space and out-of-inodes are clean errors leaving a valid
 //! image, -N sets the inode count, and a fixed UUID and time give identical images.
+//! Sizes from 64 MiB to 16 TiB (in /dev/shm: the host /tmp cannot hold that file).
 
 mod common;
 
@@ -397,4 +398,51 @@ fn bad_options_are_refused() {
     }
     let o = mkfs(&img, "10k", &[], None);
     assert!(!o.status.success());
+}
+
+/// The largest image: 16 TiB (2^32 blocks of 4 KiB, 131072 groups). The host's /tmp
+/// (ext4) cannot hold a 16 TiB file, so the sparse image lives in /dev/shm (about 260 MB
+/// of it is written).
+#[test]
+fn huge_image_16t() {
+    let test = "16T";
+    if !need_root(test) || !need_tool(test, "e2fsck") {
+        return;
+    }
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("SKIP {test}: no /dev/shm");
+        return;
+    }
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let s = Scratch::new("mkfs-16t");
+    let src = s.path("src");
+    let opts = GenOptions::new(Profile::Small, 61);
+    generate(&src, &opts).expect("generate tree");
+    let img = Remove(shm.join(format!("usfs-test-16t-{}.img", std::process::id())));
+    let o = mkfs(&img.0, "16T", &[], Some(&src));
+    assert!(
+        o.status.success(),
+        "{test}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("4294967296 blocks of 4096 bytes"), "{out}");
+    eprintln!("{test}: {}", e2fsck_clean(&img.0, test));
+    let m = Mount::new(&img.0, &s.path("mnt"), "ext4", "ro,noatime");
+    let vs_src = CmpOptions {
+        atime: false,
+        ignore: vec!["lost+found".into()],
+        ignore_root_attrs: true,
+        ..CmpOptions::default()
+    };
+    match compare(&src, &m.dir, &vs_src) {
+        Ok(st) => eprintln!("{test}: kernel vs source: {st}"),
+        Err(d) => panic!("{test}: the kernel's view differs from the source: {d}"),
+    }
 }

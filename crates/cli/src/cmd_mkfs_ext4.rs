@@ -127,7 +127,7 @@ fn apply_extended(opts: &mut MkfsOptions, ext: &[String]) -> Result<(), String> 
                 let (u, g) = v
                     .split_once(':')
                     .ok_or(format!("-E {item}: want UID:GID"))?;
-                opts.root_owner = (num(u)?, num(g)?);
+                opts.root_owner = Some((num(u)?, num(g)?));
             }
             _ => return Err(format!("unknown extended option '{k}'")),
         }

@@ -446,3 +446,69 @@ fn huge_image_16t() {
         Err(d) => panic!("{test}: the kernel's view differs from the source: {d}"),
     }
 }
+
+/// -E root_owner, -L, -U, -T and -O land in the superblock and the root inode, read back
+/// by `usfs stat`/`usfs info` and e2fsck.
+#[test]
+fn options_reach_the_image() {
+    if !need_tool("options_reach_the_image", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("mkfs-opts");
+    let img = s.path("img");
+    let o = mkfs(
+        &img,
+        "64M",
+        &[
+            "-E",
+            "root_owner=42:43,stride=8,stripe_width=32",
+            "-L",
+            "usfs-label",
+            "-U",
+            "0a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9",
+            "-T",
+            "1600000000",
+            "-O",
+            "^has_journal",
+            "-m",
+            "1",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    e2fsck_clean(&img, "options_reach_the_image");
+    let st = run_ok(
+        Command::new(usfs())
+            .args(["stat", "--json"])
+            .arg(&img)
+            .arg("/"),
+    );
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        (st["uid"].as_u64(), st["gid"].as_u64()),
+        (Some(42), Some(43))
+    );
+    assert_eq!(st["mtime"]["sec"].as_i64(), Some(1_600_000_000));
+    let info = run_ok(Command::new(usfs()).args(["info", "--json"]).arg(&img));
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let text = info.to_string();
+    for want in [
+        "usfs-label",
+        "0a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9",
+        "1600000000",
+    ] {
+        assert!(text.contains(want), "{want} missing from {text}");
+    }
+    let feats = info["Filesystem features"].as_str().unwrap_or("");
+    assert!(!feats.contains("has_journal"), "{feats}");
+    assert!(feats.contains("metadata_csum"), "{feats}");
+    let d = Command::new("dumpe2fs")
+        .arg("-h")
+        .arg(&img)
+        .output()
+        .unwrap();
+    let d = String::from_utf8_lossy(&d.stdout);
+    assert!(d.contains("RAID stride:              8"), "{d}");
+    assert!(d.contains("RAID stripe width:        32"), "{d}");
+    assert!(d.contains("Reserved block count:     655"), "{d}");
+}

@@ -273,7 +273,8 @@ pub fn format(dev: Box<dyn Device>, opts: &MkfsOptions) -> Result<Writer> {
             }
         }
     }
-    make_root_and_lost_found(&mut w, opts.root_owner)?;
+    w.root_owner = opts.root_owner;
+    make_root_and_lost_found(&mut w, opts.root_owner.unwrap_or((0, 0)))?;
     Ok(w)
 }
 

@@ -28,8 +28,9 @@ pub struct MkfsOptions {
     pub stride: u32,
     /// RAID stripe width in blocks (-E stripe_width=).
     pub stripe_width: u32,
-    /// Owner of the root directory (-E root_owner=).
-    pub root_owner: (u32, u32),
+    /// Owner of the root directory (-E root_owner=); without it root:root, or with -d
+    /// the source root's owner.
+    pub root_owner: Option<(u32, u32)>,
     /// Creation time, seconds since the epoch (-T); now when absent.
     pub time: Option<i64>,
     /// Journal size in blocks; mke2fs's default for the size when absent.
@@ -51,7 +52,7 @@ impl MkfsOptions {
             features: Vec::new(),
             stride: 0,
             stripe_width: 0,
-            root_owner: (0, 0),
+            root_owner: None,
             time: None,
             journal_blocks: None,
         }

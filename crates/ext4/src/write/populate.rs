@@ -424,7 +424,8 @@ struct CopyJob {
 }
 
 /// Fills the file system of `w` (freshly formatted) with the tree at `src`. The root
-/// directory takes the source root's attributes; lost+found is kept.
+/// directory takes the source root's attributes (its owner from -E root_owner when
+/// given); lost+found is kept.
 pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
     let t0 = std::time::Instant::now();
     let threads = if opts.threads == 0 {
@@ -508,6 +509,11 @@ fn place(
     let mut links: HashMap<(u64, u64), u32> = HashMap::new();
     // The root takes the source root's attributes.
     set_attrs(w, ROOT_INO, &nodes[0], opts.all_root);
+    if let Some((uid, gid)) = w.root_owner {
+        let mut r = w.inode_mut(ROOT_INO);
+        r.set_uid(uid);
+        r.set_gid(gid);
+    }
     w.set_xattrs(ROOT_INO, &nodes[0].xattrs)?;
     let mut stack: Vec<(usize, u32, u32)> = vec![(0, ROOT_INO, ROOT_INO)];
     while let Some((d, dino, parent)) = stack.pop() {

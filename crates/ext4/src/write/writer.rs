@@ -36,6 +36,8 @@ pub struct Writer {
     pub now: Timestamp,
     /// Has the root directory's content been written?
     pub(crate) root_written: bool,
+    /// An owner for the root directory that overrides the source's (-E root_owner).
+    pub root_owner: Option<(u32, u32)>,
 }
 
 /// The no-space error every write path returns: errno ENOSPC with a message.
@@ -76,6 +78,7 @@ impl Writer {
             xattr_blocks: XattrBlocks::default(),
             now,
             root_written: false,
+            root_owner: None,
         }
     }
 

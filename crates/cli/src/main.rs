@@ -5,6 +5,7 @@ mod cmd_fsck;
 mod cmd_info;
 mod cmd_ls;
 mod cmd_mkfs_erofs;
+mod cmd_mkfs_ext4;
 mod cmd_mount;
 mod cmd_run;
 mod cmd_stat;
@@ -91,6 +92,10 @@ enum Cmd {
     Mount(cmd_mount::MountArgs),
     /// Unmount a `usfs mount`.
     Umount(cmd_mount::UmountArgs),
+    /// Make an ext4 image by itself (no mke2fs), optionally filled from a directory
+    /// (-d), with an mballoc-style allocator; options named as mke2fs's.
+    #[command(name = "mkfs.ext4")]
+    MkfsExt4(cmd_mkfs_ext4::MkfsExt4Args),
 }
 
 fn main() -> ExitCode {
@@ -139,6 +144,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => cmd_run::run(&args),
         Cmd::Mount(args) => cmd_mount::run(&args),
         Cmd::Umount(args) => cmd_mount::run_umount(&args),
+        Cmd::MkfsExt4(args) => cmd_mkfs_ext4::run(&args),
     };
     match result {
         Ok(code) => code,

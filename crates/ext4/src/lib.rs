@@ -1,8 +1,10 @@
 //! ext4 (and ext2/ext3) for usfs: the on-disk format ([`format`]) and a reader ([`Ext4`])
 //! implementing [`usfs_fs::FileSystem`] for images made by mke2fs 1.47 and the kernel.
 
+pub mod alloc;
 pub mod format;
 mod read;
+pub mod write;
 
 pub use read::{Ext4, OpenIssue};
 

@@ -171,3 +171,68 @@ fn bitmap_checksum_matches(crc: u32, lo: u16, hi: u16, has_hi: bool) -> bool {
         crc & 0xFFFF == lo as u32
     }
 }
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> GroupDesc<B> {
+    /// Sets the block bitmap location (both halves).
+    pub fn set_block_bitmap(&mut self, b: u64) {
+        self.set_bg_block_bitmap_lo(b as u32);
+        self.set_bg_block_bitmap_hi((b >> 32) as u32);
+    }
+    /// Sets the inode bitmap location (both halves).
+    pub fn set_inode_bitmap(&mut self, b: u64) {
+        self.set_bg_inode_bitmap_lo(b as u32);
+        self.set_bg_inode_bitmap_hi((b >> 32) as u32);
+    }
+    /// Sets the inode table location (both halves).
+    pub fn set_inode_table(&mut self, b: u64) {
+        self.set_bg_inode_table_lo(b as u32);
+        self.set_bg_inode_table_hi((b >> 32) as u32);
+    }
+    /// Sets the free block count (both halves).
+    pub fn set_free_blocks_count(&mut self, n: u32) {
+        self.set_bg_free_blocks_count_lo(n as u16);
+        self.set_bg_free_blocks_count_hi((n >> 16) as u16);
+    }
+    /// Sets the free inode count (both halves).
+    pub fn set_free_inodes_count(&mut self, n: u32) {
+        self.set_bg_free_inodes_count_lo(n as u16);
+        self.set_bg_free_inodes_count_hi((n >> 16) as u16);
+    }
+    /// Sets the directory count (both halves).
+    pub fn set_used_dirs_count(&mut self, n: u32) {
+        self.set_bg_used_dirs_count_lo(n as u16);
+        self.set_bg_used_dirs_count_hi((n >> 16) as u16);
+    }
+    /// Sets the unused-inode count (both halves).
+    pub fn set_itable_unused(&mut self, n: u32) {
+        self.set_bg_itable_unused_lo(n as u16);
+        self.set_bg_itable_unused_hi((n >> 16) as u16);
+    }
+    /// Stores the checksum of a block bitmap (the high half only if `desc_size` has it).
+    pub fn set_block_bitmap_checksum(&mut self, seed: u32, bitmap: &[u8], desc_size: usize) {
+        let c = crc32c_raw(seed, bitmap);
+        self.set_bg_block_bitmap_csum_lo(c as u16);
+        if desc_size >= 0x3A {
+            self.set_bg_block_bitmap_csum_hi((c >> 16) as u16);
+        }
+    }
+    /// Stores the checksum of an inode bitmap (the high half only if `desc_size` has it).
+    pub fn set_inode_bitmap_checksum(&mut self, seed: u32, bitmap: &[u8], desc_size: usize) {
+        let c = crc32c_raw(seed, bitmap);
+        self.set_bg_inode_bitmap_csum_lo(c as u16);
+        if desc_size >= 0x3C {
+            self.set_bg_inode_bitmap_csum_hi((c >> 16) as u16);
+        }
+    }
+    /// Stores the descriptor checksum (see [`GroupDesc::compute_checksum`]).
+    pub fn update_checksum(
+        &mut self,
+        group: u32,
+        desc_size: usize,
+        csum_seed: Option<u32>,
+        uuid: &[u8; 16],
+    ) {
+        let c = self.compute_checksum(group, desc_size, csum_seed, uuid);
+        self.set_bg_checksum(c);
+    }
+}

@@ -266,3 +266,95 @@ pub fn makedev(major: u32, minor: u32) -> u64 {
     let (ma, mi) = (major as u64, minor as u64);
     ((ma & 0xFFFF_F000) << 32) | ((ma & 0xFFF) << 8) | ((mi & 0xFFFF_FF00) << 12) | (mi & 0xFF)
 }
+
+/// Encodes a time as ext4 stores it: the low 32 bits of the seconds in the base field;
+/// in the extra field the epoch bits ((seconds - low32 as signed) >> 32, 2 bits) and the
+/// nanoseconds << 2. Times outside 1901..2446 are clamped to that range.
+pub fn encode_time(t: Timestamp) -> (u32, u32) {
+    let sec = t.sec.clamp(-(1i64 << 31), (1i64 << 34) - (1i64 << 31) - 1);
+    let base = sec as i32;
+    let epoch = ((sec - base as i64) >> 32) as u32 & 3;
+    let nsec = if t.nsec < 1_000_000_000 { t.nsec } else { 0 };
+    (base as u32, epoch | nsec << 2)
+}
+
+/// Encodes a device number into `i_block` as the kernel does: the old 16-bit form in
+/// word 0 when major and minor fit in a byte each, else the new form in word 1.
+pub fn encode_rdev(major: u32, minor: u32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    if major < 256 && minor < 256 {
+        b[0..4].copy_from_slice(&(major << 8 | minor).to_le_bytes());
+    } else {
+        let w = (minor & 0xFF) | ((major & 0xFFF) << 8) | ((minor & !0xFF) << 12);
+        b[4..8].copy_from_slice(&w.to_le_bytes());
+    }
+    b
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Inode<B> {
+    /// Sets the size (both halves).
+    pub fn set_size(&mut self, size: u64) {
+        self.set_i_size_lo(size as u32);
+        self.set_i_size_high((size >> 32) as u32);
+    }
+
+    /// Sets the owner (both halves).
+    pub fn set_uid(&mut self, uid: u32) {
+        self.set_i_uid(uid as u16);
+        self.set_l_i_uid_high((uid >> 16) as u16);
+    }
+
+    /// Sets the group (both halves).
+    pub fn set_gid(&mut self, gid: u32) {
+        self.set_i_gid(gid as u16);
+        self.set_l_i_gid_high((gid >> 16) as u16);
+    }
+
+    /// Sets the xattr block (48 bits).
+    pub fn set_file_acl(&mut self, block: u64) {
+        self.set_i_file_acl_lo(block as u32);
+        self.set_l_i_file_acl_high((block >> 32) as u16);
+    }
+
+    /// Sets the block count in 512-byte units (48 bits, huge_file; no HUGE_FILE flag).
+    pub fn set_blocks_512(&mut self, n: u64) {
+        self.set_i_blocks_lo(n as u32);
+        self.set_l_i_blocks_high((n >> 32) as u16);
+    }
+
+    /// Sets access, modification, change and creation times (the extra fields only
+    /// when `i_extra_isize` covers them).
+    pub fn set_times(
+        &mut self,
+        atime: Timestamp,
+        mtime: Timestamp,
+        ctime: Timestamp,
+        crtime: Timestamp,
+        inode_size: usize,
+    ) {
+        let (a, ax) = encode_time(atime);
+        let (m, mx) = encode_time(mtime);
+        let (c, cx) = encode_time(ctime);
+        let (cr, crx) = encode_time(crtime);
+        self.set_i_atime(a);
+        self.set_i_mtime(m);
+        self.set_i_ctime(c);
+        if self.has_extra(0x98, inode_size) {
+            self.set_i_atime_extra(ax);
+            self.set_i_mtime_extra(mx);
+            self.set_i_ctime_extra(cx);
+            self.set_i_crtime(cr);
+            self.set_i_crtime_extra(crx);
+        }
+    }
+
+    /// Stores the checksum of the current contents (both halves when the extra fields
+    /// hold the high half).
+    pub fn update_checksum(&mut self, seed: u32, ino: u32, inode_size: usize) {
+        let c = self.compute_checksum(seed, ino, inode_size);
+        self.set_l_i_checksum_lo(c as u16);
+        if self.has_extra(CHECKSUM_HI_OFFSET + 2, inode_size) {
+            self.set_i_checksum_hi((c >> 16) as u16);
+        }
+    }
+}

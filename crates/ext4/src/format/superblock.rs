@@ -286,3 +286,21 @@ pub fn trim_nul(b: &[u8]) -> &[u8] {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     &b[..end]
 }
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Superblock<B> {
+    /// Sets the block count (both halves).
+    pub fn set_blocks_count(&mut self, n: u64) {
+        self.set_s_blocks_count_lo(n as u32);
+        self.set_s_blocks_count_hi((n >> 32) as u32);
+    }
+    /// Sets the reserved block count (both halves).
+    pub fn set_r_blocks_count(&mut self, n: u64) {
+        self.set_s_r_blocks_count_lo(n as u32);
+        self.set_s_r_blocks_count_hi((n >> 32) as u32);
+    }
+    /// Sets the free block count (both halves).
+    pub fn set_free_blocks_count(&mut self, n: u64) {
+        self.set_s_free_blocks_count_lo(n as u32);
+        self.set_s_free_blocks_count_hi((n >> 32) as u32);
+    }
+}

@@ -157,3 +157,45 @@ pub fn acl_ext4_to_xattr(v: &[u8]) -> Option<Vec<u8>> {
     }
     Some(out)
 }
+
+/// Splits a full attribute name into (namespace index, name suffix) as ext4 stores it:
+/// the longest known prefix wins; `None` for names no namespace covers.
+pub fn split_name(full: &[u8]) -> Option<(u8, &[u8])> {
+    let mut best: Option<(u8, usize)> = None;
+    for index in [1u8, 2, 3, 4, 6, 7] {
+        let p = prefix(index)?.as_bytes();
+        let exact = matches!(index, 2 | 3);
+        let hit = if exact {
+            full == p
+        } else {
+            full.starts_with(p)
+        };
+        if hit && best.is_none_or(|(_, l)| p.len() > l) {
+            best = Some((index, p.len()));
+        }
+    }
+    best.map(|(i, l)| (i, &full[l..]))
+}
+
+/// Converts a POSIX ACL from the xattr format getxattr returns (version 2, 8-byte
+/// entries) into ext4's compact on-disk form (version 1; 4-byte entries, 8 with an id
+/// for named users and groups). `None` if malformed.
+pub fn acl_xattr_to_ext4(v: &[u8]) -> Option<Vec<u8>> {
+    if v.len() < 4 || u32::from_le_bytes(v[0..4].try_into().ok()?) != acl::POSIX_ACL_XATTR_VERSION {
+        return None;
+    }
+    if !(v.len() - 4).is_multiple_of(8) {
+        return None;
+    }
+    let mut out = acl::EXT4_ACL_VERSION.to_le_bytes().to_vec();
+    for e in v[4..].chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        out.extend_from_slice(&e[0..4]);
+        match tag {
+            acl::USER | acl::GROUP => out.extend_from_slice(&e[4..8]),
+            acl::USER_OBJ | acl::GROUP_OBJ | acl::MASK | acl::OTHER => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,31 @@
+//! Writing ext4: format a device ([`format()`]), then create inodes, directories (linear
+//! and htree), extent trees, extended attributes (in-inode and shared blocks), symlinks
+//! and device nodes through the [`Writer`], whose blocks and inodes come from the
+//! [allocators](crate::alloc); [`Writer::finish`] writes bitmaps, descriptors and
+//! superblocks with every checksum. [`populate`] fills a new file system from a directory
+//! tree (mkfs.ext4 -d).
+//!
+//! What is written: mke2fs 1.47's default ext4 feature set (has_journal with an empty
+//! clean jbd2 journal, ext_attr, dir_index, filetype, extent, 64bit, flex_bg,
+//! sparse_super, large_file, huge_file, dir_nlink, extra_isize, metadata_csum) minus
+//! resize_inode (no reserved GDT blocks: the file system cannot be grown online), with
+//! 256-byte (or larger) inodes. Untouched groups are left BLOCK_UNINIT / INODE_UNINIT and
+//! inode tables are assumed zero (the device must read as zeros: a new image file).
+
+mod dir;
+mod extent;
+mod file;
+mod format;
+mod options;
+pub mod populate;
+mod writer;
+mod xattr;
+
+#[cfg(test)]
+mod tests;
+
+pub use dir::DirEntryIn;
+pub use format::{default_journal_blocks, format, lost_found_entry, LOST_FOUND_INO};
+pub use options::{apply_feature_edits, default_features, MkfsOptions};
+pub use populate::{populate, PopulateOptions, PopulateReport};
+pub use writer::{no_space, Writer};

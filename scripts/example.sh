@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The built-in example: generate a sample tree, build an ext4 image of it with mke2fs -d,
 # then show what usfs sees: info, a listing, a check (beside e2fsck's summary line), and an
-# export compared with the source tree. Needs e2fsprogs (installed if missing and root).
+# export compared with the source tree. Then usfs builds images itself: the same tree with
+# `usfs mkfs.ext4 -d` (checked by e2fsck and usfs fsck) and `usfs mkfs.erofs -zlz4hc`
+# (checked by fsck.erofs), and an unmodified `ls` reads the EROFS image through `usfs run`.
+# Needs e2fsprogs and erofs-utils (installed if missing and root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v mke2fs >/dev/null || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
+command -v mke2fs >/dev/null && command -v fsck.erofs >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq e2fsprogs erofs-utils; }
 cargo build --release -q --workspace
 work=$(mktemp -d /tmp/usfs-example.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -19,3 +23,12 @@ e2fsck -fn "$work/example.img" 2>/dev/null | tail -1
 echo "== usfs export, then compare with the source tree"
 $bin/usfs export "$work/example.img" "$work/out"
 $bin/usfs-treecmp --time-granularity s --no-atime --ignore lost+found --ignore-root-attrs "$work/src" "$work/out"
+echo "== usfs mkfs.ext4 -d (no mke2fs), checked by e2fsck -fn and usfs fsck -n"
+$bin/usfs mkfs.ext4 -q -d "$work/src" "$work/usfs-ext4.img" 1G
+e2fsck -fn "$work/usfs-ext4.img" 2>/dev/null | tail -1
+$bin/usfs fsck -n "$work/usfs-ext4.img" | tail -1
+echo "== usfs mkfs.erofs -zlz4hc, checked by fsck.erofs"
+$bin/usfs mkfs.erofs -zlz4hc "$work/example.erofs" "$work/src" | tail -2
+fsck.erofs "$work/example.erofs" >/dev/null && echo "fsck.erofs: no errors"
+echo "== ls -la through usfs run (no mount, no FUSE)"
+$bin/usfs run --mount "$work/mnt=$work/example.erofs" -- ls -la "$work/mnt" | head -8

@@ -17,7 +17,7 @@ use std::time::Instant;
 /// Unwanted blocks read to join two runs: reading them costs less than a second request.
 pub const MAX_GAP: u64 = 4;
 /// Largest single read.
-pub const MAX_RUN_BYTES: u64 = 256 << 10;
+pub const MAX_RUN_BYTES: u64 = 128 << 10;
 /// Above this many nanoseconds per block, reads are taken to miss the page cache and
 /// readahead hints are worth their system call.
 const COLD_NS_PER_BLOCK: u64 = 4000;

@@ -47,7 +47,7 @@ impl Default for Options {
         Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             nice: false,
-            chunk_inodes: 1024,
+            chunk_inodes: 512,
         }
     }
 }

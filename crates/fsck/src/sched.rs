@@ -17,7 +17,11 @@ use std::time::{Duration, Instant};
 /// How far ahead of the chunk being taken an inode-table chunk is hinted for readahead
 /// (the first ones are hinted when the plan is made): enough requests in flight for the
 /// device to stream while the workers check inodes.
-pub const CHUNKS_AHEAD: usize = 8;
+pub const CHUNKS_AHEAD: usize = 16;
+
+/// Directory blocks queued for pass 2 beyond which free workers drain the queue before
+/// taking more inodes (24 bytes each: about 1.5 MiB).
+const MAX_QUEUED_DIR_BLOCKS: u64 = 65536;
 
 /// Stage numbers.
 pub const STAGE_INODES: usize = 0;
@@ -107,8 +111,12 @@ impl Queues {
         self.next_chunk.load(Relaxed) >= self.chunks.len() && self.chunks_running.load(Relaxed) == 0
     }
 
-    /// The stage a free worker should join, by weighted outstanding work.
+    /// The stage a free worker should join, by weighted outstanding work — except that a
+    /// pass-2 backlog past [`MAX_QUEUED_DIR_BLOCKS`] is drained first (bounded memory).
     fn choose(&self) -> usize {
+        if self.dir_blocks_left.load(Relaxed) > MAX_QUEUED_DIR_BLOCKS {
+            return STAGE_DIRS;
+        }
         let q = [
             self.inodes_left.load(Relaxed) as f64,
             self.dir_blocks_left.load(Relaxed) as f64,

@@ -39,6 +39,10 @@ pub enum Error {
     /// A name longer than the format allows.
     #[error("file name too long")]
     NameTooLong,
+    /// The caller may not search a directory on the way (a permission check of the front
+    /// end; back ends themselves never check permissions).
+    #[error("permission denied")]
+    Access,
     /// The device failed.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -68,6 +72,7 @@ impl Error {
             Error::ReadOnly => libc::EROFS,
             Error::Loop => libc::ELOOP,
             Error::NameTooLong => libc::ENAMETOOLONG,
+            Error::Access => libc::EACCES,
             Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         }
     }

@@ -12,10 +12,10 @@
 //! file. More than [`MAX_SYMLINKS`] links gives ELOOP.
 
 use crate::mounts::{normalize_abs, MountTable};
+use usfs_fs::path::{self, Step};
 use usfs_fs::{FileType, Ino};
 
-/// Longest chain of symbolic links followed while resolving one path (Linux's limit).
-pub const MAX_SYMLINKS: usize = 40;
+pub use usfs_fs::path::MAX_SYMLINKS;
 
 /// A place inside a mounted image, with the directories walked from the image root to it
 /// (so `..`, `getcwd` and `realpath` work without parent pointers).
@@ -184,34 +184,20 @@ pub fn resolve_as(
                 }
                 name => {
                     let fs = fs_of(table, vp.mount)?;
-                    let dir = vp.ino();
-                    let meta = fs.getattr(dir).map_err(|e| crate::errno_of(&e))?;
-                    if meta.file_type != FileType::Directory {
-                        return Err(libc::ENOTDIR);
-                    }
-                    if creds.is_some_and(|c| !c.may(&meta, crate::creds::MAY_EXEC)) {
-                        return Err(libc::EACCES);
-                    }
-                    if name.len() > 255 {
-                        return Err(libc::ENAMETOOLONG);
-                    }
-                    let ino = fs.lookup(dir, name).map_err(|e| crate::errno_of(&e))?;
-                    let meta = fs.getattr(ino).map_err(|e| crate::errno_of(&e))?;
-                    if meta.file_type == FileType::Symlink && (!last || follow_last) {
-                        links += 1;
-                        if links > MAX_SYMLINKS {
-                            return Err(libc::ELOOP);
+                    let may_search = |m: &usfs_fs::Metadata| {
+                        creds.is_none_or(|c| c.may(m, crate::creds::MAY_EXEC))
+                    };
+                    let follow = !last || follow_last;
+                    match path::step(fs.as_ref(), vp.ino(), name, follow, &mut links, &may_search)
+                        .map_err(|e| crate::errno_of(&e))?
+                    {
+                        Step::Node(ino) => vp.stack.push((ino, name.to_vec())),
+                        Step::Link(target) => {
+                            if target[0] == b'/' {
+                                vp.stack.truncate(1);
+                            }
+                            push_tokens(&mut todo, &target, true);
                         }
-                        let target = fs.readlink(ino).map_err(|e| crate::errno_of(&e))?;
-                        if target.is_empty() {
-                            return Err(libc::ENOENT);
-                        }
-                        if target[0] == b'/' {
-                            vp.stack.truncate(1);
-                        }
-                        push_tokens(&mut todo, &target, true);
-                    } else {
-                        vp.stack.push((ino, name.to_vec()));
                     }
                 }
             },
@@ -235,10 +221,7 @@ pub fn resolve_as(
 
 /// Pushes the components of `path` so that the first one is popped next.
 fn push_tokens(todo: &mut Vec<Token>, path: &[u8], derived: bool) {
-    let comps: Vec<&[u8]> = path
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty())
-        .collect();
+    let comps: Vec<&[u8]> = path::components(path).collect();
     todo.extend(comps.into_iter().rev().map(|c| Token {
         name: c.to_vec(),
         derived,

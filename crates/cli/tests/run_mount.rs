@@ -798,6 +798,109 @@ int main(int argc, char **argv) {
     assert_eq!(String::from_utf8_lossy(&run.1), k);
 }
 
+/// glibc's fts (whose directory reads never reach our hooks) walks a tree inside a mount
+/// as on a kernel mount: preorder/postorder, levels, sorted children, fts_children,
+/// FTS_SKIP, FTS_SEEDOT, a walk that starts on the host; and freopen of stdin onto a file
+/// in the image reads it.
+#[test]
+fn fts_and_freopen_see_mounts() {
+    let test = "run_mount-fts";
+    if !need_root(test) || !need_tool(test, "gcc") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    let prog = s.path("fts");
+    std::fs::write(
+        s.path("fts.c"),
+        r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fts.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+static int byname(const FTSENT **a, const FTSENT **b) { return strcmp((*a)->fts_name, (*b)->fts_name); }
+static int walk(char *root, int opts, int skip_sub) {
+    char *roots[] = { root, NULL };
+    FTS *f = fts_open(roots, opts, byname);
+    if (!f) { perror("fts_open"); return 1; }
+    FTSENT *e;
+    while ((e = fts_read(f))) {
+        /* glibc's postorder entries of roots and skipped directories carry leftovers
+           (a changed fts_name, a trailing '/'), and fts_statp is undefined with
+           FTS_NOSTAT: print what is defined. */
+        if (e->fts_info == FTS_DP) { printf("DP %d\n", e->fts_level); continue; }
+        long size = e->fts_info == FTS_F ? (long)e->fts_statp->st_size : -1;
+        /* fts_accpath is relative after glibc's chdir, absolute in ours (no chdir): both
+           must reach the file. */
+        int acc = (e->fts_info == FTS_F || e->fts_info == FTS_D) ? access(e->fts_accpath, F_OK) == 0 : -1;
+        printf("%d %d %s %d %s %ld %d\n", e->fts_info, e->fts_level, e->fts_path, acc,
+               e->fts_level ? e->fts_name : "-", size, e->fts_errno);
+        if (e->fts_info == FTS_D && e->fts_level == 1) {
+            printf("children:");
+            for (FTSENT *c = fts_children(f, 0); c; c = c->fts_link) printf(" %s", c->fts_name);
+            printf("\n");
+        }
+        if (skip_sub && e->fts_info == FTS_D && !strcmp(e->fts_name, "sub")) fts_set(f, e, FTS_SKIP);
+    }
+    fts_close(f);
+    return 0;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    if (walk(argv[1], FTS_PHYSICAL, 0)) return 1;
+    if (walk(argv[1], FTS_PHYSICAL | FTS_NOCHDIR | FTS_SEEDOT, 1)) return 1;
+    if (walk(argv[2], FTS_PHYSICAL | FTS_NOSTAT, 0)) return 1;
+    if (!freopen(argv[3], "r", stdin)) { perror("freopen"); return 1; }
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) printf("stdin: %s", line);
+    if (freopen(argv[3], "w", stdout) || errno != EROFS) return 2;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    run_ok(
+        Command::new("gcc")
+            .arg("-o")
+            .arg(&prog)
+            .arg(s.path("fts.c")),
+    );
+    let script = format!(
+        r#"'{}' "$R/fx" "$R/fx/sub" "$R/fx/hello.txt""#,
+        prog.display()
+    );
+    let home = s.path("home");
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        run_script(Method::Kernel, &img, &root, &home, &script)
+    };
+    assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
+    let run = run_script(Method::Run, &img, &root, &home, &script);
+    assert_eq!(run.0, Some(0), "{}", String::from_utf8_lossy(&run.2));
+    let k = String::from_utf8_lossy(&kernel.1);
+    assert!(
+        k.contains("stdin: hello from usfs") && k.contains("children:"),
+        "{k}"
+    );
+    let r = String::from_utf8_lossy(&run.1);
+    if let Some((i, (a, b))) = k
+        .lines()
+        .zip(r.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+    {
+        panic!("line {i} differs:\n kernel: {a}\n run:    {b}");
+    }
+    assert_eq!(
+        r.lines().count(),
+        k.lines().count(),
+        "the walks differ in length"
+    );
+}
+
 /// An unprivileged caller gets EACCES where the kernel says so (search permission on
 /// directories, read permission to open), and reads what it may. The same script runs as
 /// user `nobody` on a kernel mount and under `usfs run`.

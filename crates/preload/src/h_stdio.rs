@@ -1,6 +1,8 @@
 //! stdio: glibc's fopen does not call the interposable open, so virtual files get FILE
 //! streams made with fopencookie over a virtual descriptor (fopen/fopen64/fdopen), and
-//! fileno answers for them. freopen onto a virtual path is not supported (EOPNOTSUPP).
+//! fileno answers for them. freopen keeps the caller's FILE, so it cannot become one of
+//! ours: onto a virtual path it reopens the stream on a private copy of the file (a memfd
+//! filled from the image; read-only mounts make the copy exact).
 
 use crate::state::{lock, sys_close, State, Target};
 use crate::sys::{call_real, hooked, set_errno};
@@ -163,19 +165,93 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     }
 }
 
+type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+
+/// freopen onto virtual path `vp`: copies the file into a memfd and reopens `fp` on it
+/// through /proc/self/fd (a new open file description, offset 0).
+fn freopen_virtual(
+    st: &State,
+    vp: usfs_vfs::VPath,
+    mode: *const c_char,
+    fp: *mut FILE,
+) -> *mut FILE {
+    if writes(mode) {
+        set_errno(libc::EROFS);
+        return null_mut();
+    }
+    let fd = match st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC) {
+        Ok(fd) => fd,
+        Err(e) => {
+            set_errno(e);
+            return null_mut();
+        }
+    };
+    let copy = copy_to_memfd(st, fd);
+    st.fds.remove(fd);
+    sys_close(fd);
+    let mfd = match copy {
+        Ok(m) => m,
+        Err(e) => {
+            set_errno(e);
+            return null_mut();
+        }
+    };
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{mfd}")).expect("no NUL");
+    let r = call_real!(freopen64: FreopenFn, null_mut(); path.as_ptr(), mode, fp);
+    let e = crate::sys::errno();
+    sys_close(mfd);
+    set_errno(e);
+    r
+}
+
+/// A memfd holding the contents of virtual descriptor `fd`.
+fn copy_to_memfd(st: &State, fd: c_int) -> Result<c_int, c_int> {
+    let f = st.fds.get(fd).ok_or(libc::EBADF)?;
+    // SAFETY: memfd_create with a NUL-terminated name.
+    let mfd = unsafe { libc::memfd_create(c"usfs-freopen".as_ptr(), libc::MFD_CLOEXEC) };
+    if mfd < 0 {
+        return Err(crate::sys::errno());
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => return Ok(mfd),
+            Ok(n) => n,
+            Err(e) => {
+                sys_close(mfd);
+                return Err(e);
+            }
+        };
+        let mut done = 0;
+        while done < n {
+            // SAFETY: writing initialised bytes of `buf` to our memfd.
+            let w = unsafe { libc::write(mfd, buf[done..n].as_ptr().cast(), n - done) };
+            if w < 0 {
+                let e = crate::sys::errno();
+                if e == libc::EINTR {
+                    continue;
+                }
+                sys_close(mfd);
+                return Err(e);
+            }
+            done += w as usize;
+        }
+    }
+}
+
 macro_rules! freopen_hooks {
     ($($name:ident),*) => {$(
-        /// freopen(3): onto a virtual path, EOPNOTSUPP (not implemented).
+        /// freopen(3): onto a virtual path, the stream reads a private copy of the file.
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
             let r = hooked(null_mut(), |st| match st.classify(libc::AT_FDCWD, path, true) {
                 Ok(Target::Pass) | Ok(Target::HostAbs(_)) => None,
-                Ok(Target::Virt(_)) => { set_errno(libc::EOPNOTSUPP); Some(null_mut()) }
+                Ok(Target::Virt(vp)) => Some(freopen_virtual(st, vp, mode, fp)),
                 Err(e) => { set_errno(e); Some(null_mut()) }
             });
             match r {
                 Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE, null_mut(); path, mode, fp),
+                None => call_real!($name: FreopenFn, null_mut(); path, mode, fp),
             }
         }
     )*};

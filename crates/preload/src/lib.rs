@@ -16,7 +16,7 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec, h_walk (glob, nftw, ftw).
+//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec, h_walk (glob, nftw, ftw), h_fts.
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.
@@ -25,6 +25,7 @@
 mod h_cwd;
 mod h_dir;
 mod h_exec;
+mod h_fts;
 mod h_io;
 mod h_open;
 mod h_stat;

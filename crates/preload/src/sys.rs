@@ -64,6 +64,12 @@ thread_local! {
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
+/// This thread's errno.
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
 /// Sets errno.
 pub fn set_errno(e: i32) {
     // SAFETY: __errno_location returns this thread's errno slot.

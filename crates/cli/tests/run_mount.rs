@@ -901,6 +901,62 @@ int main(int argc, char **argv) {
     );
 }
 
+/// Programs stored in an image run: a binary and a `#!` script, by absolute path, by a
+/// relative path from a `cd` into the image, and through execv from Python; a file without
+/// execute permission gives EACCES, as on a kernel mount.
+#[test]
+fn programs_stored_in_an_image_run() {
+    let test = "run_mount-exec";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::copy("/bin/echo", src.join("bin/echo")).unwrap();
+    std::fs::write(
+        src.join("bin/hello.sh"),
+        "#!/bin/sh\necho \"script says $1\"\ncat \"$(dirname \"$0\")/../data.txt\" 2>/dev/null || echo no-data\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("data.txt"), "data\n").unwrap();
+    std::fs::write(src.join("bin/noexec"), "#!/bin/sh\necho never\n").unwrap();
+    sh(&format!(
+        "chmod 755 '{0}/bin/echo' '{0}/bin/hello.sh' && chmod 644 '{0}/bin/noexec'",
+        src.display()
+    ));
+    let img = s.path("image");
+    mke2fs(&img, "16M", &["-t", "ext4"], Some(&src));
+    let root = s.path("root");
+    let script = r#"
+"$R/bin/echo" absolute
+"$R/bin/hello.sh" one | head -1
+cd "$R/bin" && ./echo relative && ./hello.sh two | head -1
+python3 -c 'import os, sys; sys.stdout.flush(); os.execv(sys.argv[1], [sys.argv[1], "from-python"])' "$R/bin/echo"
+"$R/bin/noexec"; echo "noexec status $?"
+"#;
+    let home = s.path("home");
+    let kernel = {
+        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+        run_script(Method::Kernel, &img, &root, &home, script)
+    };
+    let run = run_script(Method::Run, &img, &root, &home, script);
+    let k = String::from_utf8_lossy(&kernel.1);
+    assert!(
+        k.contains("absolute\n")
+            && k.contains("script says two")
+            && k.contains("noexec status 126"),
+        "{k}\n{}",
+        String::from_utf8_lossy(&kernel.2)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.1),
+        k,
+        "stderr under usfs run: {}",
+        String::from_utf8_lossy(&run.2)
+    );
+}
+
 /// An unprivileged caller gets EACCES where the kernel says so (search permission on
 /// directories, read permission to open), and reads what it may. The same script runs as
 /// user `nobody` on a kernel mount and under `usfs run`.

@@ -6,7 +6,7 @@
 //!
 //! After exec the descriptors are copies: the offset is no longer shared with the parent.
 
-use crate::state::{lock, State, Target};
+use crate::state::{lock, sys_close, State, Target};
 use crate::sys::{call_real, hooked, ret};
 use libc::{c_char, c_int, pid_t};
 use std::collections::HashMap;
@@ -165,27 +165,78 @@ impl Env {
     }
 }
 
-/// Runs an exec-like call with the prepared environment; refuses to execute a file inside
-/// a mount (EACCES: programs are not run from images).
+/// Runs an exec-like call with the prepared environment. A program inside a mount (named
+/// with a `/`, or by execve/execv) is run from a private copy: a memfd executed with
+/// execveat(AT_EMPTY_PATH) (a `#!` script gets its interpreter with `/dev/fd/N`, which the
+/// memfd stays open for).
 fn exec_with(
     path: *const c_char,
     check_path: bool,
+    argv: *const *const c_char,
     envp: *const *const c_char,
     f: impl FnOnce(*const *const c_char) -> c_int,
 ) -> Option<c_int> {
     hooked(-1, |st| {
-        if check_path {
+        let mut program = None;
+        // SAFETY: exec paths are NUL-terminated (null is left to libc).
+        let names_file = check_path
+            || (!path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/'));
+        if names_file {
             match st.classify(libc::AT_FDCWD, path, true) {
-                Ok(Target::Virt(_)) => return Some(ret(Err(libc::EACCES))),
+                Ok(Target::Virt(vp)) => program = Some(vp),
                 Err(e) => return Some(ret(Err(e))),
                 _ => {}
             }
         }
         let env = build_env(st, envp);
-        let r = f(env.ptrs.as_ptr());
+        let r = match program {
+            Some(vp) => ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr())),
+            None => f(env.ptrs.as_ptr()),
+        };
         env.failed();
         Some(r)
     })
+}
+
+/// Executes the program at `vp` from a memfd copy; returns only on failure.
+fn exec_virtual(
+    st: &State,
+    vp: usfs_vfs::VPath,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
+    let fs = st.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
+    let meta = fs.getattr(vp.ino()).map_err(|e| usfs_vfs::errno_of(&e))?;
+    let may_exec = match &st.creds {
+        Some(c) => c.may(&meta, usfs_vfs::creds::MAY_EXEC),
+        None => meta.perm & 0o111 != 0,
+    };
+    if meta.file_type != usfs_fs::FileType::Regular || !may_exec {
+        return Err(libc::EACCES);
+    }
+    let mfd = crate::copy::to_memfd(st, vp, false)?;
+    let mut magic = [0u8; 2];
+    // SAFETY: reading two bytes of our memfd into a local buffer.
+    let n = unsafe { libc::pread(mfd, magic.as_mut_ptr().cast(), 2, 0) };
+    if !(n == 2 && magic == *b"#!") {
+        // A binary needs no path to itself: close the copy at exec.
+        // SAFETY: fcntl on our own descriptor.
+        unsafe { libc::fcntl(mfd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: execveat with our memfd, an empty path and the caller's argv/environment.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            mfd,
+            c"".as_ptr(),
+            argv,
+            envp,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    let e = crate::sys::errno();
+    sys_close(mfd);
+    Err(e)
 }
 
 extern "C" {
@@ -210,6 +261,7 @@ pub unsafe extern "C" fn execve(
     exec_with(
         path,
         true,
+        argv,
         envp,
         |e| call_real!(execve: ExecveFn, -1; path, argv, e),
     )
@@ -223,6 +275,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
     exec_with(
         path,
         true,
+        argv,
         envp,
         |e| call_real!(execve: ExecveFn, -1; path, argv, e),
     )
@@ -239,6 +292,7 @@ pub unsafe extern "C" fn execvpe(
     exec_with(
         file,
         false,
+        argv,
         envp,
         |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
     )
@@ -252,6 +306,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
     exec_with(
         file,
         false,
+        argv,
         envp,
         |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
     )

@@ -179,17 +179,7 @@ fn freopen_virtual(
         set_errno(libc::EROFS);
         return null_mut();
     }
-    let fd = match st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC) {
-        Ok(fd) => fd,
-        Err(e) => {
-            set_errno(e);
-            return null_mut();
-        }
-    };
-    let copy = copy_to_memfd(st, fd);
-    st.fds.remove(fd);
-    sys_close(fd);
-    let mfd = match copy {
+    let mfd = match crate::copy::to_memfd(st, vp, true) {
         Ok(m) => m,
         Err(e) => {
             set_errno(e);
@@ -202,41 +192,6 @@ fn freopen_virtual(
     sys_close(mfd);
     set_errno(e);
     r
-}
-
-/// A memfd holding the contents of virtual descriptor `fd`.
-fn copy_to_memfd(st: &State, fd: c_int) -> Result<c_int, c_int> {
-    let f = st.fds.get(fd).ok_or(libc::EBADF)?;
-    // SAFETY: memfd_create with a NUL-terminated name.
-    let mfd = unsafe { libc::memfd_create(c"usfs-freopen".as_ptr(), libc::MFD_CLOEXEC) };
-    if mfd < 0 {
-        return Err(crate::sys::errno());
-    }
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) => return Ok(mfd),
-            Ok(n) => n,
-            Err(e) => {
-                sys_close(mfd);
-                return Err(e);
-            }
-        };
-        let mut done = 0;
-        while done < n {
-            // SAFETY: writing initialised bytes of `buf` to our memfd.
-            let w = unsafe { libc::write(mfd, buf[done..n].as_ptr().cast(), n - done) };
-            if w < 0 {
-                let e = crate::sys::errno();
-                if e == libc::EINTR {
-                    continue;
-                }
-                sys_close(mfd);
-                return Err(e);
-            }
-            done += w as usize;
-        }
-    }
 }
 
 macro_rules! freopen_hooks {

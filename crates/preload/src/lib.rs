@@ -22,6 +22,7 @@
 // they stand in for.
 #![allow(clippy::missing_safety_doc)]
 
+mod copy;
 mod h_cwd;
 mod h_dir;
 mod h_exec;

@@ -237,6 +237,10 @@ const PROGRAMS: &[(&str, &str)] = &[
     ),
     ("ls -lR", r#"ls -lR "$R""#),
     (
+        "inode numbers",
+        r#"stat -c '%i %h %n' "$R" "$R/." "$R/fx/.."; ls -iaR "$R" | head -40"#,
+    ),
+    (
         "find -printf",
         r#"find "$R" -printf '%p %s %m %u %T@\n' | sort"#,
     ),

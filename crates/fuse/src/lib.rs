@@ -175,7 +175,13 @@ impl Filesystem for Server {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(self.ino_of(ino)) {
-            Ok(m) => reply.attr(&TTL, &self.attr(&m)),
+            Ok(m) => {
+                let mut attr = self.attr(&m);
+                // The kernel takes st_ino from the attributes, not the node id: the root
+                // shows its own number (2 on ext4), as on a kernel mount.
+                attr.ino = INodeNo(m.ino);
+                reply.attr(&TTL, &attr)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -747,8 +747,6 @@ fn nftw_and_glob_walk_mounts() {
         return;
     }
     let s = Scratch::new(test);
-    let img = small_image(&s);
-    let root = s.path("root");
     let prog = s.path("walk");
     std::fs::write(
         s.path("walk.c"),
@@ -779,16 +777,26 @@ int main(int argc, char **argv) {
 "#,
     )
     .unwrap();
-    run_ok(
-        Command::new("gcc")
-            .arg("-o")
-            .arg(&prog)
-            .arg(s.path("walk.c")),
-    );
     // Physical walks: followed links would differ by design (the image's links to /etc
     // reach the host on a kernel mount) and the loop makes glibc's walk stop at a point
     // that depends on readdir order.
-    let script = format!(r#"'{}' "$R/fx" "$R/fx/*/*.py" | sort"#, prog.display());
+    let k = c_program_agrees(&s, &prog, r#""$R/fx" "$R/fx/*/*.py" | sort"#);
+    assert!(k.contains("usfsmod.py") && k.contains("glob 0:"), "{k}");
+}
+
+/// Compiles `PROG.c` (in the scratch dir) to `prog`, runs `'prog' ARGS` on a kernel mount
+/// of the small image and under `usfs run`: both must exit 0 and print the same lines.
+/// Returns the kernel's output.
+fn c_program_agrees(s: &Scratch, prog: &Path, args: &str) -> String {
+    let img = small_image(s);
+    let root = s.path("root");
+    run_ok(
+        Command::new("gcc")
+            .arg("-o")
+            .arg(prog)
+            .arg(prog.with_extension("c")),
+    );
+    let script = format!("'{}' {args}", prog.display());
     let home = s.path("home");
     let kernel = {
         let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
@@ -797,9 +805,22 @@ int main(int argc, char **argv) {
     assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
     let run = run_script(Method::Run, &img, &root, &home, &script);
     assert_eq!(run.0, Some(0), "{}", String::from_utf8_lossy(&run.2));
-    let k = String::from_utf8_lossy(&kernel.1);
-    assert!(k.contains("usfsmod.py") && k.contains("glob 0:"), "{k}");
-    assert_eq!(String::from_utf8_lossy(&run.1), k);
+    let k = String::from_utf8_lossy(&kernel.1).into_owned();
+    let r = String::from_utf8_lossy(&run.1);
+    if let Some((i, (a, b))) = k
+        .lines()
+        .zip(r.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+    {
+        panic!("line {i} differs:\n kernel: {a}\n run:    {b}");
+    }
+    assert_eq!(
+        r.lines().count(),
+        k.lines().count(),
+        "the outputs differ in length"
+    );
+    k
 }
 
 /// glibc's fts (whose directory reads never reach our hooks) walks a tree inside a mount
@@ -813,8 +834,6 @@ fn fts_and_freopen_see_mounts() {
         return;
     }
     let s = Scratch::new(test);
-    let img = small_image(&s);
-    let root = s.path("root");
     let prog = s.path("fts");
     std::fs::write(
         s.path("fts.c"),
@@ -866,42 +885,10 @@ int main(int argc, char **argv) {
 "#,
     )
     .unwrap();
-    run_ok(
-        Command::new("gcc")
-            .arg("-o")
-            .arg(&prog)
-            .arg(s.path("fts.c")),
-    );
-    let script = format!(
-        r#"'{}' "$R/fx" "$R/fx/sub" "$R/fx/hello.txt""#,
-        prog.display()
-    );
-    let home = s.path("home");
-    let kernel = {
-        let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
-        run_script(Method::Kernel, &img, &root, &home, &script)
-    };
-    assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
-    let run = run_script(Method::Run, &img, &root, &home, &script);
-    assert_eq!(run.0, Some(0), "{}", String::from_utf8_lossy(&run.2));
-    let k = String::from_utf8_lossy(&kernel.1);
+    let k = c_program_agrees(&s, &prog, r#""$R/fx" "$R/fx/sub" "$R/fx/hello.txt""#);
     assert!(
         k.contains("stdin: hello from usfs") && k.contains("children:"),
         "{k}"
-    );
-    let r = String::from_utf8_lossy(&run.1);
-    if let Some((i, (a, b))) = k
-        .lines()
-        .zip(r.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-    {
-        panic!("line {i} differs:\n kernel: {a}\n run:    {b}");
-    }
-    assert_eq!(
-        r.lines().count(),
-        k.lines().count(),
-        "the walks differ in length"
     );
 }
 

@@ -108,7 +108,7 @@ pub fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DirEntry, StatFs, Timestamp};
+    use crate::{DirEntry, StatFs};
 
     /// A tiny image: `/a/f` (file), `/a/rel -> ../a/f`, `/a/abs -> /a/f`,
     /// `/a/esc -> ../../../a/f`, `/loop -> loop`, `/empty -> ""`, `/locked/` (mode 0).
@@ -148,23 +148,7 @@ mod tests {
                 None if ino == ROOT => (FileType::Directory, 0o755),
                 None => return Err(Error::NotFound),
             };
-            Ok(Metadata {
-                ino,
-                file_type,
-                perm,
-                uid: 0,
-                gid: 0,
-                nlink: 1,
-                size: 0,
-                blocks: 0,
-                rdev: 0,
-                blksize: 4096,
-                atime: Timestamp::default(),
-                mtime: Timestamp::default(),
-                ctime: Timestamp::default(),
-                crtime: None,
-                generation: 0,
-            })
+            Ok(Metadata::synthetic(ino, file_type, perm, 0, 0))
         }
         fn readdir(&self, _: Ino, _: u64, _: &mut dyn FnMut(DirEntry, u64) -> bool) -> Result<()> {
             Ok(())

@@ -123,6 +123,28 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Attributes of a node that exists on no disk (test trees, synthetic entries): the
+    /// identity given, one link, a 4 KiB block size, every size and time zero.
+    pub fn synthetic(ino: Ino, file_type: FileType, perm: u32, uid: u32, gid: u32) -> Metadata {
+        Metadata {
+            ino,
+            file_type,
+            perm,
+            uid,
+            gid,
+            nlink: 1,
+            size: 0,
+            blocks: 0,
+            rdev: 0,
+            blksize: 4096,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            crtime: None,
+            generation: 0,
+        }
+    }
+
     /// The full st_mode: type bits and permission bits.
     pub fn mode(&self) -> u32 {
         self.file_type.mode_bits() | self.perm

@@ -116,24 +116,16 @@ fn build_env(st: &State, envp: *const *const c_char) -> Env {
     let mut owned: Vec<CString> = Vec::new();
     let mut ptrs: Vec<*const c_char> = Vec::new();
     let mut have: Vec<Vec<u8>> = Vec::new();
-    if !envp.is_null() {
-        let mut i = 0;
-        loop {
-            // SAFETY: envp is a null-terminated array of NUL-terminated strings.
-            let p = unsafe { *envp.add(i) };
-            if p.is_null() {
-                break;
-            }
-            i += 1;
-            // SAFETY: as above.
-            let s = unsafe { CStr::from_ptr(p) }.to_bytes();
-            let key = s.split(|&b| b == b'=').next().unwrap_or(b"").to_vec();
-            if key == HANDOVER.as_bytes() {
-                continue;
-            }
-            have.push(key);
-            ptrs.push(p);
+    // SAFETY: envp is null or a NULL-terminated array of NUL-terminated strings.
+    for p in unsafe { crate::sys::c_array(envp) } {
+        // SAFETY: as above.
+        let s = unsafe { CStr::from_ptr(p) }.to_bytes();
+        let key = s.split(|&b| b == b'=').next().unwrap_or(b"").to_vec();
+        if key == HANDOVER.as_bytes() {
+            continue;
         }
+        have.push(key);
+        ptrs.push(p);
     }
     for kv in &st.env_keep {
         let key = kv.as_bytes().split(|&b| b == b'=').next().unwrap_or(b"");

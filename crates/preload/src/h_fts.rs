@@ -15,8 +15,8 @@
 
 use crate::h_dir::{closedir, opendir, readdir};
 use crate::h_stat::{lstat, stat};
-use crate::state::Target;
-use crate::sys::{call_real, hooked, set_errno};
+use crate::h_walk::is_virtual;
+use crate::sys::{call_real, set_errno};
 use libc::{c_char, c_int, c_long, c_short, c_ushort, c_void};
 use std::ffi::CStr;
 use std::ptr::null_mut;
@@ -467,17 +467,6 @@ impl Drop for Walk {
     }
 }
 
-/// True when `path` leads into a mount.
-fn is_virtual(path: *const c_char) -> bool {
-    hooked(false, |st| {
-        Some(matches!(
-            st.classify(libc::AT_FDCWD, path, true),
-            Ok(Target::Virt(_))
-        ))
-    })
-    .unwrap_or(false)
-}
-
 /// Our fts_open for `argv` (a NULL-terminated list of paths).
 fn open(argv: *const *mut c_char, options: c_int, compar: Option<Compar>) -> *mut FtsHead {
     if options & !FTS_OPTIONMASK != 0 {
@@ -496,14 +485,8 @@ fn open(argv: *const *mut c_char, options: c_int, compar: Option<Compar>) -> *mu
         cur: null_mut(),
         pending: None,
     };
-    let mut i = 0;
-    loop {
-        // SAFETY: the caller's NULL-terminated array.
-        let a = unsafe { *argv.add(i) };
-        if a.is_null() {
-            break;
-        }
-        i += 1;
+    // SAFETY: the caller's NULL-terminated array of paths.
+    for a in unsafe { crate::sys::c_array(argv.cast()) } {
         // SAFETY: a NUL-terminated path.
         let path = unsafe { CStr::from_ptr(a) }.to_bytes();
         if path.is_empty() {
@@ -563,8 +546,7 @@ macro_rules! fts_hooks {
         #[no_mangle]
         pub unsafe extern "C" fn $open(argv: *const *mut c_char, options: c_int, compar: Option<Compar>) -> *mut FtsHead {
             // SAFETY: the caller's NULL-terminated array of paths.
-            let virt = !argv.is_null()
-                && (0..).map(|i| unsafe { *argv.add(i) }).take_while(|a| !a.is_null()).any(|a| is_virtual(a));
+            let virt = unsafe { crate::sys::c_array(argv.cast()) }.any(is_virtual);
             if virt {
                 return guarded(null_mut(), || open(argv, options, compar));
             }

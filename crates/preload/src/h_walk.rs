@@ -230,7 +230,7 @@ impl Walk {
 }
 
 /// True when `path` leads into a mount (the walk is then ours).
-fn is_virtual(path: *const c_char) -> bool {
+pub fn is_virtual(path: *const c_char) -> bool {
     hooked(false, |st| {
         Some(matches!(
             st.classify(libc::AT_FDCWD, path, true),

@@ -64,6 +64,26 @@ thread_local! {
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The entries of a NULL-terminated array of C strings (argv, envp), up to the NULL; a
+/// null array has none.
+///
+/// # Safety
+/// `arr` is null or a NULL-terminated array that stays valid while iterating.
+pub unsafe fn c_array<'a>(
+    arr: *const *const libc::c_char,
+) -> impl Iterator<Item = *const libc::c_char> + 'a {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if arr.is_null() {
+            return None;
+        }
+        // SAFETY: the caller's NULL-terminated array; we stop at the NULL.
+        let p = unsafe { *arr.add(i) };
+        i += 1;
+        (!p.is_null()).then_some(p)
+    })
+}
+
 /// This thread's errno.
 pub fn errno() -> i32 {
     // SAFETY: __errno_location returns this thread's errno slot.

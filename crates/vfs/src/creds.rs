@@ -41,26 +41,9 @@ impl Creds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use usfs_fs::Timestamp;
 
     fn meta(ft: FileType, perm: u32, uid: u32, gid: u32) -> Metadata {
-        Metadata {
-            ino: 2,
-            file_type: ft,
-            perm,
-            uid,
-            gid,
-            nlink: 1,
-            size: 0,
-            blocks: 0,
-            rdev: 0,
-            blksize: 4096,
-            atime: Timestamp::default(),
-            mtime: Timestamp::default(),
-            ctime: Timestamp::default(),
-            crtime: None,
-            generation: 0,
-        }
+        Metadata::synthetic(2, ft, perm, uid, gid)
     }
 
     #[test]

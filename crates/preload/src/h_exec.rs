@@ -190,13 +190,10 @@ fn exec_with(
     })
 }
 
-/// Executes the program at `vp` from a memfd copy; returns only on failure.
-fn exec_virtual(
-    st: &State,
-    vp: usfs_vfs::VPath,
-    argv: *const *const c_char,
-    envp: *const *const c_char,
-) -> Result<c_int, c_int> {
+/// A memfd copy of the program at `vp`, checked like the kernel's exec (a regular file
+/// the caller may execute, EACCES otherwise). A binary's copy is close-on-exec; a `#!`
+/// script's stays open, as its interpreter reads it through `/dev/fd/N`.
+fn program_copy(st: &State, vp: usfs_vfs::VPath) -> Result<c_int, c_int> {
     let fs = st.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
     let meta = fs.getattr(vp.ino()).map_err(|e| usfs_vfs::errno_of(&e))?;
     let may_exec = match &st.creds {
@@ -211,10 +208,20 @@ fn exec_virtual(
     // SAFETY: reading two bytes of our memfd into a local buffer.
     let n = unsafe { libc::pread(mfd, magic.as_mut_ptr().cast(), 2, 0) };
     if !(n == 2 && magic == *b"#!") {
-        // A binary needs no path to itself: close the copy at exec.
         // SAFETY: fcntl on our own descriptor.
         unsafe { libc::fcntl(mfd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
+    Ok(mfd)
+}
+
+/// Executes the program at `vp` from a memfd copy; returns only on failure.
+fn exec_virtual(
+    st: &State,
+    vp: usfs_vfs::VPath,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
+    let mfd = program_copy(st, vp)?;
     // SAFETY: execveat with our memfd, an empty path and the caller's argv/environment.
     unsafe {
         libc::syscall(
@@ -317,19 +324,32 @@ type SpawnFn = unsafe extern "C" fn(
 macro_rules! spawn_hooks {
     ($($name:ident: $check:expr),*) => {$(
         /// posix_spawn(3): the child gets the handover like an exec (the file is left for
-        /// it to read and remove).
+        /// it to read and remove); a program inside a mount runs from a memfd copy.
         #[no_mangle]
         pub unsafe extern "C" fn $name(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
             let r = hooked(libc::EIO, |st| {
-                if $check {
-                    if let Ok(Target::Virt(_)) = st.classify(libc::AT_FDCWD, path, true) {
-                        return Some(libc::EACCES);
+                // A program inside a mount is spawned from its memfd copy through
+                // /proc/self/fd/N (the child inherits the descriptor).
+                let mut copy = None;
+                // SAFETY: spawn paths are NUL-terminated (null is left to libc).
+                let names_file = $check || (!path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/'));
+                if names_file {
+                    if let Ok(Target::Virt(vp)) = st.classify(libc::AT_FDCWD, path, true) {
+                        match program_copy(st, vp) {
+                            Ok(mfd) => copy = Some(mfd),
+                            Err(e) => return Some(e),
+                        }
                     }
                 }
+                let proc_path = copy.map(|m| CString::new(format!("/proc/self/fd/{m}")).expect("no NUL"));
+                let spawn_path = proc_path.as_ref().map_or(path, |p| p.as_ptr());
                 let env = build_env(st, envp);
-                let r = call_real!($name: SpawnFn, libc::ENOSYS; pid, path, fa, attr, argv, env.ptrs.as_ptr());
+                let r = call_real!($name: SpawnFn, libc::ENOSYS; pid, spawn_path, fa, attr, argv, env.ptrs.as_ptr());
                 if r != 0 {
                     env.failed();
+                }
+                if let Some(m) = copy {
+                    sys_close(m);
                 }
                 Some(r)
             });

@@ -4,6 +4,7 @@
 use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
+use crate::runs::Run;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use usfs_fs::{FileSystem, FileType, Ino};
@@ -40,26 +41,13 @@ pub struct OpenFile {
     flags: AtomicI32,
     /// File offset, or directory position; the lock also makes read+advance atomic.
     offset: Mutex<u64>,
-    /// The stretch of the file last found stored contiguously in the image mapping.
-    run: Mutex<MappedRun>,
+    /// The run of the file ([`Node::run_at`]) the last read used: sequential and nearby
+    /// reads find it here without touching the shared map.
+    run: Mutex<Run>,
     /// Where the last read through this description ended (sequential reads are those
     /// that start there).
     last_end: AtomicU64,
 }
-
-/// File bytes `start..start + len` lie at address `addr` in the memory-mapped image (as
-/// `FileSystem::mapped_data` returned them). Caching it makes a small read one memcpy,
-/// with no inode or extent lookup (the SplitFS data path at its cheapest).
-#[derive(Clone, Copy, Default)]
-struct MappedRun {
-    start: u64,
-    addr: usize,
-    len: usize,
-}
-
-/// How much of a contiguous stretch one `mapped_data` call asks for (and so how much a
-/// cached run covers; the device counts it as read once per call).
-const RUN_CHUNK: usize = 1 << 20;
 
 impl OpenFile {
     /// A description of `node` opened at `vpath` with `flags`.
@@ -75,7 +63,7 @@ impl OpenFile {
             kind,
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
-            run: Mutex::new(MappedRun::default()),
+            run: Mutex::new(Run::default()),
             last_end: AtomicU64::new(0),
         }
     }
@@ -186,48 +174,35 @@ impl OpenFile {
         Ok(n)
     }
 
-    /// Copies file bytes at `pos` into `dst` straight from the image mapping, through the
-    /// cached run or a fresh `mapped_data` call; 0 when the bytes are not mapped.
+    /// The run holding `pos` (`pos < size`): the one the last read used, or the node's.
+    #[inline]
+    fn run_at(&self, pos: u64) -> Result<Run, Errno> {
+        let mut last = self.run.lock().unwrap_or_else(|p| p.into_inner());
+        if last.contains(pos) {
+            return Ok(*last);
+        }
+        let r = self.node.run_at(pos)?;
+        *last = r;
+        Ok(r)
+    }
+
+    /// Copies file bytes at `pos` into `dst` straight from the image mapping; 0 when the
+    /// bytes are not in the mapping.
     fn copy_mapped(&self, pos: u64, dst: &mut [u8]) -> Result<usize, Errno> {
-        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
-        if !(run.len > 0 && pos >= run.start && pos < run.start + run.len as u64) {
-            let want = dst.len().max(RUN_CHUNK);
-            match self
-                .node
-                .fs
-                .mapped_data(self.node.ino, pos, want)
-                .map_err(|e| errno_of(&e))?
-            {
-                Some(s) if !s.is_empty() => {
-                    *run = MappedRun {
-                        start: pos,
-                        addr: s.as_ptr() as usize,
-                        len: s.len(),
-                    };
-                }
-                _ => return Ok(0),
-            }
+        let run = self.run_at(pos)?;
+        if !run.mapped() {
+            return Ok(0);
         }
         let skip = (pos - run.start) as usize;
-        let n = (run.len - skip).min(dst.len());
-        let run = {
-            let r = *run;
-            drop(run);
-            r
-        };
-        // SAFETY: `addr..addr + len` is a slice `mapped_data` returned from
+        let n = ((run.len as usize) - skip).min(dst.len());
+        // SAFETY: `addr..addr + len` is (part of) a slice `mapped_data` returned from
         // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
         // mapping lives as long as the back end and is never moved or unmapped before it
         // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
         // are those mapped_data would return again. `skip + n <= len`.
         let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
-        if n >= crate::bulk::BULK_MIN {
-            if let Some(k) = self
-                .node
-                .bulk
-                .as_ref()
-                .and_then(|b| b.read(src, &mut dst[..n]))
-            {
+        if let Some(b) = self.node.bulk.as_ref().filter(|b| n >= b.min) {
+            if let Some(k) = b.read(src, &mut dst[..n]) {
                 return Ok(k);
             }
         }

@@ -24,6 +24,7 @@ mod mounts;
 mod node;
 mod open;
 pub mod resolve;
+pub mod runs;
 
 pub use chunks::ChunkCache;
 pub use creds::Creds;

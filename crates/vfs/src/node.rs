@@ -24,6 +24,51 @@ pub struct Node {
     pub chunks: crate::ChunkCache,
     /// pread access to the image for large reads of stored data.
     pub bulk: Option<Arc<crate::bulk::BulkImage>>,
+    /// Where the file's bytes lie in the image mapping, as far as reads have asked.
+    pub runs: crate::runs::RunMap,
+}
+
+/// How far one `mapped_data` call may reach: a whole extent at once (the run is recorded,
+/// not copied).
+const LOOKUP_MAX: usize = 1 << 40;
+
+impl Node {
+    /// The run of file bytes holding `pos` (`pos < size`): from the run map, or asked of
+    /// the back end and recorded. A run with address 0 is not in the mapping (hole,
+    /// inline or compressed data; read through the back end).
+    pub fn run_at(&self, pos: u64) -> Result<crate::runs::Run, crate::resolve::Errno> {
+        if let Some(r) = self.runs.find(pos) {
+            return Ok(r);
+        }
+        let errno = |e: usfs_fs::Error| crate::errno_of(&e);
+        let run = match self
+            .fs
+            .mapped_data(self.ino, pos, LOOKUP_MAX)
+            .map_err(errno)?
+        {
+            Some(s) if !s.is_empty() => crate::runs::Run {
+                start: pos,
+                len: s.len() as u64,
+                addr: s.as_ptr() as usize,
+            },
+            _ => {
+                // Not in the mapping from `pos`: up to the next data if `pos` is in a
+                // hole, else to the end of this stretch of data (compressed or inline
+                // data is that way throughout).
+                let end = match self.fs.next_data(self.ino, pos).map_err(errno)? {
+                    Some(r) if r.start > pos => r.start,
+                    Some(r) => r.end,
+                    None => self.meta.size,
+                };
+                crate::runs::Run {
+                    start: pos,
+                    len: end.max(pos + 1) - pos,
+                    addr: 0,
+                }
+            }
+        };
+        Ok(self.runs.insert(run))
+    }
 }
 
 /// All open files of a process, by (mount, inode).
@@ -59,6 +104,7 @@ impl PathTable {
             meta,
             chunks: crate::ChunkCache::default(),
             bulk,
+            runs: crate::runs::RunMap::default(),
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node

@@ -12,8 +12,13 @@
 #   run          usfs run                  (LD_PRELOAD: memcpy from the image mapping for
 #                                           stored data; the reader decompresses EROFS)
 #   anchor       fuse2fs / squashfuse
-# Every method reads the whole file once before measuring (warm caches); each case is the
-# best of REPS (default 3) runs, as the machine may be shared. Prints MB/s per case, the
+# Every method starts from the same state and reads the whole file once before measuring
+# (warm caches): a freshly built image is written back and dropped from the page cache
+# first (an image as it sits on disk; pages mke2fs just wrote are small 4 KiB folios that
+# readahead would have made large, which favours or hurts methods by the order they run
+# in). Each thread times itself (first start to last end; a busy machine delaying the
+# main thread cannot shorten the interval); each case is the best of REPS (default 3)
+# runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
 # Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR)
 set -euo pipefail
@@ -122,6 +127,11 @@ total_for() { # bs -> bytes
     esac
 }
 
+drop_cached() { # file: written back, then out of the page cache
+    sync -- "$1"
+    dd if="$1" iflag=nocache count=0 status=none
+}
+
 mount_method() { # kind method
     case $2 in
         kernel) mount -t "$1" -o ro,noatime "$img" "$mnt" ;;
@@ -218,6 +228,7 @@ for kind in $kinds; do
             dd if=/dev/urandom of="$work/src/data" bs=1M count="$size_mb" status=none
             img=$work/ext4.img
             mke2fs -q -F -t ext4 -b 4096 -d "$work/src" "$img" "$((size_mb + 128))M"
+            drop_cached "$img"
             measure_kind ext4 fuse2fs
             ;;
         erofs)
@@ -239,6 +250,8 @@ while left > 0:
                 echo "erofs: usfs cannot build EROFS images here: skipped"; continue
             fi
             mksquashfs "$work/src" "$work/squash.img" -comp lz4 -Xhc -noappend -quiet >/dev/null
+            drop_cached "$img"
+            drop_cached "$work/squash.img"
             echo "  sizes: erofs $(stat -c %s "$img"), squashfs $(stat -c %s "$work/squash.img") bytes"
             measure_kind erofs squashfuse
             ;;

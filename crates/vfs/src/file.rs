@@ -41,12 +41,23 @@ pub struct OpenFile {
     flags: AtomicI32,
     /// File offset, or directory position; the lock also makes read+advance atomic.
     offset: Mutex<u64>,
-    /// The run of the file ([`Node::run_at`]) the last read used: sequential and nearby
-    /// reads find it here without touching the shared map.
-    run: Mutex<Run>,
+    /// The runs of the file ([`Node::run_at`]) the last reads used: sequential reads,
+    /// and random ones over a file of a few extents, find theirs here without touching
+    /// the map shared with other descriptions (and threads).
+    runs: Mutex<RecentRuns>,
     /// Where the last read through this description ended (sequential reads are those
     /// that start there).
     last_end: AtomicU64,
+}
+
+/// Runs an open-file description keeps to itself.
+const RECENT: usize = 4;
+
+/// The last [`RECENT`] runs a description used, replaced round-robin.
+#[derive(Default)]
+struct RecentRuns {
+    runs: [Run; RECENT],
+    next: usize,
 }
 
 impl OpenFile {
@@ -63,7 +74,7 @@ impl OpenFile {
             kind,
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
-            run: Mutex::new(Run::default()),
+            runs: Mutex::new(RecentRuns::default()),
             last_end: AtomicU64::new(0),
         }
     }
@@ -174,15 +185,17 @@ impl OpenFile {
         Ok(n)
     }
 
-    /// The run holding `pos` (`pos < size`): the one the last read used, or the node's.
+    /// The run holding `pos` (`pos < size`): one a recent read used, or the node's.
     #[inline]
     fn run_at(&self, pos: u64) -> Result<Run, Errno> {
-        let mut last = self.run.lock().unwrap_or_else(|p| p.into_inner());
-        if last.contains(pos) {
-            return Ok(*last);
+        let mut recent = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = recent.runs.iter().find(|r| r.contains(pos)) {
+            return Ok(*r);
         }
         let r = self.node.run_at(pos)?;
-        *last = r;
+        let i = recent.next;
+        recent.runs[i] = r;
+        recent.next = (i + 1) % RECENT;
         Ok(r)
     }
 

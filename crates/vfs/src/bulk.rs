@@ -6,6 +6,7 @@
 //! mapping and the file share the page cache). Small reads stay system-call free.
 
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Mutex;
 
 /// Reads this large or larger go through pread (default; `USFS_BULK_MIN` in the
@@ -25,6 +26,9 @@ pub struct BulkImage {
     fd: Mutex<Option<(i32, u64, u64)>>,
     /// Reads of at least this many bytes use pread.
     pub min: usize,
+    /// Where this image's shared decompressed-data cache lives and the image's identity
+    /// (found on first use).
+    shared: std::sync::OnceLock<Option<(crate::shared::CacheDir, crate::shared::ImageId)>>,
 }
 
 /// Descriptors below this are left to the program (shells use 0..9 and 10+).
@@ -42,6 +46,7 @@ impl BulkImage {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(BULK_MIN),
+            shared: std::sync::OnceLock::new(),
         })
     }
 
@@ -56,6 +61,25 @@ impl BulkImage {
                 *g = None;
             }
         }
+    }
+
+    /// The shared cache directory and this image's identity, if the cache is on.
+    pub fn shared_key(&self) -> Option<&(crate::shared::CacheDir, crate::shared::ImageId)> {
+        self.shared
+            .get_or_init(|| {
+                let dir = crate::shared::CacheDir::default_for_user()?;
+                let path = std::path::Path::new(std::ffi::OsStr::from_bytes(self.path.as_bytes()));
+                // SAFETY: the start of the live image mapping `base..base + len`, which
+                // the back end keeps for as long as this mount exists.
+                let head = unsafe {
+                    std::slice::from_raw_parts(
+                        self.base as *const u8,
+                        self.len.min(crate::shared::HEAD_HASHED),
+                    )
+                };
+                Some((dir, crate::shared::ImageId::of(path, head)?))
+            })
+            .as_ref()
     }
 
     /// Our descriptor, opened on first use (and again after [`forget_in`](Self::forget_in)).

@@ -133,7 +133,19 @@ impl OpenFile {
         let mut done = 0;
         while done < buf.len() && offset + (done as u64) < size {
             let pos = offset + done as u64;
-            let mut n = self.copy_mapped(pos, &mut buf[done..])?;
+            let run = self.run_at(pos)?;
+            let mut n = 0;
+            if run.mapped() {
+                n = copy_mapped(&self.node, &run, pos, &mut buf[done..]);
+            } else if !run.hole {
+                if let Some(sf) = self.node.shared() {
+                    // Produced (decompressed) bytes, shared with other processes.
+                    n = self.copy_shared(sf, pos, &mut buf[done..])?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
             if n == 0 {
                 // Not stored contiguously in a mapping here (hole, inline, compressed):
                 // large reads go to the back end directly, small ones through the chunk
@@ -199,30 +211,54 @@ impl OpenFile {
         Ok(r)
     }
 
-    /// Copies file bytes at `pos` into `dst` straight from the image mapping; 0 when the
-    /// bytes are not in the mapping.
-    fn copy_mapped(&self, pos: u64, dst: &mut [u8]) -> Result<usize, Errno> {
-        let run = self.run_at(pos)?;
-        if !run.mapped() {
-            return Ok(0);
+    /// Copies file bytes at `pos` into `dst` from the shared cache, producing (and
+    /// storing) the chunk that holds `pos` first if nobody has; 0 at the end of the file.
+    fn copy_shared(
+        &self,
+        sf: &crate::shared::SharedFile,
+        pos: u64,
+        dst: &mut [u8],
+    ) -> Result<usize, Errno> {
+        let n = sf.read(pos, dst);
+        if n > 0 {
+            return Ok(n);
         }
-        let skip = (pos - run.start) as usize;
-        let n = ((run.len as usize) - skip).min(dst.len());
-        // SAFETY: `addr..addr + len` is (part of) a slice `mapped_data` returned from
-        // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
-        // mapping lives as long as the back end and is never moved or unmapped before it
-        // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
-        // are those mapped_data would return again. `skip + n <= len`.
-        let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
-        if let Some(b) = self.node.bulk.as_ref().filter(|b| n >= b.min) {
-            if let Some(k) = b.read(src, &mut dst[..n]) {
-                return Ok(k);
-            }
+        let chunk = crate::shared::CHUNK;
+        let start = pos / chunk * chunk;
+        let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
+        let mut data = vec![0u8; len];
+        let got = read_file(&*self.node.fs, self.node.ino, start, &mut data)?;
+        if got == len {
+            sf.fill(pos / chunk, &data);
         }
-        dst[..n].copy_from_slice(src);
+        let skip = (pos - start) as usize;
+        let n = got.saturating_sub(skip).min(dst.len());
+        dst[..n].copy_from_slice(&data[skip..skip + n]);
         Ok(n)
     }
+}
 
+/// Copies file bytes at `pos` (in `run`, which is mapped) into `dst` straight from the
+/// image mapping (large copies by pread from the image: see [`crate::bulk`]).
+fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
+    let skip = (pos - run.start) as usize;
+    let n = ((run.len as usize) - skip).min(dst.len());
+    // SAFETY: `addr..addr + len` is (part of) a slice `mapped_data` returned from
+    // `node.fs`, which the caller keeps alive through its Arc<Node>. A back end's
+    // mapping lives as long as the back end and is never moved or unmapped before it
+    // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
+    // are those mapped_data would return again. `skip + n <= len`.
+    let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
+    if let Some(b) = node.bulk.as_ref().filter(|b| n >= b.min) {
+        if let Some(k) = b.read(src, &mut dst[..n]) {
+            return k;
+        }
+    }
+    dst[..n].copy_from_slice(src);
+    n
+}
+
+impl OpenFile {
     /// lseek(2) with SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. On a directory
     /// only SEEK_SET to a position from `tell`/`d_off` (or 0) and SEEK_CUR by 0 work.
     pub fn seek(&self, off: i64, whence: i32) -> Result<u64, Errno> {

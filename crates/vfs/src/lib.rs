@@ -25,6 +25,7 @@ mod node;
 mod open;
 pub mod resolve;
 pub mod runs;
+pub mod shared;
 
 pub use chunks::ChunkCache;
 pub use creds::Creds;

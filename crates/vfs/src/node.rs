@@ -26,6 +26,9 @@ pub struct Node {
     pub bulk: Option<Arc<crate::bulk::BulkImage>>,
     /// Where the file's bytes lie in the image mapping, as far as reads have asked.
     pub runs: crate::runs::RunMap,
+    /// The cache of this file's produced (decompressed) bytes shared with other
+    /// processes, opened on the first read that needs it; `None` if not cached.
+    shared: std::sync::OnceLock<Option<crate::shared::SharedFile>>,
 }
 
 /// How far one `mapped_data` call may reach: a whole extent at once (the run is recorded,
@@ -33,6 +36,20 @@ pub struct Node {
 const LOOKUP_MAX: usize = 1 << 40;
 
 impl Node {
+    /// The shared cache of this file's produced bytes: files of at least one chunk on a
+    /// mounted (mapped) image, when the cache is on.
+    pub fn shared(&self) -> Option<&crate::shared::SharedFile> {
+        self.shared
+            .get_or_init(|| {
+                if self.meta.size < crate::shared::CHUNK {
+                    return None;
+                }
+                let (dir, id) = self.bulk.as_ref()?.shared_key()?;
+                crate::shared::SharedFile::open(dir, id, self.ino, self.meta.size)
+            })
+            .as_ref()
+    }
+
     /// The run of file bytes holding `pos` (`pos < size`): from the run map, or asked of
     /// the back end and recorded. A run with address 0 is not in the mapping (hole,
     /// inline or compressed data; read through the back end).
@@ -50,20 +67,22 @@ impl Node {
                 start: pos,
                 len: s.len() as u64,
                 addr: s.as_ptr() as usize,
+                hole: false,
             },
             _ => {
                 // Not in the mapping from `pos`: up to the next data if `pos` is in a
                 // hole, else to the end of this stretch of data (compressed or inline
                 // data is that way throughout).
-                let end = match self.fs.next_data(self.ino, pos).map_err(errno)? {
-                    Some(r) if r.start > pos => r.start,
-                    Some(r) => r.end,
-                    None => self.meta.size,
+                let (end, hole) = match self.fs.next_data(self.ino, pos).map_err(errno)? {
+                    Some(r) if r.start > pos => (r.start, true),
+                    Some(r) => (r.end, false),
+                    None => (self.meta.size, true),
                 };
                 crate::runs::Run {
                     start: pos,
                     len: end.max(pos + 1) - pos,
                     addr: 0,
+                    hole,
                 }
             }
         };
@@ -105,6 +124,7 @@ impl PathTable {
             chunks: crate::ChunkCache::default(),
             bulk,
             runs: crate::runs::RunMap::default(),
+            shared: std::sync::OnceLock::new(),
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node

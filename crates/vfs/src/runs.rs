@@ -26,6 +26,8 @@ pub struct Run {
     pub len: u64,
     /// Address of the first byte in the image mapping; 0 = not stored in the mapping.
     pub addr: usize,
+    /// Not in the mapping because it is a hole (reads as zeros, nothing to cache).
+    pub hole: bool,
 }
 
 impl Run {
@@ -57,7 +59,7 @@ impl Run {
             return false;
         }
         match (self.mapped(), other.mapped()) {
-            (false, false) => true,
+            (false, false) => self.hole == other.hole,
             (true, true) => {
                 let (lo, hi) = if self.start <= other.start {
                     (self, other)
@@ -113,6 +115,7 @@ impl RunMap {
                     start,
                     len: end - start,
                     addr,
+                    hole: merged.hole,
                 };
             } else if r.end() == merged.start || r.start == merged.end() {
                 // A neighbour of another kind: kept as it is.
@@ -144,7 +147,12 @@ mod tests {
     use super::*;
 
     fn m(start: u64, len: u64, addr: usize) -> Run {
-        Run { start, len, addr }
+        Run {
+            start,
+            len,
+            addr,
+            hole: false,
+        }
     }
 
     #[test]

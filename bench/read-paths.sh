@@ -10,7 +10,8 @@
 #   fuse-cache   usfs mount -o cache       (kernel page cache, long TTLs)
 #   fuse-direct  usfs mount -o direct_io   (every read is a FUSE request)
 #   run          usfs run                  (LD_PRELOAD: memcpy from the image mapping for
-#                                           stored data; the reader decompresses EROFS)
+#                                           stored data; EROFS data decompressed once into
+#                                           a cache shared by all processes, /dev/shm)
 #   anchor       fuse2fs / squashfuse
 # Every method starts from the same state and reads the whole file once before measuring
 # (warm caches): a freshly built image is written back and dropped from the page cache
@@ -33,9 +34,13 @@ usfs=$PWD/target/release/usfs
 work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-read-paths.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt" "$work/src"
+# usfs run's decompressed-data cache shared between processes (what the page cache is to
+# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read.
+export USFS_SHARED_CACHE_DIR=/dev/shm/usfs-bench-cache-$$
+rm -rf "$USFS_SHARED_CACHE_DIR"
 cleanup() {
     mountpoint -q "$mnt" && umount "$mnt"
-    rm -rf "$work"
+    rm -rf "$work" "$USFS_SHARED_CACHE_DIR"
 }
 trap cleanup EXIT
 

@@ -26,6 +26,7 @@ mod open;
 pub mod resolve;
 pub mod runs;
 pub mod shared;
+mod sysio;
 
 pub use chunks::ChunkCache;
 pub use creds::Creds;

@@ -278,46 +278,12 @@ fn sys_close(fd: i32) {
 
 /// pwrite all of `buf` at `off`.
 fn pwrite_all(fd: i32, buf: &[u8], off: u64) -> bool {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: pwrite reads `buf.len() - done` bytes from `buf[done..]`.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_pwrite64,
-                fd,
-                buf[done..].as_ptr(),
-                buf.len() - done,
-                (off + done as u64) as i64,
-            )
-        };
-        if n <= 0 {
-            return false;
-        }
-        done += n as usize;
-    }
-    true
+    crate::sysio::pwrite_full(fd, buf, off) == buf.len()
 }
 
 /// pread all of `buf` at `off`.
 fn pread_all(fd: i32, buf: &mut [u8], off: u64) -> bool {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: pread writes at most `buf.len() - done` bytes into `buf[done..]`.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_pread64,
-                fd,
-                buf[done..].as_mut_ptr(),
-                buf.len() - done,
-                (off + done as u64) as i64,
-            )
-        };
-        if n <= 0 {
-            return false;
-        }
-        done += n as usize;
-    }
-    true
+    crate::sysio::pread_full(fd, buf, off) == buf.len()
 }
 
 impl SharedFile {

@@ -13,10 +13,6 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Mutex;
 
-/// Reads of cached decompressed data this large or larger use pread on the cache file
-/// (/dev/shm pages are 4 KiB, so a fresh mapping of them faults every 16 pages).
-pub const BULK_MIN: usize = 64 << 10;
-
 /// Where the image is mapped and how to read it with pread.
 pub struct BulkImage {
     path: CString,

@@ -418,8 +418,9 @@ impl SharedFile {
     }
 
     /// Copies file bytes from `pos` into `dst` out of filled chunks; returns how many
-    /// (0 when the chunk at `pos` is not filled). Large copies use pread on the cache
-    /// file (no page faults on a fresh mapping), small ones memcpy.
+    /// (0 when the chunk at `pos` is not filled). Always memcpy from the mapping: pread
+    /// on the cache file is slower even for large reads (measured, 1 MiB sequential
+    /// 6.9 vs 5.6-6.0 GB/s; 64 KiB random 8.4-9.3 vs 5.1-6.3).
     pub fn read(&self, pos: u64, dst: &mut [u8]) -> usize {
         let mut done = 0;
         while done < dst.len() && pos + (done as u64) < self.size {
@@ -430,11 +431,7 @@ impl SharedFile {
             }
             let src = &self.chunk_bytes(k)[(p - k * CHUNK) as usize..];
             let n = src.len().min(dst.len() - done);
-            let by_pread = n >= crate::bulk::BULK_MIN
-                && pread_all(self.fd, &mut dst[done..done + n], self.data_off + p);
-            if !by_pread {
-                dst[done..done + n].copy_from_slice(&src[..n]);
-            }
+            dst[done..done + n].copy_from_slice(&src[..n]);
             done += n;
         }
         done

@@ -232,10 +232,15 @@ impl CacheDir {
     }
 }
 
-/// The shared cache of one file, open and mapped in this process.
+/// The shared cache of one file, mapped in this process. No descriptor is kept: a
+/// program may close or reuse any descriptor number (daemons close them all), and a
+/// number we kept could then name one of the program's files; a fill opens the cache
+/// file by name and checks it is the one mapped.
 pub struct SharedFile {
-    /// Descriptor of the cache file (reads and writes use pread/pwrite).
-    fd: i32,
+    /// Path of the cache file.
+    path: std::path::PathBuf,
+    /// Its (st_dev, st_ino) when mapped.
+    id: (u64, u64),
     /// The mapping of the whole cache file (written only through the bitmap's atomics).
     base: *const u8,
     /// Its length.
@@ -254,12 +259,8 @@ unsafe impl Sync for SharedFile {}
 
 impl Drop for SharedFile {
     fn drop(&mut self) {
-        // SAFETY: unmapping and closing what `open` mapped and opened; nothing borrows
-        // the mapping past `self`.
-        unsafe {
-            libc::syscall(libc::SYS_munmap, self.base, self.map_len);
-            libc::syscall(libc::SYS_close, self.fd);
-        }
+        // SAFETY: unmapping what `open` mapped; nothing borrows the mapping past `self`.
+        unsafe { libc::syscall(libc::SYS_munmap, self.base, self.map_len) };
     }
 }
 
@@ -274,6 +275,15 @@ fn sys_open(path: &std::path::Path, flags: i32, mode: u32) -> Option<i32> {
 fn sys_close(fd: i32) {
     // SAFETY: closing a descriptor we opened.
     unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+/// (st_dev, st_ino) of a descriptor.
+fn fstat_id(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: plain old data; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat into a local struct.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
+    (r == 0).then_some((st.st_dev, st.st_ino))
 }
 
 /// pwrite all of `buf` at `off`.
@@ -302,13 +312,9 @@ impl SharedFile {
             Some(fd) => fd,
             None => Self::create(dir, &path, size)?,
         };
-        match Self::map(fd, size, total) {
-            Some(f) => Some(f),
-            None => {
-                sys_close(fd);
-                None
-            }
-        }
+        let f = Self::map(fd, &path, size, total);
+        sys_close(fd);
+        f
     }
 
     /// Makes a cache file under a temporary name and links it into place; if another
@@ -348,7 +354,7 @@ impl SharedFile {
     }
 
     /// Checks the cache file behind `fd` and maps it.
-    fn map(fd: i32, size: u64, total: u64) -> Option<SharedFile> {
+    fn map(fd: i32, path: &std::path::Path, size: u64, total: u64) -> Option<SharedFile> {
         // SAFETY: plain old data; fstat fills it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fstat into a local struct.
@@ -386,7 +392,8 @@ impl SharedFile {
             return None;
         }
         Some(SharedFile {
-            fd,
+            path: path.to_path_buf(),
+            id: (st.st_dev, st.st_ino),
             base: p as usize as *const u8,
             map_len: total as usize,
             size,
@@ -444,7 +451,18 @@ impl SharedFile {
         if start >= self.size || data.len() as u64 != (self.size - start).min(CHUNK) {
             return false;
         }
-        if !pwrite_all(self.fd, data, self.data_off + start) {
+        let Some(fd) = sys_open(
+            &self.path,
+            libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0,
+        ) else {
+            return false;
+        };
+        // Only into the file we mapped (another process may have removed it to make room
+        // and made a new one under the name: its bitmap is not ours).
+        let ok = fstat_id(fd) == Some(self.id) && pwrite_all(fd, data, self.data_off + start);
+        sys_close(fd);
+        if !ok {
             return false;
         }
         self.word(k).fetch_or(1 << (k % 64), Ordering::Release);
@@ -529,6 +547,25 @@ mod tests {
         assert!(!b.filled(0));
         // Same name but a different size than the file was made for: not used.
         assert!(SharedFile::open(&d, &id(1), 12, CHUNK + 1).is_none());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_replaced_file_is_never_filled_by_the_old_mapping() {
+        let (d, base) = dir(64 << 20);
+        let a = SharedFile::open(&d, &id(1), 9, 2 * CHUNK).unwrap();
+        // Another process removes it (to make room) and starts a new one.
+        std::fs::remove_file(d.path.join(id(1).file_name(9))).unwrap();
+        let b = SharedFile::open(&d, &id(1), 9, 2 * CHUNK).unwrap();
+        // The old mapping cannot fill: its file is gone from the name.
+        assert!(!a.fill(0, &bytes(CHUNK as usize, 1)));
+        assert!(!a.filled(0) && !b.filled(0));
+        // The new one fills and reads normally.
+        assert!(b.fill(1, &bytes(CHUNK as usize, 2)));
+        let mut out = vec![0u8; 10];
+        assert_eq!(b.read(CHUNK, &mut out), 10);
+        assert_eq!(&out[..], &bytes(CHUNK as usize, 2)[..10]);
+        assert_eq!(a.read(CHUNK, &mut out), 0);
         std::fs::remove_dir_all(base).unwrap();
     }
 

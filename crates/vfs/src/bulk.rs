@@ -61,22 +61,26 @@ impl BulkImage {
     }
 
     /// The shared cache directory and this image's identity, if the cache is on.
+    /// Made outside the once-cell, then offered to it (as [`crate::Node::shared`]).
     pub fn shared_key(&self) -> Option<&(crate::shared::CacheDir, crate::shared::ImageId)> {
-        self.shared
-            .get_or_init(|| {
-                let dir = crate::shared::CacheDir::default_for_user()?;
-                let path = std::path::Path::new(std::ffi::OsStr::from_bytes(self.path.as_bytes()));
-                // SAFETY: the start of the live image mapping `base..base + len`, which
-                // the back end keeps for as long as this mount exists.
-                let head = unsafe {
-                    std::slice::from_raw_parts(
-                        self.base as *const u8,
-                        self.len.min(crate::shared::HEAD_HASHED),
-                    )
-                };
-                Some((dir, crate::shared::ImageId::of(path, head)?))
-            })
-            .as_ref()
+        if let Some(k) = self.shared.get() {
+            return k.as_ref();
+        }
+        let made = (|| {
+            let dir = crate::shared::CacheDir::default_for_user()?;
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(self.path.as_bytes()));
+            // SAFETY: the start of the live image mapping `base..base + len`, which
+            // the back end keeps for as long as this mount exists.
+            let head = unsafe {
+                std::slice::from_raw_parts(
+                    self.base as *const u8,
+                    self.len.min(crate::shared::HEAD_HASHED),
+                )
+            };
+            Some((dir, crate::shared::ImageId::of(path, head)?))
+        })();
+        let _ = self.shared.set(made);
+        self.shared.get().and_then(Option::as_ref)
     }
 
     /// Our descriptor, opened on first use (and again after [`forget_in`](Self::forget_in)).

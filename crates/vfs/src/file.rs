@@ -199,8 +199,15 @@ impl OpenFile {
 
     /// The run holding `pos` (`pos < size`): one a recent read used, or the node's.
     #[inline]
+    ///
+    /// Never waits for the lock (another thread of the same description reading at the
+    /// same moment, or a lock a fork left held in the child): the node answers then.
     fn run_at(&self, pos: u64) -> Result<Run, Errno> {
-        let mut recent = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = match self.runs.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return self.node.run_at(pos),
+        };
         if let Some(r) = recent.runs.iter().find(|r| r.contains(pos)) {
             return Ok(*r);
         }

@@ -38,16 +38,23 @@ const LOOKUP_MAX: usize = 1 << 40;
 impl Node {
     /// The shared cache of this file's produced bytes: files of at least one chunk on a
     /// mounted (mapped) image, when the cache is on.
+    ///
+    /// Made outside the once-cell and then offered to it (a thread that loses the race
+    /// drops its copy), so no thread ever waits on another's initialisation: a fork in
+    /// the middle of one cannot leave the child waiting forever.
     pub fn shared(&self) -> Option<&crate::shared::SharedFile> {
-        self.shared
-            .get_or_init(|| {
-                if self.meta.size < crate::shared::CHUNK {
-                    return None;
-                }
-                let (dir, id) = self.bulk.as_ref()?.shared_key()?;
-                crate::shared::SharedFile::open(dir, id, self.ino, self.meta.size)
-            })
-            .as_ref()
+        if let Some(s) = self.shared.get() {
+            return s.as_ref();
+        }
+        let made = (|| {
+            if self.meta.size < crate::shared::CHUNK {
+                return None;
+            }
+            let (dir, id) = self.bulk.as_ref()?.shared_key()?;
+            crate::shared::SharedFile::open(dir, id, self.ino, self.meta.size)
+        })();
+        let _ = self.shared.set(made);
+        self.shared.get().and_then(Option::as_ref)
     }
 
     /// The run of file bytes holding `pos` (`pos < size`): from the run map, or asked of

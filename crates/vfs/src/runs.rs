@@ -10,8 +10,13 @@
 //!
 //! Bounded: at most [`MAX_RUNS`] entries per file; when full the map starts over (a file
 //! that fragmented is still read correctly, just with more lookups).
+//!
+//! Never waits: a lookup that finds the map locked by a writer is a miss, and a run that
+//! cannot be recorded at once is not recorded (the caller asks the back end). So a
+//! thread never blocks behind another here, and a child forked while some thread held
+//! the lock (which would then never be released in the child) still reads.
 
-use std::sync::RwLock;
+use std::sync::{RwLock, TryLockError};
 
 /// Entries kept per file before the map starts over.
 pub const MAX_RUNS: usize = 4096;
@@ -82,19 +87,28 @@ pub struct RunMap {
 impl RunMap {
     /// The run holding file byte `pos`, if known.
     pub fn find(&self, pos: u64) -> Option<Run> {
-        let runs = self.runs.read().unwrap_or_else(|p| p.into_inner());
+        let runs = match self.runs.try_read() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
         let i = runs.partition_point(|r| r.start <= pos);
         let r = *runs.get(i.checked_sub(1)?)?;
         r.contains(pos).then_some(r)
     }
 
     /// Records `run` (merged with the runs it overlaps or touches when they agree;
-    /// replacing them otherwise). Returns the run now holding `run.start`.
+    /// replacing them otherwise). Returns the run now holding `run.start` (`run` itself
+    /// when the map is busy and it was not recorded).
     pub fn insert(&self, run: Run) -> Run {
         if run.len == 0 {
             return run;
         }
-        let mut runs = self.runs.write().unwrap_or_else(|p| p.into_inner());
+        let mut runs = match self.runs.try_write() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return run,
+        };
         if runs.len() >= MAX_RUNS {
             runs.clear();
         }

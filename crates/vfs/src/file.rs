@@ -198,10 +198,10 @@ impl OpenFile {
     }
 
     /// The run holding `pos` (`pos < size`): one a recent read used, or the node's.
-    #[inline]
     ///
     /// Never waits for the lock (another thread of the same description reading at the
     /// same moment, or a lock a fork left held in the child): the node answers then.
+    #[inline]
     fn run_at(&self, pos: u64) -> Result<Run, Errno> {
         let mut recent = match self.runs.try_lock() {
             Ok(g) => g,
@@ -246,7 +246,8 @@ impl OpenFile {
 }
 
 /// Copies file bytes at `pos` (in `run`, which is mapped) into `dst` straight from the
-/// image mapping (large copies by pread from the image: see [`crate::bulk`]).
+/// image mapping (by pread from the image instead only when `USFS_BULK_MIN` asks: see
+/// [`crate::bulk`]).
 fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
     let skip = (pos - run.start) as usize;
     let n = ((run.len as usize) - skip).min(dst.len());

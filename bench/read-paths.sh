@@ -37,6 +37,7 @@ mkdir -p "$mnt" "$work/src"
 # usfs run's decompressed-data cache shared between processes (what the page cache is to
 # the kernel and squashfuse): a fresh one for this run, filled by the warm-up read.
 export USFS_SHARED_CACHE_DIR=/dev/shm/usfs-bench-cache-$$
+export USFS_SHARED_CACHE_MB=$((size_mb * 4 > 1024 ? size_mb * 4 : 1024))
 rm -rf "$USFS_SHARED_CACHE_DIR"
 cleanup() {
     mountpoint -q "$mnt" && umount "$mnt"

@@ -22,7 +22,7 @@
 //! - Files are created under a temporary name, completed (header, size), then linked into
 //!   place, so nobody opens a half-made one; the directory is the user's own (mode 0700,
 //!   owner checked) and files are 0600.
-//! - Bounded: files larger than a quarter of the budget are not cached; before a new cache
+//! - Bounded: files larger than half the budget are not cached; before a new cache
 //!   file is made, the oldest files (by last fill) are removed until the directory's
 //!   allocated bytes plus the new file fit the budget (`USFS_SHARED_CACHE_MB`, default
 //!   1024; 0 turns the cache off). Removing a file other processes have mapped is safe:
@@ -302,7 +302,7 @@ impl SharedFile {
     /// cached (too large for the budget, no room, a file that does not match, errors):
     /// the caller reads without the cache.
     pub fn open(dir: &CacheDir, id: &ImageId, file_ino: u64, size: u64) -> Option<SharedFile> {
-        if size == 0 || size > dir.budget / 4 {
+        if size == 0 || size > dir.budget / 2 {
             return None;
         }
         dir.ensure()?;
@@ -586,8 +586,8 @@ mod tests {
     fn budget_bounds_the_directory() {
         let budget = 16 * CHUNK + 3 * 4096;
         let (d, base) = dir(budget);
-        // Larger than a quarter of the budget: never cached.
-        assert!(SharedFile::open(&d, &id(1), 1, 5 * CHUNK).is_none());
+        // Larger than half the budget: never cached.
+        assert!(SharedFile::open(&d, &id(1), 1, 9 * CHUNK).is_none());
         // Fill files of 4 chunks one after another: old ones make room for new ones.
         for ino in 0..10 {
             let f = SharedFile::open(&d, &id(1), ino, 4 * CHUNK).unwrap();

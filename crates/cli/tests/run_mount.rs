@@ -222,6 +222,8 @@ fn run_script(m: Method, img: &Path, root: &Path, home: &Path, script: &str) -> 
     };
     c.env("R", root)
         .env("HOME", home)
+        // The shared decompressed-data cache in the scratch directory, not /dev/shm.
+        .env("USFS_SHARED_CACHE_DIR", home.with_file_name("zcache"))
         .env("LC_ALL", "C")
         .env("TZ", "UTC")
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -575,6 +577,7 @@ fn under_run(img: &Path, root: &Path, script: &str) -> (Option<i32>, String, Str
             .arg(format!("{}={}", root.display(), img.display()))
             .args(["--", "sh", "-c", script])
             .env("R", root)
+            .env("USFS_SHARED_CACHE_DIR", root.with_file_name("zcache"))
             .env("LC_ALL", "C"),
         Duration::from_secs(60),
     );
@@ -843,6 +846,7 @@ test -r "$R/private" && echo readable || echo not-readable; echo end"#;
         }
         c.args(["sh", "-c", script])
             .env("R", &root)
+            .env("USFS_SHARED_CACHE_DIR", root.with_file_name("zcache"))
             .env("LC_ALL", "C");
         let (code, out, err) = run_limited(&mut c, Duration::from_secs(60));
         assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));

@@ -14,10 +14,10 @@
 #                                           a cache shared by all processes, /dev/shm)
 #   anchor       fuse2fs / squashfuse
 # Every method starts from the same state and reads the whole file once before measuring
-# (warm caches): a freshly built image is written back and dropped from the page cache
-# first (an image as it sits on disk; pages mke2fs just wrote are small 4 KiB folios that
-# readahead would have made large, which favours or hurts methods by the order they run
-# in). Each thread times itself (first start to last end; a busy machine delaying the
+# (warm caches): before each method the image is written back and dropped from the page
+# cache (an image as it sits on disk), so each method's own warm-up read fills the cache
+# (the folio sizes that fill leaves matter: 2 MiB folios are mapped by one fault, small
+# ones by a fault per 16 pages; no method inherits another's). Each thread times itself (first start to last end; a busy machine delaying the
 # main thread cannot shorten the interval); each case is the best of REPS (default 3)
 # runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
@@ -177,6 +177,11 @@ measure_kind() { # kind anchor
         if [ "$m" = "$anchor" ] && ! command -v "$anchor" >/dev/null; then
             echo "$anchor not installed: skipped"; continue
         fi
+        # Each method starts from a cold image and warms it with its own read: what fills
+        # the page cache decides its folio sizes (readahead through a loop device or FUSE
+        # server, or faults on a MADV_HUGEPAGE mapping), so no method inherits another's.
+        drop_cached "$img"
+        [ -f "$work/squash.img" ] && drop_cached "$work/squash.img"
         mount_method "$kind" "$m"
         read_with "$m" 1048576 seq 1 "$((size_mb << 20))" >/dev/null # warm
         for pat in seq rand; do

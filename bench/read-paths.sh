@@ -10,10 +10,16 @@
 #   fuse-cache   usfs mount -o cache       (kernel page cache, long TTLs)
 #   fuse-direct  usfs mount -o direct_io   (every read is a FUSE request)
 #   run          usfs run                  (LD_PRELOAD: memcpy from the image mapping for
-#                                           stored data; the reader decompresses EROFS)
+#                                           stored data; EROFS data decompressed once into
+#                                           a cache shared by all processes, /dev/shm)
 #   anchor       fuse2fs / squashfuse
-# Every method reads the whole file once before measuring (warm caches); each case is the
-# best of REPS (default 3) runs, as the machine may be shared. Prints MB/s per case, the
+# Every method starts from the same state and reads the whole file once before measuring
+# (warm caches): before each method the image is written back and dropped from the page
+# cache (an image as it sits on disk), so each method's own warm-up read fills the cache
+# (the folio sizes that fill leaves matter: 2 MiB folios are mapped by one fault, small
+# ones by a fault per 16 pages; no method inherits another's). Each thread times itself (first start to last end; a busy machine delaying the
+# main thread cannot shorten the interval); each case is the best of REPS (default 3)
+# runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
 # Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR)
 set -euo pipefail
@@ -28,9 +34,14 @@ usfs=$PWD/target/release/usfs
 work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-read-paths.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt" "$work/src"
+# usfs run's decompressed-data cache shared between processes (what the page cache is to
+# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read.
+export USFS_SHARED_CACHE_DIR=/dev/shm/usfs-bench-cache-$$
+export USFS_SHARED_CACHE_MB=$((size_mb * 4 > 1024 ? size_mb * 4 : 1024))
+rm -rf "$USFS_SHARED_CACHE_DIR"
 cleanup() {
     mountpoint -q "$mnt" && umount "$mnt"
-    rm -rf "$work"
+    rm -rf "$work" "$USFS_SHARED_CACHE_DIR"
 }
 trap cleanup EXIT
 
@@ -122,6 +133,11 @@ total_for() { # bs -> bytes
     esac
 }
 
+drop_cached() { # file: written back, then out of the page cache
+    sync -- "$1"
+    dd if="$1" iflag=nocache count=0 status=none
+}
+
 mount_method() { # kind method
     case $2 in
         kernel) mount -t "$1" -o ro,noatime "$img" "$mnt" ;;
@@ -161,6 +177,11 @@ measure_kind() { # kind anchor
         if [ "$m" = "$anchor" ] && ! command -v "$anchor" >/dev/null; then
             echo "$anchor not installed: skipped"; continue
         fi
+        # Each method starts from a cold image and warms it with its own read: what fills
+        # the page cache decides its folio sizes (readahead through a loop device or FUSE
+        # server, or faults on a MADV_HUGEPAGE mapping), so no method inherits another's.
+        drop_cached "$img"
+        [ -f "$work/squash.img" ] && drop_cached "$work/squash.img"
         mount_method "$kind" "$m"
         read_with "$m" 1048576 seq 1 "$((size_mb << 20))" >/dev/null # warm
         for pat in seq rand; do
@@ -218,6 +239,7 @@ for kind in $kinds; do
             dd if=/dev/urandom of="$work/src/data" bs=1M count="$size_mb" status=none
             img=$work/ext4.img
             mke2fs -q -F -t ext4 -b 4096 -d "$work/src" "$img" "$((size_mb + 128))M"
+            drop_cached "$img"
             measure_kind ext4 fuse2fs
             ;;
         erofs)
@@ -239,6 +261,8 @@ while left > 0:
                 echo "erofs: usfs cannot build EROFS images here: skipped"; continue
             fi
             mksquashfs "$work/src" "$work/squash.img" -comp lz4 -Xhc -noappend -quiet >/dev/null
+            drop_cached "$img"
+            drop_cached "$work/squash.img"
             echo "  sizes: erofs $(stat -c %s "$img"), squashfs $(stat -c %s "$work/squash.img") bytes"
             measure_kind erofs squashfuse
             ;;

@@ -222,6 +222,8 @@ fn run_script(m: Method, img: &Path, root: &Path, home: &Path, script: &str) -> 
     };
     c.env("R", root)
         .env("HOME", home)
+        // The shared decompressed-data cache in the scratch directory, not /dev/shm.
+        .env("USFS_SHARED_CACHE_DIR", home.with_file_name("zcache"))
         .env("LC_ALL", "C")
         .env("TZ", "UTC")
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -579,6 +581,7 @@ fn under_run(img: &Path, root: &Path, script: &str) -> (Option<i32>, String, Str
             .arg(format!("{}={}", root.display(), img.display()))
             .args(["--", "sh", "-c", script])
             .env("R", root)
+            .env("USFS_SHARED_CACHE_DIR", root.with_file_name("zcache"))
             .env("LC_ALL", "C"),
         Duration::from_secs(60),
     );
@@ -996,6 +999,7 @@ test -r "$R/private" && echo readable || echo not-readable; echo end"#;
         }
         c.args(["sh", "-c", script])
             .env("R", &root)
+            .env("USFS_SHARED_CACHE_DIR", root.with_file_name("zcache"))
             .env("LC_ALL", "C");
         let (code, out, err) = run_limited(&mut c, Duration::from_secs(60));
         assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));
@@ -1010,4 +1014,129 @@ test -r "$R/private" && echo readable || echo not-readable; echo end"#;
         "{kernel}"
     );
     assert_eq!(as_nobody(true), kernel);
+}
+
+/// Deterministic compressible text of `len` bytes (words from a small vocabulary).
+fn text(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let w = (x % 50) as usize;
+        out.extend_from_slice(format!("w{w:02}{} ", "ab".repeat(w % 5)).as_bytes());
+        if x.is_multiple_of(13) {
+            out.push(b'\n');
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+#[test]
+fn erofs_decompressed_cache_is_shared_between_processes_and_keyed_by_image() {
+    let test = "run_mount-shared-cache";
+    if !need_root(test) || !need_tool(test, "md5sum") {
+        return;
+    }
+    check_preload_built();
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let size = 3 * 1024 * 1024 + 12345;
+    let img = s.path("img.erofs");
+    let cache = s.path("zcache");
+    let root = s.path("root");
+    let build = |seed: u64| {
+        std::fs::write(src.join("big.txt"), text(size, seed)).unwrap();
+        let _ = std::fs::remove_file(&img);
+        run_ok(
+            Command::new(usfs())
+                .args(["mkfs.erofs", "--quiet", "-zlz4hc"])
+                .arg(&img)
+                .arg(&src),
+        );
+        String::from_utf8(sh(&format!("cd '{}' && md5sum big.txt", src.display())).stdout).unwrap()
+    };
+    // Whole-file checksum plus pieces read at scattered offsets with small blocks.
+    let script = r#"cd "$R" && md5sum big.txt && for k in 7 700 1500 3100; do dd if=big.txt bs=1000 skip=$k count=3 status=none | md5sum; done"#;
+    let expect = |want_md5: &str| {
+        let mut e = want_md5.to_string();
+        for k in [7, 700, 1500, 3100] {
+            e += &String::from_utf8(
+                sh(&format!(
+                    "dd if='{}' bs=1000 skip={k} count=3 status=none | md5sum",
+                    src.join("big.txt").display()
+                ))
+                .stdout,
+            )
+            .unwrap();
+        }
+        e
+    };
+    let run = |extra: &[(&str, &str)]| {
+        check_preload_built();
+        let mut cmd = Command::new(usfs());
+        cmd.arg("run")
+            .arg("-m")
+            .arg(format!("{}={}", root.display(), img.display()))
+            .args(["--", "sh", "-c", script])
+            .env("R", &root)
+            .env("USFS_SHARED_CACHE_DIR", &cache);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let (code, out, err) = run_limited(&mut cmd, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));
+        String::from_utf8(out).unwrap()
+    };
+    let cache_files = || -> Vec<(String, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::read_dir(&cache) {
+            Ok(rd) => rd
+                .map(|e| {
+                    let e = e.unwrap();
+                    let m = e.metadata().unwrap();
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        m.blocks() * 512,
+                    )
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+
+    // 1. Turned off: correct data, no cache files.
+    let first = build(1);
+    let want = expect(&first);
+    assert_eq!(run(&[("USFS_SHARED_CACHE_MB", "0")]), want);
+    assert!(cache_files().is_empty(), "{:?}", cache_files());
+
+    // 2. Four processes at once fill one cache file together; each reads correct data.
+    let outs: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4).map(|_| sc.spawn(|| run(&[]))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outs {
+        assert_eq!(o, &want);
+    }
+    let files = cache_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].1 >= size as u64,
+        "the whole file was read, so all of it is cached: {files:?}"
+    );
+    // 3. A later process reads from the filled cache: the same bytes.
+    assert_eq!(run(&[]), want);
+    assert_eq!(cache_files().len(), 1);
+
+    // 4. A new image at the same path, same file size, other content: a new cache file,
+    //    never the old bytes.
+    let second = build(2);
+    assert_ne!(first, second);
+    let want2 = expect(&second);
+    assert_eq!(run(&[]), want2);
+    assert_eq!(cache_files().len(), 2, "{:?}", cache_files());
 }

@@ -7,7 +7,7 @@
 //! After exec the descriptors are copies: the offset is no longer shared with the parent.
 
 use crate::state::{lock, sys_close, State, Target};
-use crate::sys::{call_real, hooked, ret};
+use crate::sys::{call_real, hooked, real, ret, set_errno};
 use libc::{c_char, c_int, pid_t};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
@@ -250,6 +250,28 @@ fn environ_ptr() -> *const *const c_char {
 type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 
+/// Runs `real` (libc's execve or execvpe) on `target` with the handover of virtual
+/// descriptors prepared (`by_path`: `target` is a path, not a name to look up in PATH);
+/// `real` with the arguments unchanged when there is nothing to hand over.
+unsafe fn exec_via(
+    real: Option<ExecveFn>,
+    target: *const c_char,
+    by_path: bool,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let Some(f) = real else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY (both calls): the caller's arguments, passed on unchanged (or with the
+    // environment replaced by one of the same shape); the contract is libc's.
+    exec_with(target, by_path, argv, envp, |e| unsafe {
+        f(target, argv, e)
+    })
+    .unwrap_or_else(|| unsafe { f(target, argv, envp) })
+}
+
 /// execve(2).
 #[no_mangle]
 pub unsafe extern "C" fn execve(
@@ -257,28 +279,17 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    exec_with(
-        path,
-        true,
-        argv,
-        envp,
-        |e| call_real!(execve: ExecveFn, -1; path, argv, e),
-    )
-    .unwrap_or_else(|| call_real!(execve: ExecveFn, -1; path, argv, envp))
+    let real = real!(execve: ExecveFn);
+    // SAFETY: the caller's arguments, as execve takes them.
+    unsafe { exec_via(real, path, true, argv, envp) }
 }
 
 /// execv(3).
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    let envp = environ_ptr();
-    exec_with(
-        path,
-        true,
-        argv,
-        envp,
-        |e| call_real!(execve: ExecveFn, -1; path, argv, e),
-    )
-    .unwrap_or_else(|| call_real!(execve: ExecveFn, -1; path, argv, envp))
+    let real = real!(execve: ExecveFn);
+    // SAFETY: the caller's arguments, as execve takes them.
+    unsafe { exec_via(real, path, true, argv, environ_ptr()) }
 }
 
 /// execvpe(3).
@@ -288,28 +299,17 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    exec_with(
-        file,
-        false,
-        argv,
-        envp,
-        |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
-    )
-    .unwrap_or_else(|| call_real!(execvpe: ExecveFn, -1; file, argv, envp))
+    let real = real!(execvpe: ExecveFn);
+    // SAFETY: the caller's arguments, as execvpe takes them.
+    unsafe { exec_via(real, file, false, argv, envp) }
 }
 
 /// execvp(3).
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    let envp = environ_ptr();
-    exec_with(
-        file,
-        false,
-        argv,
-        envp,
-        |e| call_real!(execvpe: ExecveFn, -1; file, argv, e),
-    )
-    .unwrap_or_else(|| call_real!(execvpe: ExecveFn, -1; file, argv, envp))
+    let real = real!(execvpe: ExecveFn);
+    // SAFETY: the caller's arguments, as execvpe takes them.
+    unsafe { exec_via(real, file, false, argv, environ_ptr()) }
 }
 
 type SpawnFn = unsafe extern "C" fn(

@@ -180,21 +180,27 @@ macro_rules! lseek_hooks {
 }
 lseek_hooks!(lseek, lseek64);
 
-/// Calls that write or change a file: EBADF on a virtual descriptor (it is open for
-/// reading only; mounts are read-only).
-macro_rules! ebadf_hooks {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
-        /// Refused on virtual descriptors (read-only); passed to libc otherwise.
+/// Descriptor calls whose answer on a virtual descriptor is fixed: `fixed_fd_hooks!(doc,
+/// answer; name(args) -> ret; ...)` defines each `name` to give `answer` (an expression
+/// of type `ret`) on virtual descriptors and to call libc's `name` on all others.
+macro_rules! fixed_fd_hooks {
+    ($doc:literal, $answer:expr; $($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+        #[doc = $doc]
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
-            match on_vfile(fd, -1, |_, _| ret(Err(libc::EBADF))) {
+            match on_vfile(fd, -1, |_, _| $answer) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
             }
         }
     )*};
 }
-ebadf_hooks! {
+
+// Calls that write or change a file: EBADF on a virtual descriptor (it is open for
+// reading only; mounts are read-only).
+fixed_fd_hooks! {
+    "Refused on virtual descriptors (read-only); passed to libc otherwise.",
+    ret(Err(libc::EBADF));
     write(buf: *const c_void, n: size_t) -> ssize_t;
     pwrite(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
     pwrite64(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
@@ -205,35 +211,18 @@ ebadf_hooks! {
     fallocate64(mode: c_int, off: off_t, len: off_t) -> c_int;
 }
 
-/// ftruncate on a descriptor not open for writing: EINVAL, as the kernel says.
-macro_rules! ftruncate_hooks {
-    ($($name:ident),*) => {$(
-        /// ftruncate(2): EINVAL on virtual descriptors (open for reading only).
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, len: off_t) -> c_int {
-            match on_vfile(fd, -1, |_, _| ret(Err(libc::EINVAL))) {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(c_int, off_t) -> c_int, -1; fd, len),
-            }
-        }
-    )*};
+// ftruncate on a descriptor not open for writing: EINVAL, as the kernel says.
+fixed_fd_hooks! {
+    "ftruncate(2): EINVAL on virtual descriptors (open for reading only).",
+    ret(Err(libc::EINVAL));
+    ftruncate(len: off_t) -> c_int;
+    ftruncate64(len: off_t) -> c_int;
 }
-ftruncate_hooks!(ftruncate, ftruncate64);
 
-/// Calls that change attributes through a descriptor: EROFS on virtual descriptors.
-macro_rules! erofs_fd_hooks {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
-        /// Refused on virtual descriptors (read-only file system).
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
-            match on_vfile(fd, -1, |_, _| ret(Err(libc::EROFS))) {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
-            }
-        }
-    )*};
-}
-erofs_fd_hooks! {
+// Calls that change attributes through a descriptor: EROFS on virtual descriptors.
+fixed_fd_hooks! {
+    "Refused on virtual descriptors (read-only file system).",
+    ret(Err(libc::EROFS));
     fchmod(mode: libc::mode_t) -> c_int;
     fchown(uid: libc::uid_t, gid: libc::gid_t) -> c_int;
     futimens(times: *const libc::timespec) -> c_int;
@@ -241,21 +230,11 @@ erofs_fd_hooks! {
     fremovexattr(name: *const libc::c_char) -> c_int;
 }
 
-/// Calls that are harmless no-ops on a read-only file: 0.
-macro_rules! noop_hooks {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
-        /// A no-op on virtual descriptors (nothing to sync, advise or lock on a read-only
-        /// image); passed to libc otherwise.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
-            match on_vfile(fd, -1, |_, _| 0) {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
-            }
-        }
-    )*};
-}
-noop_hooks! {
+// Calls that are harmless no-ops on a read-only file: 0.
+fixed_fd_hooks! {
+    "A no-op on virtual descriptors (nothing to sync, advise or lock on a read-only \
+     image); passed to libc otherwise.",
+    0;
     fsync() -> c_int;
     fdatasync() -> c_int;
     syncfs() -> c_int;

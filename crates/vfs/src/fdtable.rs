@@ -3,12 +3,27 @@
 //!
 //! The question "is this descriptor ours?" is asked on every read, write and close a
 //! program makes, so it is one atomic load for descriptors below [`FAST_FDS`]; the map
-//! behind a lock is touched only for virtual descriptors.
+//! behind a lock is touched only for virtual descriptors, and not even then when the
+//! thread looks up the same descriptor as last time and the table has not changed since
+//! (a per-thread cache checked against the table's generation: threads reading their own
+//! descriptors never write a cache line they share).
 
 use crate::file::OpenFile;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
+
+/// Tells tables apart in the per-thread cache (a counter, never reused).
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A thread's last lookup: table id, table generation, descriptor, description.
+type Last = Option<(u64, u64, i32, Arc<OpenFile>)>;
+
+thread_local! {
+    /// This thread's last lookup ([`FdTable::get`]).
+    static LAST: RefCell<Last> = const { RefCell::new(None) };
+}
 
 /// Descriptors below this have a bit in the fast bitmap.
 pub const FAST_FDS: usize = 1 << 16;
@@ -24,6 +39,10 @@ pub struct FdTable {
     low: RwLock<Vec<Option<Arc<OpenFile>>>>,
     /// Descriptions of descriptors at or above [`FAST_FDS`].
     map: RwLock<HashMap<i32, Arc<OpenFile>>>,
+    /// This table's id in the per-thread cache.
+    id: u64,
+    /// Bumped after every change: a cached lookup is good while this has not moved.
+    generation: AtomicU64,
 }
 
 impl Default for FdTable {
@@ -33,6 +52,8 @@ impl Default for FdTable {
             any_high: AtomicU64::new(0),
             low: RwLock::new(Vec::new()),
             map: RwLock::new(HashMap::new()),
+            id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
         }
     }
 }
@@ -73,11 +94,42 @@ impl FdTable {
         }
     }
 
+    /// Records a change (after making it).
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// The description behind `fd`, if virtual.
     pub fn get(&self, fd: i32) -> Option<Arc<OpenFile>> {
         if !self.is_virtual(fd) {
             return None;
         }
+        let gen = self.generation.load(Ordering::Acquire);
+        let cached = LAST
+            .try_with(|c| match &*c.borrow() {
+                Some((id, g, f, file)) if *id == self.id && *g == gen && *f == fd => {
+                    Some(Arc::clone(file))
+                }
+                _ => None,
+            })
+            .ok()
+            .flatten();
+        if cached.is_some() {
+            return cached;
+        }
+        let file = self.get_locked(fd)?;
+        // Stamped with the generation read before the lookup: a change in between makes
+        // the entry stale at once.
+        let old = LAST
+            .try_with(|c| c.replace(Some((self.id, gen, fd, Arc::clone(&file)))))
+            .ok()
+            .flatten();
+        drop(old);
+        Some(file)
+    }
+
+    /// [`get`](Self::get) through the locks.
+    fn get_locked(&self, fd: i32) -> Option<Arc<OpenFile>> {
         if (fd as usize) < FAST_FDS {
             let low = self.low.read().unwrap_or_else(|p| p.into_inner());
             return low.get(fd as usize).and_then(Clone::clone);
@@ -101,11 +153,13 @@ impl FdTable {
             }
             let old = low[fd as usize].replace(file);
             self.set_bit(fd, true);
+            self.changed();
             return old;
         }
         let mut map = self.write();
         let old = map.insert(fd, file);
         self.set_bit(fd, true);
+        self.changed();
         old
     }
 
@@ -117,11 +171,15 @@ impl FdTable {
         if (fd as usize) < FAST_FDS {
             let mut low = self.low_write();
             self.set_bit(fd, false);
-            return low.get_mut(fd as usize).and_then(Option::take);
+            let old = low.get_mut(fd as usize).and_then(Option::take);
+            self.changed();
+            return old;
         }
         let mut map = self.write();
         self.set_bit(fd, false);
-        map.remove(&fd)
+        let old = map.remove(&fd);
+        self.changed();
+        old
     }
 
     /// Forgets every virtual descriptor in `first..=last` (close_range).
@@ -146,6 +204,7 @@ impl FdTable {
         for fd in high {
             gone.extend(map.remove(&fd));
         }
+        self.changed();
         gone
     }
 

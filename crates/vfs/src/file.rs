@@ -4,6 +4,7 @@
 use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
+use crate::runs::Run;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use usfs_fs::{FileSystem, FileType, Ino};
@@ -40,26 +41,24 @@ pub struct OpenFile {
     flags: AtomicI32,
     /// File offset, or directory position; the lock also makes read+advance atomic.
     offset: Mutex<u64>,
-    /// The stretch of the file last found stored contiguously in the image mapping.
-    run: Mutex<MappedRun>,
+    /// The runs of the file ([`Node::run_at`]) the last reads used: sequential reads,
+    /// and random ones over a file of a few extents, find theirs here without touching
+    /// the map shared with other descriptions (and threads).
+    runs: Mutex<RecentRuns>,
     /// Where the last read through this description ended (sequential reads are those
     /// that start there).
     last_end: AtomicU64,
 }
 
-/// File bytes `start..start + len` lie at address `addr` in the memory-mapped image (as
-/// `FileSystem::mapped_data` returned them). Caching it makes a small read one memcpy,
-/// with no inode or extent lookup (the SplitFS data path at its cheapest).
-#[derive(Clone, Copy, Default)]
-struct MappedRun {
-    start: u64,
-    addr: usize,
-    len: usize,
-}
+/// Runs an open-file description keeps to itself.
+const RECENT: usize = 4;
 
-/// How much of a contiguous stretch one `mapped_data` call asks for (and so how much a
-/// cached run covers; the device counts it as read once per call).
-const RUN_CHUNK: usize = 1 << 20;
+/// The last [`RECENT`] runs a description used, replaced round-robin.
+#[derive(Default)]
+struct RecentRuns {
+    runs: [Run; RECENT],
+    next: usize,
+}
 
 impl OpenFile {
     /// A description of `node` opened at `vpath` with `flags`.
@@ -75,7 +74,7 @@ impl OpenFile {
             kind,
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
-            run: Mutex::new(MappedRun::default()),
+            runs: Mutex::new(RecentRuns::default()),
             last_end: AtomicU64::new(0),
         }
     }
@@ -134,7 +133,19 @@ impl OpenFile {
         let mut done = 0;
         while done < buf.len() && offset + (done as u64) < size {
             let pos = offset + done as u64;
-            let mut n = self.copy_mapped(pos, &mut buf[done..])?;
+            let run = self.run_at(pos)?;
+            let mut n = 0;
+            if run.mapped() {
+                n = copy_mapped(&self.node, &run, pos, &mut buf[done..]);
+            } else if !run.hole {
+                if let Some(sf) = self.node.shared() {
+                    // Produced (decompressed) bytes, shared with other processes.
+                    n = self.copy_shared(sf, pos, &mut buf[done..])?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
             if n == 0 {
                 // Not stored contiguously in a mapping here (hole, inline, compressed):
                 // large reads go to the back end directly, small ones through the chunk
@@ -186,55 +197,76 @@ impl OpenFile {
         Ok(n)
     }
 
-    /// Copies file bytes at `pos` into `dst` straight from the image mapping, through the
-    /// cached run or a fresh `mapped_data` call; 0 when the bytes are not mapped.
-    fn copy_mapped(&self, pos: u64, dst: &mut [u8]) -> Result<usize, Errno> {
-        let mut run = self.run.lock().unwrap_or_else(|p| p.into_inner());
-        if !(run.len > 0 && pos >= run.start && pos < run.start + run.len as u64) {
-            let want = dst.len().max(RUN_CHUNK);
-            match self
-                .node
-                .fs
-                .mapped_data(self.node.ino, pos, want)
-                .map_err(|e| errno_of(&e))?
-            {
-                Some(s) if !s.is_empty() => {
-                    *run = MappedRun {
-                        start: pos,
-                        addr: s.as_ptr() as usize,
-                        len: s.len(),
-                    };
-                }
-                _ => return Ok(0),
-            }
-        }
-        let skip = (pos - run.start) as usize;
-        let n = (run.len - skip).min(dst.len());
-        let run = {
-            let r = *run;
-            drop(run);
-            r
+    /// The run holding `pos` (`pos < size`): one a recent read used, or the node's.
+    ///
+    /// Never waits for the lock (another thread of the same description reading at the
+    /// same moment, or a lock a fork left held in the child): the node answers then.
+    #[inline]
+    fn run_at(&self, pos: u64) -> Result<Run, Errno> {
+        let mut recent = match self.runs.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return self.node.run_at(pos),
         };
-        // SAFETY: `addr..addr + len` is a slice `mapped_data` returned from
-        // `self.node.fs`, which `self` keeps alive through its Arc<Node>. A back end's
-        // mapping lives as long as the back end and is never moved or unmapped before it
-        // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
-        // are those mapped_data would return again. `skip + n <= len`.
-        let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
-        if n >= crate::bulk::BULK_MIN {
-            if let Some(k) = self
-                .node
-                .bulk
-                .as_ref()
-                .and_then(|b| b.read(src, &mut dst[..n]))
-            {
-                return Ok(k);
-            }
+        if let Some(r) = recent.runs.iter().find(|r| r.contains(pos)) {
+            return Ok(*r);
         }
-        dst[..n].copy_from_slice(src);
-        Ok(n)
+        let r = self.node.run_at(pos)?;
+        let i = recent.next;
+        recent.runs[i] = r;
+        recent.next = (i + 1) % RECENT;
+        Ok(r)
     }
 
+    /// Copies file bytes at `pos` into `dst` from the shared cache, producing (and
+    /// storing) the chunk that holds `pos` first if nobody has; 0 at the end of the file.
+    fn copy_shared(
+        &self,
+        sf: &crate::shared::SharedFile,
+        pos: u64,
+        dst: &mut [u8],
+    ) -> Result<usize, Errno> {
+        let n = sf.read(pos, dst);
+        if n > 0 {
+            return Ok(n);
+        }
+        let chunk = crate::shared::CHUNK;
+        let start = pos / chunk * chunk;
+        let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
+        let mut data = vec![0u8; len];
+        let got = read_file(&*self.node.fs, self.node.ino, start, &mut data)?;
+        if got == len {
+            sf.fill(pos / chunk, &data);
+        }
+        let skip = (pos - start) as usize;
+        let n = got.saturating_sub(skip).min(dst.len());
+        dst[..n].copy_from_slice(&data[skip..skip + n]);
+        Ok(n)
+    }
+}
+
+/// Copies file bytes at `pos` (in `run`, which is mapped) into `dst` straight from the
+/// image mapping (by pread from the image instead only when `USFS_BULK_MIN` asks: see
+/// [`crate::bulk`]).
+fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
+    let skip = (pos - run.start) as usize;
+    let n = ((run.len as usize) - skip).min(dst.len());
+    // SAFETY: `addr..addr + len` is (part of) a slice `mapped_data` returned from
+    // `node.fs`, which the caller keeps alive through its Arc<Node>. A back end's
+    // mapping lives as long as the back end and is never moved or unmapped before it
+    // is dropped (usfs_dev::MmapDevice owns it); mounts are read-only, so the bytes
+    // are those mapped_data would return again. `skip + n <= len`.
+    let src = unsafe { std::slice::from_raw_parts((run.addr + skip) as *const u8, n) };
+    if let Some(b) = node.bulk.as_ref().filter(|b| n >= b.min) {
+        if let Some(k) = b.read(src, &mut dst[..n]) {
+            return k;
+        }
+    }
+    dst[..n].copy_from_slice(src);
+    n
+}
+
+impl OpenFile {
     /// lseek(2) with SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. On a directory
     /// only SEEK_SET to a position from `tell`/`d_off` (or 0) and SEEK_CUR by 0 work.
     pub fn seek(&self, off: i64, whence: i32) -> Result<u64, Errno> {

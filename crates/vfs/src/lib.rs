@@ -24,6 +24,9 @@ mod mounts;
 mod node;
 mod open;
 pub mod resolve;
+pub mod runs;
+pub mod shared;
+mod sysio;
 
 pub use chunks::ChunkCache;
 pub use creds::Creds;

@@ -2,6 +2,7 @@
 //! superblock.
 
 use super::dedupe::Dedupe;
+use super::timing::Timer;
 use super::tree::{Node, Tree};
 use super::xattrs::{self, Shared};
 use super::zfile::{self, ZFile, ZParams, ZTail};
@@ -86,7 +87,12 @@ impl Out {
     }
 }
 
-pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<Report> {
+pub fn write_image(
+    image: &Path,
+    mut tree: Tree,
+    opts: &Options,
+    timer: &mut Timer,
+) -> io::Result<Report> {
     let bs = u64::from(BLOCK_SIZE);
     let build_time = opts.timestamp.unwrap_or_else(now_secs);
     let build_nsec = if opts.timestamp.is_some() {
@@ -153,6 +159,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             })
         })
         .collect();
+    timer.phase("xattrs, jobs");
     let mut parts: Vec<ZFile> = Vec::new();
     let mut raw: Vec<u8> = Vec::new();
     let window = 4 * zfile::SEGMENT;
@@ -201,6 +208,9 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
             parts.clear();
             let content = std::mem::take(&mut raw);
+            // Compressed only when it takes fewer bytes than the plain file would.
+            let z =
+                z.filter(|z| z_cost(z, &inos[i], size, bs, opts) < flat_cost(&inos[i], size, bs));
             match z {
                 Some(z) => {
                     report.compressed_files += 1;
@@ -255,6 +265,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         },
     )?;
 
+    timer.phase("data");
     // The packed inode (fragments): compressed like a file (no tail packing of its own),
     // stored plain when that does not save a block.
     let mut packed_ino = None;
@@ -309,6 +320,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         inos.push(ino);
     }
 
+    timer.phase("packed inode");
     // Directories and symlinks: sizes known now; contents after the nids.
     for (i, n) in tree.nodes.iter().enumerate() {
         match n.file_type {
@@ -341,6 +353,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
 
+    timer.phase("directory sizes, symlinks");
     // Metadata: meta_blkaddr is 0 and nids are absolute; the root (and whatever else fits)
     // goes into block 0 after the superblock, so its 16-bit nid is small; the rest follows
     // the data.
@@ -417,6 +430,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         ));
     }
 
+    timer.phase("inode placement");
     // Directory contents and late blocks.
     for i in 0..tree.nodes.len() {
         let n = &tree.nodes[i];
@@ -464,6 +478,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
 
+    timer.phase("directory blocks");
     // Metadata bytes.
     let mut meta = vec![0u8; (meta_end - meta_start) as usize];
     let mut block0 = vec![0u8; bs as usize];
@@ -479,6 +494,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     }
     out.f.write_all_at(&meta, meta_start)?;
 
+    timer.phase("metadata write");
     // Superblock.
     let total_blocks = out.cursor;
     let mut sb = Superblock::new(vec![0u8; 128]).expect("128");
@@ -526,7 +542,9 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     superblock::seal(&mut block0);
     out.f.write_all_at(&block0, 0)?;
     out.f.set_len(total_blocks * bs)?;
+    timer.phase("superblock");
     out.f.sync_all()?;
+    timer.phase("sync");
     if let Some(dd) = &dedupe {
         report.shared_pclusters = dd.shared_pclusters;
         report.shared_blocks = dd.shared_blocks;
@@ -591,6 +609,34 @@ fn index_area(head: u64, size: u64, bs: u64, compact: bool) -> u64 {
         cl.end() - head
     } else {
         16 + total * 8
+    }
+}
+
+/// Bytes a compressed file takes (blocks, map header and indexes, inline pcluster);
+/// fragments are not counted (a file with a fragment tail counts as zero here, so it stays
+/// compressed).
+fn z_cost(z: &ZFile, ino: &Ino, size: u64, bs: u64, opts: &Options) -> u64 {
+    if z.whole_fragment || matches!(z.tail, ZTail::Fragment(_)) {
+        return 0;
+    }
+    let base = isize_of(ino.extended) + ino.ibody.len() as u64;
+    let head = round_up(base, 8);
+    let compact = !opts.legacy_compress && !opts.dedupe;
+    let inline = match &z.tail {
+        ZTail::Inline(t) => t.len() as u64,
+        _ => 0,
+    };
+    z.data.len() as u64 + (head - base) + index_area(head, size, bs, compact) + inline
+}
+
+/// Bytes a plain file takes: its full blocks, and the tail inline when it fits, a block
+/// otherwise.
+fn flat_cost(ino: &Ino, size: u64, bs: u64) -> u64 {
+    let tail = size % bs;
+    if tail == 0 || fits_inline(ino, tail, bs) {
+        size
+    } else {
+        round_up(size, bs)
     }
 }
 
@@ -721,17 +767,22 @@ fn flat_data(out: &mut Out, content: &[u8], ino: &Ino) -> io::Result<Data> {
 }
 
 /// (bytes the inode takes in the metadata area, how many of its last bytes must not cross
-/// a block: all of them with a flat inline tail, the inline pcluster when compressed).
+/// a block: the inline tail or inline pcluster, the kernel's only rule).
 fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
     let base = isize_of(ino.extended) + ino.ibody.len() as u64;
-    let whole = |total: u64, inline: bool| (total, if inline { total } else { 0 });
     match &ino.data {
         Data::None => (base, 0),
-        Data::Flat { tail, inline, .. } => whole(base + tail.len() as u64, *inline),
+        Data::Flat { tail, inline, .. } => (
+            base + tail.len() as u64,
+            if *inline { tail.len() as u64 } else { 0 },
+        ),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
         Data::Late {
             content, inline, ..
-        } => whole(base + content.len() as u64 % bs, *inline),
+        } => {
+            let tail = content.len() as u64 % bs;
+            (base + tail, if *inline { tail } else { 0 })
+        }
     }
 }
 

@@ -10,10 +10,13 @@ mod dedupe;
 mod dir;
 mod meta;
 mod par;
+mod timing;
 mod tree;
 mod xattrs;
 mod zfile;
 mod zindex;
+
+pub use timing::Phase;
 
 use crate::compress::Algorithm;
 use std::io;
@@ -84,6 +87,8 @@ pub struct Report {
     pub shared_pclusters: u64,
     pub shared_blocks: u64,
     pub warnings: Vec<String>,
+    /// Wall and CPU time per phase.
+    pub phases: Vec<Phase>,
 }
 
 /// Block size of images usfs builds.
@@ -104,6 +109,10 @@ pub fn build(image: &Path, source: &Path, opts: &Options) -> io::Result<Report> 
             ),
         ));
     }
+    let mut timer = timing::Timer::start();
     let tree = tree::scan(source, opts)?;
-    meta::write_image(image, tree, opts)
+    timer.phase("scan");
+    let mut report = meta::write_image(image, tree, opts, &mut timer)?;
+    report.phases = timer.phases;
+    Ok(report)
 }

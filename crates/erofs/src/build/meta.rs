@@ -2,6 +2,7 @@
 //! superblock.
 
 use super::dedupe::Dedupe;
+use super::gaps::Gaps;
 use super::timing::Timer;
 use super::tree::{Node, Tree};
 use super::xattrs::{self, Shared};
@@ -62,6 +63,19 @@ struct Ino {
     pos: u64,
 }
 
+/// Reads bytes `r` of a file (its own handle), into fresh capacity that is not zeroed first.
+fn read_range(mut f: &File, r: &std::ops::Range<u64>) -> io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = r.end - r.start;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.seek(SeekFrom::Start(r.start))?;
+    f.take(len).read_to_end(&mut buf)?;
+    if buf.len() as u64 != len {
+        return Err(io::Error::other("changed size while reading"));
+    }
+    Ok(buf)
+}
+
 fn isize_of(extended: bool) -> u64 {
     if extended {
         64
@@ -76,14 +90,41 @@ struct Out {
     bs: u64,
     /// Next free block.
     cursor: u64,
+    /// Bytes before this were handed to writeback already.
+    started: u64,
 }
+
+/// Writeback of file data is started every this many bytes, so that the final fsync has
+/// little left to wait for.
+const WRITEBACK_CHUNK: u64 = 32 << 20;
 
 impl Out {
     fn put_blocks(&mut self, bytes: &[u8]) -> io::Result<u32> {
         let at = self.cursor;
         self.f.write_all_at(bytes, at * self.bs)?;
         self.cursor += (bytes.len() as u64).div_ceil(self.bs);
+        let end = self.cursor * self.bs;
+        if end - self.started >= WRITEBACK_CHUNK {
+            start_writeback(&self.f, self.started, end - self.started);
+            self.started = end;
+        }
         u32::try_from(at).map_err(|_| io::Error::other("image larger than 2^32 blocks"))
+    }
+}
+
+/// Asks the kernel to start writing a range of the image to disk now, without waiting.
+/// Only an optimisation: errors show up at the final fsync.
+fn start_writeback(f: &File, off: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sync_file_range on an open descriptor with in-range offsets only starts
+    // writeback of the page cache; it touches no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            f.as_raw_fd(),
+            off as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
     }
 }
 
@@ -107,7 +148,12 @@ pub fn write_image(
         .create(true)
         .truncate(true)
         .open(image)?;
-    let mut out = Out { f, bs, cursor: 1 };
+    let mut out = Out {
+        f,
+        bs,
+        cursor: 1,
+        started: 0,
+    };
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
         ..Report::default()
@@ -180,8 +226,7 @@ pub fn write_image(
                     n.path.display()
                 )));
             }
-            let mut buf = vec![0u8; (r.end - r.start) as usize];
-            f.read_exact_at(&mut buf, r.start).map_err(named)?;
+            let buf = read_range(&f, r).map_err(named)?;
             match (c, &params[*i]) {
                 (Some(c), Some(p)) => {
                     let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
@@ -197,7 +242,11 @@ pub fn write_image(
                 parts.push(z);
             }
             if let Some(content) = content {
-                raw.extend_from_slice(&content);
+                if raw.is_empty() {
+                    raw = content;
+                } else {
+                    raw.extend_from_slice(&content);
+                }
             }
             if !last {
                 return Ok(());
@@ -373,7 +422,7 @@ pub fn write_image(
     let meta_start = out.cursor * bs;
     let mut pos = meta_start;
     // Gaps left by padding to a block start, filled first-fit by later inodes.
-    let mut gaps: Vec<(u64, u64)> = Vec::new();
+    let mut gaps = Gaps::new();
     // Inodes with inline data first: they leave gaps before block boundaries, which the
     // others (free to cross a block) then fill.
     let mut order: Vec<usize> = (0..inos.len()).collect();
@@ -388,10 +437,8 @@ pub fn write_image(
             b0 = round_up(b0 + total, 32);
             continue;
         }
-        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total && fits(g.0)) {
-            ino.pos = g.0;
-            g.0 = round_up(g.0 + total, 32).min(g.1);
-            gaps.retain(|g| g.1 - g.0 >= 32);
+        if let Some(at) = gaps.take_first(total, fits) {
+            ino.pos = at;
             continue;
         }
         if !fits(pos) {
@@ -404,7 +451,7 @@ pub fn write_image(
                 )));
             }
             if next - pos >= 32 {
-                gaps.push((pos, next));
+                gaps.push(pos, next);
             }
             pos = next;
         }
@@ -492,6 +539,7 @@ pub fn write_image(
         };
         buf[at..at + bytes.len()].copy_from_slice(&bytes);
     }
+    timer.phase("metadata bytes");
     out.f.write_all_at(&meta, meta_start)?;
 
     timer.phase("metadata write");

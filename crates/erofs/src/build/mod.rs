@@ -8,6 +8,7 @@
 
 mod dedupe;
 mod dir;
+mod gaps;
 mod meta;
 mod par;
 mod timing;

@@ -63,6 +63,29 @@ struct Ino {
     pos: u64,
 }
 
+/// One compression job: (node, byte range, last segment of its file, the file has one
+/// segment).
+type Job = (usize, std::ops::Range<u64>, bool, bool);
+
+/// A batch ends after this many input bytes or jobs.
+const BATCH_BYTES: u64 = 1 << 20;
+const BATCH_JOBS: usize = 256;
+
+/// Consecutive jobs grouped into batches: (job indexes, input bytes).
+fn batch_jobs(jobs: &[Job]) -> Vec<(std::ops::Range<usize>, u64)> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (k, j) in jobs.iter().enumerate() {
+        bytes += j.1.end - j.1.start;
+        if bytes >= BATCH_BYTES || k + 1 - start >= BATCH_JOBS || k + 1 == jobs.len() {
+            out.push((start..k + 1, bytes));
+            start = k + 1;
+            bytes = 0;
+        }
+    }
+    out
+}
+
 /// Reads bytes `r` of a file (its own handle), into fresh capacity that is not zeroed first.
 fn read_range(mut f: &File, r: &std::ops::Range<u64>) -> io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
@@ -192,8 +215,7 @@ pub fn write_image(
                 .map(|_| zparams(opts, zero_padding, &inos[i], tree.nodes[i].size))
         })
         .collect();
-    // (node, byte range, last segment of its file, the file has one segment)
-    let jobs: Vec<(usize, std::ops::Range<u64>, bool, bool)> = files
+    let jobs: Vec<Job> = files
         .iter()
         .flat_map(|&i| {
             let size = tree.nodes[i].size;
@@ -209,106 +231,119 @@ pub fn write_image(
     let mut parts: Vec<ZFile> = Vec::new();
     let mut raw: Vec<u8> = Vec::new();
     let window = 4 * zfile::SEGMENT;
+    let work = |c: &mut Option<Compressor>,
+                job: &Job|
+     -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
+        let (i, r, last, single) = job;
+        let n = &tree.nodes[*i];
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
+        let f = File::open(&n.path).map_err(named)?;
+        if f.metadata().map_err(named)?.len() != n.size {
+            return Err(io::Error::other(format!(
+                "{}: changed size while reading",
+                n.path.display()
+            )));
+        }
+        let buf = read_range(&f, r).map_err(named)?;
+        match (c, &params[*i]) {
+            (Some(c), Some(p)) => {
+                let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+                Ok((single.then_some(buf), Some(z)))
+            }
+            _ => Ok((Some(buf), None)),
+        }
+    };
+    let mut take = |k: usize,
+                    res: io::Result<(Option<Vec<u8>>, Option<ZFile>)>|
+     -> io::Result<()> {
+        let (i, _, last, _) = jobs[k];
+        let (content, z) = res?;
+        if let Some(z) = z {
+            parts.push(z);
+        }
+        if let Some(content) = content {
+            if raw.is_empty() {
+                raw = content;
+            } else {
+                raw.extend_from_slice(&content);
+            }
+        }
+        if !last {
+            return Ok(());
+        }
+        let size = tree.nodes[i].size;
+        let z = params[i]
+            .as_ref()
+            .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
+        parts.clear();
+        let content = std::mem::take(&mut raw);
+        // Compressed only when it takes fewer bytes than the plain file would.
+        let z = z.filter(|z| z_cost(z, &inos[i], size, bs, opts) < flat_cost(&inos[i], size, bs));
+        match z {
+            Some(z) => {
+                report.compressed_files += 1;
+                let ino = &mut inos[i];
+                let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
+                let blocks = (z.data.len() as u64 / bs) as u32;
+                let mut frag_off = None;
+                if let ZTail::Fragment(t) = &z.tail {
+                    frag_off = Some(packed.len() as u64);
+                    packed.extend_from_slice(t);
+                    used_fragments = true;
+                }
+                if matches!(z.tail, ZTail::Inline(..)) {
+                    used_tailpacking = true;
+                }
+                let lay = if opts.legacy_compress {
+                    layout::COMPRESSED_FULL
+                } else {
+                    layout::COMPRESSED_COMPACT
+                };
+                let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
+                let inline = match &z.tail {
+                    ZTail::Inline(t) => t.len() as u64,
+                    _ => 0,
+                };
+                ino.data = Data::Z {
+                    blob,
+                    layout: lay,
+                    blocks,
+                    inline,
+                };
+            }
+            None => {
+                report.plain_files += 1;
+                // A segmented file's bytes were not kept: read them again.
+                let content = if content.len() as u64 == size {
+                    content
+                } else {
+                    std::fs::read(&tree.nodes[i].path)?
+                };
+                if content.len() as u64 != size {
+                    return Err(io::Error::other(format!(
+                        "{}: changed size while reading",
+                        tree.nodes[i].path.display()
+                    )));
+                }
+                let ino = &mut inos[i];
+                ino.data = flat_data(&mut out, &content, ino)?;
+            }
+        }
+        Ok(())
+    };
+    // Small files go to the workers in batches of consecutive jobs, so the shared queue
+    // is touched once per batch, not once per file.
+    let batches = batch_jobs(&jobs);
     par::stream(
-        &jobs,
+        &batches,
         opts.workers,
         window,
-        |j| j.1.end - j.1.start,
+        |b| b.1,
         || opts.compression.map(Compressor::new),
-        |c, (i, r, last, single)| -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
-            let n = &tree.nodes[*i];
-            let named =
-                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
-            let f = File::open(&n.path).map_err(named)?;
-            if f.metadata().map_err(named)?.len() != n.size {
-                return Err(io::Error::other(format!(
-                    "{}: changed size while reading",
-                    n.path.display()
-                )));
-            }
-            let buf = read_range(&f, r).map_err(named)?;
-            match (c, &params[*i]) {
-                (Some(c), Some(p)) => {
-                    let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
-                    Ok((single.then_some(buf), Some(z)))
-                }
-                _ => Ok((Some(buf), None)),
-            }
-        },
-        |k, res| -> io::Result<()> {
-            let (i, _, last, _) = jobs[k];
-            let (content, z) = res?;
-            if let Some(z) = z {
-                parts.push(z);
-            }
-            if let Some(content) = content {
-                if raw.is_empty() {
-                    raw = content;
-                } else {
-                    raw.extend_from_slice(&content);
-                }
-            }
-            if !last {
-                return Ok(());
-            }
-            let size = tree.nodes[i].size;
-            let z = params[i]
-                .as_ref()
-                .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
-            parts.clear();
-            let content = std::mem::take(&mut raw);
-            // Compressed only when it takes fewer bytes than the plain file would.
-            let z =
-                z.filter(|z| z_cost(z, &inos[i], size, bs, opts) < flat_cost(&inos[i], size, bs));
-            match z {
-                Some(z) => {
-                    report.compressed_files += 1;
-                    let ino = &mut inos[i];
-                    let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
-                    let blocks = (z.data.len() as u64 / bs) as u32;
-                    let mut frag_off = None;
-                    if let ZTail::Fragment(t) = &z.tail {
-                        frag_off = Some(packed.len() as u64);
-                        packed.extend_from_slice(t);
-                        used_fragments = true;
-                    }
-                    if matches!(z.tail, ZTail::Inline(..)) {
-                        used_tailpacking = true;
-                    }
-                    let lay = if opts.legacy_compress {
-                        layout::COMPRESSED_FULL
-                    } else {
-                        layout::COMPRESSED_COMPACT
-                    };
-                    let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
-                    let inline = match &z.tail {
-                        ZTail::Inline(t) => t.len() as u64,
-                        _ => 0,
-                    };
-                    ino.data = Data::Z {
-                        blob,
-                        layout: lay,
-                        blocks,
-                        inline,
-                    };
-                }
-                None => {
-                    report.plain_files += 1;
-                    // A segmented file's bytes were not kept: read them again.
-                    let content = if content.len() as u64 == size {
-                        content
-                    } else {
-                        std::fs::read(&tree.nodes[i].path)?
-                    };
-                    if content.len() as u64 != size {
-                        return Err(io::Error::other(format!(
-                            "{}: changed size while reading",
-                            tree.nodes[i].path.display()
-                        )));
-                    }
-                    let ino = &mut inos[i];
-                    ino.data = flat_data(&mut out, &content, ino)?;
-                }
+        |c, b| b.0.clone().map(|k| work(c, &jobs[k])).collect::<Vec<_>>(),
+        |bi, results| -> io::Result<()> {
+            for (k, res) in batches[bi].0.clone().zip(results) {
+                take(k, res)?;
             }
             Ok(())
         },

@@ -20,7 +20,6 @@ use crate::format::superblock::{self, compat, incompat, Superblock, SUPER_OFFSET
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use usfs_fs::FileType;
 
 /// How an inode's data is stored.
@@ -152,7 +151,7 @@ fn start_writeback(f: &File, off: u64, len: u64) {
 }
 
 pub fn write_image(
-    image: &Path,
+    f: File,
     mut tree: Tree,
     opts: &Options,
     timer: &mut Timer,
@@ -164,13 +163,6 @@ pub fn write_image(
     } else {
         now_nsec()
     };
-    // Read back too: `-E dedupe` compares candidate pclusters with what was written.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(image)?;
     let mut out = Out {
         f,
         bs,

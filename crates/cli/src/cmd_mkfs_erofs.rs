@@ -50,6 +50,9 @@ pub struct MkfsErofsArgs {
     /// Print nothing on success.
     #[arg(long)]
     quiet: bool,
+    /// Print wall and CPU time per build phase to standard error.
+    #[arg(long)]
+    timing: bool,
     /// The image to write.
     image: PathBuf,
     /// The directory to put in it.
@@ -138,6 +141,9 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
             start.elapsed().as_secs_f64()
         );
     }
+    if a.timing {
+        print_timing(&r.phases);
+    }
     if o.dedupe && !a.quiet {
         println!(
             "dedupe: {} pclusters shared, {} blocks saved",
@@ -145,4 +151,34 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per phase: wall time, the writer thread's CPU time, all threads' CPU time, and how many
+/// cores were busy on average (all CPU / wall).
+fn print_timing(phases: &[build::Phase]) {
+    eprintln!(
+        "{:<26} {:>8} {:>9} {:>8} {:>6}",
+        "phase", "wall_s", "main_cpu", "all_cpu", "cores"
+    );
+    let (mut w, mut m, mut c) = (0.0, 0.0, 0.0);
+    for p in phases {
+        let (pw, pm, pc) = (
+            p.wall.as_secs_f64(),
+            p.main_cpu.as_secs_f64(),
+            p.all_cpu.as_secs_f64(),
+        );
+        eprintln!(
+            "{:<26} {pw:>8.3} {pm:>9.3} {pc:>8.3} {:>6.2}",
+            p.name,
+            pc / pw.max(1e-9)
+        );
+        w += pw;
+        m += pm;
+        c += pc;
+    }
+    eprintln!(
+        "{:<26} {w:>8.3} {m:>9.3} {c:>8.3} {:>6.2}",
+        "total",
+        c / w.max(1e-9)
+    );
 }

@@ -2,6 +2,8 @@
 //! superblock.
 
 use super::dedupe::Dedupe;
+use super::gaps::Gaps;
+use super::timing::Timer;
 use super::tree::{Node, Tree};
 use super::xattrs::{self, Shared};
 use super::zfile::{self, ZFile, ZParams, ZTail};
@@ -18,7 +20,6 @@ use crate::format::superblock::{self, compat, incompat, Superblock, SUPER_OFFSET
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use usfs_fs::FileType;
 
 /// How an inode's data is stored.
@@ -61,6 +62,42 @@ struct Ino {
     pos: u64,
 }
 
+/// One compression job: (node, byte range, last segment of its file, the file has one
+/// segment).
+type Job = (usize, std::ops::Range<u64>, bool, bool);
+
+/// A batch ends after this many input bytes or jobs.
+const BATCH_BYTES: u64 = 1 << 20;
+const BATCH_JOBS: usize = 256;
+
+/// Consecutive jobs grouped into batches: (job indexes, input bytes).
+fn batch_jobs(jobs: &[Job]) -> Vec<(std::ops::Range<usize>, u64)> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (k, j) in jobs.iter().enumerate() {
+        bytes += j.1.end - j.1.start;
+        if bytes >= BATCH_BYTES || k + 1 - start >= BATCH_JOBS || k + 1 == jobs.len() {
+            out.push((start..k + 1, bytes));
+            start = k + 1;
+            bytes = 0;
+        }
+    }
+    out
+}
+
+/// Reads bytes `r` of a file (its own handle), into fresh capacity that is not zeroed first.
+fn read_range(mut f: &File, r: &std::ops::Range<u64>) -> io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = r.end - r.start;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.seek(SeekFrom::Start(r.start))?;
+    f.take(len).read_to_end(&mut buf)?;
+    if buf.len() as u64 != len {
+        return Err(io::Error::other("changed size while reading"));
+    }
+    Ok(buf)
+}
+
 fn isize_of(extended: bool) -> u64 {
     if extended {
         64
@@ -75,18 +112,50 @@ struct Out {
     bs: u64,
     /// Next free block.
     cursor: u64,
+    /// Bytes before this were handed to writeback already.
+    started: u64,
 }
+
+/// Writeback of file data is started every this many bytes, so that the final fsync has
+/// little left to wait for.
+const WRITEBACK_CHUNK: u64 = 32 << 20;
 
 impl Out {
     fn put_blocks(&mut self, bytes: &[u8]) -> io::Result<u32> {
         let at = self.cursor;
         self.f.write_all_at(bytes, at * self.bs)?;
         self.cursor += (bytes.len() as u64).div_ceil(self.bs);
+        let end = self.cursor * self.bs;
+        if end - self.started >= WRITEBACK_CHUNK {
+            start_writeback(&self.f, self.started, end - self.started);
+            self.started = end;
+        }
         u32::try_from(at).map_err(|_| io::Error::other("image larger than 2^32 blocks"))
     }
 }
 
-pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<Report> {
+/// Asks the kernel to start writing a range of the image to disk now, without waiting.
+/// Only an optimisation: errors show up at the final fsync.
+fn start_writeback(f: &File, off: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sync_file_range on an open descriptor with in-range offsets only starts
+    // writeback of the page cache; it touches no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            f.as_raw_fd(),
+            off as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+pub fn write_image(
+    f: File,
+    mut tree: Tree,
+    opts: &Options,
+    timer: &mut Timer,
+) -> io::Result<Report> {
     let bs = u64::from(BLOCK_SIZE);
     let build_time = opts.timestamp.unwrap_or_else(now_secs);
     let build_nsec = if opts.timestamp.is_some() {
@@ -94,14 +163,12 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     } else {
         now_nsec()
     };
-    // Read back too: `-E dedupe` compares candidate pclusters with what was written.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(image)?;
-    let mut out = Out { f, bs, cursor: 1 };
+    let mut out = Out {
+        f,
+        bs,
+        cursor: 1,
+        started: 0,
+    };
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
         ..Report::default()
@@ -140,8 +207,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 .map(|_| zparams(opts, zero_padding, &inos[i], tree.nodes[i].size))
         })
         .collect();
-    // (node, byte range, last segment of its file, the file has one segment)
-    let jobs: Vec<(usize, std::ops::Range<u64>, bool, bool)> = files
+    let jobs: Vec<Job> = files
         .iter()
         .flat_map(|&i| {
             let size = tree.nodes[i].size;
@@ -153,108 +219,129 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             })
         })
         .collect();
+    timer.phase("xattrs, jobs");
     let mut parts: Vec<ZFile> = Vec::new();
     let mut raw: Vec<u8> = Vec::new();
     let window = 4 * zfile::SEGMENT;
-    par::stream(
-        &jobs,
-        opts.workers,
-        window,
-        |j| j.1.end - j.1.start,
-        || opts.compression.map(Compressor::new),
-        |c, (i, r, last, single)| -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
-            let n = &tree.nodes[*i];
-            let named =
-                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
-            let f = File::open(&n.path).map_err(named)?;
-            if f.metadata().map_err(named)?.len() != n.size {
-                return Err(io::Error::other(format!(
-                    "{}: changed size while reading",
-                    n.path.display()
-                )));
+    let work = |c: &mut Option<Compressor>,
+                job: &Job|
+     -> io::Result<(Option<Vec<u8>>, Option<ZFile>)> {
+        let (i, r, last, single) = job;
+        let n = &tree.nodes[*i];
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
+        let f = File::open(&n.path).map_err(named)?;
+        if f.metadata().map_err(named)?.len() != n.size {
+            return Err(io::Error::other(format!(
+                "{}: changed size while reading",
+                n.path.display()
+            )));
+        }
+        let buf = read_range(&f, r).map_err(named)?;
+        match (c, &params[*i]) {
+            (Some(c), Some(p)) => {
+                let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+                Ok((single.then_some(buf), Some(z)))
             }
-            let mut buf = vec![0u8; (r.end - r.start) as usize];
-            f.read_exact_at(&mut buf, r.start).map_err(named)?;
-            match (c, &params[*i]) {
-                (Some(c), Some(p)) => {
-                    let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
-                    Ok((single.then_some(buf), Some(z)))
-                }
-                _ => Ok((Some(buf), None)),
-            }
-        },
-        |k, res| -> io::Result<()> {
-            let (i, _, last, _) = jobs[k];
-            let (content, z) = res?;
-            if let Some(z) = z {
-                parts.push(z);
-            }
-            if let Some(content) = content {
+            _ => Ok((Some(buf), None)),
+        }
+    };
+    let mut take = |k: usize,
+                    res: io::Result<(Option<Vec<u8>>, Option<ZFile>)>|
+     -> io::Result<()> {
+        let (i, _, last, _) = jobs[k];
+        let (content, z) = res?;
+        if let Some(z) = z {
+            parts.push(z);
+        }
+        if let Some(content) = content {
+            if raw.is_empty() {
+                raw = content;
+            } else {
                 raw.extend_from_slice(&content);
             }
-            if !last {
-                return Ok(());
+        }
+        if !last {
+            return Ok(());
+        }
+        let size = tree.nodes[i].size;
+        let z = params[i]
+            .as_ref()
+            .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
+        parts.clear();
+        let content = std::mem::take(&mut raw);
+        // Compressed only when it takes fewer bytes than the plain file would.
+        let z = z.filter(|z| z_cost(z, &inos[i], size, bs, opts) < flat_cost(&inos[i], size, bs));
+        match z {
+            Some(z) => {
+                report.compressed_files += 1;
+                let ino = &mut inos[i];
+                let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
+                let blocks = (z.data.len() as u64 / bs) as u32;
+                let mut frag_off = None;
+                if let ZTail::Fragment(t) = &z.tail {
+                    frag_off = Some(packed.len() as u64);
+                    packed.extend_from_slice(t);
+                    used_fragments = true;
+                }
+                if matches!(z.tail, ZTail::Inline(..)) {
+                    used_tailpacking = true;
+                }
+                let lay = if opts.legacy_compress {
+                    layout::COMPRESSED_FULL
+                } else {
+                    layout::COMPRESSED_COMPACT
+                };
+                let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
+                let inline = match &z.tail {
+                    ZTail::Inline(t) => t.len() as u64,
+                    _ => 0,
+                };
+                ino.data = Data::Z {
+                    blob,
+                    layout: lay,
+                    blocks,
+                    inline,
+                };
             }
-            let size = tree.nodes[i].size;
-            let z = params[i]
-                .as_ref()
-                .and_then(|p| zfile::finish(std::mem::take(&mut parts), size, p));
-            parts.clear();
-            let content = std::mem::take(&mut raw);
-            match z {
-                Some(z) => {
-                    report.compressed_files += 1;
-                    let ino = &mut inos[i];
-                    let addrs = place_pclusters(&mut out, &z, dedupe.as_mut())?;
-                    let blocks = (z.data.len() as u64 / bs) as u32;
-                    let mut frag_off = None;
-                    if let ZTail::Fragment(t) = &z.tail {
-                        frag_off = Some(packed.len() as u64);
-                        packed.extend_from_slice(t);
-                        used_fragments = true;
-                    }
-                    if matches!(z.tail, ZTail::Inline(..)) {
-                        used_tailpacking = true;
-                    }
-                    let lay = if opts.legacy_compress {
-                        layout::COMPRESSED_FULL
-                    } else {
-                        layout::COMPRESSED_COMPACT
-                    };
-                    let (blob, lay) = z_blob(&z, size, bs, &addrs, big, lay, ino, frag_off);
-                    let inline = match &z.tail {
-                        ZTail::Inline(t) => t.len() as u64,
-                        _ => 0,
-                    };
-                    ino.data = Data::Z {
-                        blob,
-                        layout: lay,
-                        blocks,
-                        inline,
-                    };
+            None => {
+                report.plain_files += 1;
+                // A segmented file's bytes were not kept: read them again.
+                let content = if content.len() as u64 == size {
+                    content
+                } else {
+                    std::fs::read(&tree.nodes[i].path)?
+                };
+                if content.len() as u64 != size {
+                    return Err(io::Error::other(format!(
+                        "{}: changed size while reading",
+                        tree.nodes[i].path.display()
+                    )));
                 }
-                None => {
-                    report.plain_files += 1;
-                    // A segmented file's bytes were not kept: read them again.
-                    let content = if content.len() as u64 == size {
-                        content
-                    } else {
-                        std::fs::read(&tree.nodes[i].path)?
-                    };
-                    if content.len() as u64 != size {
-                        return Err(io::Error::other(format!(
-                            "{}: changed size while reading",
-                            tree.nodes[i].path.display()
-                        )));
-                    }
-                    let ino = &mut inos[i];
-                    ino.data = flat_data(&mut out, &content, ino)?;
-                }
+                let ino = &mut inos[i];
+                ino.data = flat_data(&mut out, &content, ino)?;
+            }
+        }
+        Ok(())
+    };
+    // Small files go to the workers in batches of consecutive jobs, so the shared queue
+    // is touched once per batch, not once per file.
+    let batches = batch_jobs(&jobs);
+    par::stream(
+        &batches,
+        opts.workers,
+        window,
+        |b| b.1,
+        || opts.compression.map(Compressor::new),
+        |c, b| b.0.clone().map(|k| work(c, &jobs[k])).collect::<Vec<_>>(),
+        |bi, results| -> io::Result<()> {
+            for (k, res) in batches[bi].0.clone().zip(results) {
+                take(k, res)?;
             }
             Ok(())
         },
     )?;
 
+    timer.phase("data");
     // The packed inode (fragments): compressed like a file (no tail packing of its own),
     // stored plain when that does not save a block.
     let mut packed_ino = None;
@@ -309,6 +396,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         inos.push(ino);
     }
 
+    timer.phase("packed inode");
     // Directories and symlinks: sizes known now; contents after the nids.
     for (i, n) in tree.nodes.iter().enumerate() {
         match n.file_type {
@@ -341,6 +429,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
 
+    timer.phase("directory sizes, symlinks");
     // Metadata: meta_blkaddr is 0 and nids are absolute; the root (and whatever else fits)
     // goes into block 0 after the superblock, so its 16-bit nid is small; the rest follows
     // the data.
@@ -360,7 +449,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     let meta_start = out.cursor * bs;
     let mut pos = meta_start;
     // Gaps left by padding to a block start, filled first-fit by later inodes.
-    let mut gaps: Vec<(u64, u64)> = Vec::new();
+    let mut gaps = Gaps::new();
     // Inodes with inline data first: they leave gaps before block boundaries, which the
     // others (free to cross a block) then fill.
     let mut order: Vec<usize> = (0..inos.len()).collect();
@@ -375,10 +464,8 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
             b0 = round_up(b0 + total, 32);
             continue;
         }
-        if let Some(g) = gaps.iter_mut().find(|g| g.1 - g.0 >= total && fits(g.0)) {
-            ino.pos = g.0;
-            g.0 = round_up(g.0 + total, 32).min(g.1);
-            gaps.retain(|g| g.1 - g.0 >= 32);
+        if let Some(at) = gaps.take_first(total, fits) {
+            ino.pos = at;
             continue;
         }
         if !fits(pos) {
@@ -391,7 +478,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
                 )));
             }
             if next - pos >= 32 {
-                gaps.push((pos, next));
+                gaps.push(pos, next);
             }
             pos = next;
         }
@@ -417,6 +504,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         ));
     }
 
+    timer.phase("inode placement");
     // Directory contents and late blocks.
     for i in 0..tree.nodes.len() {
         let n = &tree.nodes[i];
@@ -464,6 +552,7 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         }
     }
 
+    timer.phase("directory blocks");
     // Metadata bytes.
     let mut meta = vec![0u8; (meta_end - meta_start) as usize];
     let mut block0 = vec![0u8; bs as usize];
@@ -477,8 +566,10 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
         };
         buf[at..at + bytes.len()].copy_from_slice(&bytes);
     }
+    timer.phase("metadata bytes");
     out.f.write_all_at(&meta, meta_start)?;
 
+    timer.phase("metadata write");
     // Superblock.
     let total_blocks = out.cursor;
     let mut sb = Superblock::new(vec![0u8; 128]).expect("128");
@@ -526,7 +617,9 @@ pub fn write_image(image: &Path, mut tree: Tree, opts: &Options) -> io::Result<R
     superblock::seal(&mut block0);
     out.f.write_all_at(&block0, 0)?;
     out.f.set_len(total_blocks * bs)?;
+    timer.phase("superblock");
     out.f.sync_all()?;
+    timer.phase("sync");
     if let Some(dd) = &dedupe {
         report.shared_pclusters = dd.shared_pclusters;
         report.shared_blocks = dd.shared_blocks;
@@ -591,6 +684,34 @@ fn index_area(head: u64, size: u64, bs: u64, compact: bool) -> u64 {
         cl.end() - head
     } else {
         16 + total * 8
+    }
+}
+
+/// Bytes a compressed file takes (blocks, map header and indexes, inline pcluster);
+/// fragments are not counted (a file with a fragment tail counts as zero here, so it stays
+/// compressed).
+fn z_cost(z: &ZFile, ino: &Ino, size: u64, bs: u64, opts: &Options) -> u64 {
+    if z.whole_fragment || matches!(z.tail, ZTail::Fragment(_)) {
+        return 0;
+    }
+    let base = isize_of(ino.extended) + ino.ibody.len() as u64;
+    let head = round_up(base, 8);
+    let compact = !opts.legacy_compress && !opts.dedupe;
+    let inline = match &z.tail {
+        ZTail::Inline(t) => t.len() as u64,
+        _ => 0,
+    };
+    z.data.len() as u64 + (head - base) + index_area(head, size, bs, compact) + inline
+}
+
+/// Bytes a plain file takes: its full blocks, and the tail inline when it fits, a block
+/// otherwise.
+fn flat_cost(ino: &Ino, size: u64, bs: u64) -> u64 {
+    let tail = size % bs;
+    if tail == 0 || fits_inline(ino, tail, bs) {
+        size
+    } else {
+        round_up(size, bs)
     }
 }
 
@@ -721,17 +842,22 @@ fn flat_data(out: &mut Out, content: &[u8], ino: &Ino) -> io::Result<Data> {
 }
 
 /// (bytes the inode takes in the metadata area, how many of its last bytes must not cross
-/// a block: all of them with a flat inline tail, the inline pcluster when compressed).
+/// a block: the inline tail or inline pcluster, the kernel's only rule).
 fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
     let base = isize_of(ino.extended) + ino.ibody.len() as u64;
-    let whole = |total: u64, inline: bool| (total, if inline { total } else { 0 });
     match &ino.data {
         Data::None => (base, 0),
-        Data::Flat { tail, inline, .. } => whole(base + tail.len() as u64, *inline),
+        Data::Flat { tail, inline, .. } => (
+            base + tail.len() as u64,
+            if *inline { tail.len() as u64 } else { 0 },
+        ),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
         Data::Late {
             content, inline, ..
-        } => whole(base + content.len() as u64 % bs, *inline),
+        } => {
+            let tail = content.len() as u64 % bs;
+            (base + tail, if *inline { tail } else { 0 })
+        }
     }
 }
 

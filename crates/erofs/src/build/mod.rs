@@ -8,12 +8,16 @@
 
 mod dedupe;
 mod dir;
+mod gaps;
 mod meta;
 mod par;
+mod timing;
 mod tree;
 mod xattrs;
 mod zfile;
 mod zindex;
+
+pub use timing::Phase;
 
 use crate::compress::Algorithm;
 use std::io;
@@ -84,6 +88,8 @@ pub struct Report {
     pub shared_pclusters: u64,
     pub shared_blocks: u64,
     pub warnings: Vec<String>,
+    /// Wall and CPU time per phase.
+    pub phases: Vec<Phase>,
 }
 
 /// Block size of images usfs builds.
@@ -104,6 +110,31 @@ pub fn build(image: &Path, source: &Path, opts: &Options) -> io::Result<Report> 
             ),
         ));
     }
-    let tree = tree::scan(source, opts)?;
-    meta::write_image(image, tree, opts)
+    let mut timer = timing::Timer::start();
+    // Truncating an old image frees its blocks, which takes a while: scan meanwhile (as
+    // mkfs.erofs, the image is created or truncated before the source is read).
+    let (f, tree) = std::thread::scope(|s| {
+        let open = s.spawn(|| open_image(image));
+        let tree = tree::scan(source, opts);
+        let f = open
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("opening the image panicked")));
+        (f, tree)
+    });
+    let (f, tree) = (f?, tree?);
+    timer.phase("scan");
+    let mut report = meta::write_image(f, tree, opts, &mut timer)?;
+    report.phases = timer.phases;
+    Ok(report)
+}
+
+/// Creates or truncates the image; readable too (`-E dedupe` compares candidate pclusters
+/// with what was written).
+fn open_image(image: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(image)
 }

@@ -61,52 +61,94 @@ pub fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
             format!("{}: not a directory", root.display()),
         ));
     }
-    let r = make_node(&mut t, root, &md, 0, opts)?;
+    let xattrs = node_xattrs(root, opts)?;
+    let r = make_node(&mut t, root, &md, 0, opts, xattrs)?;
     debug_assert_eq!(r, 0);
-    // Breadth-first, so that the node order is the directory order the image uses.
-    let mut queue = std::collections::VecDeque::from([0usize]);
-    while let Some(d) = queue.pop_front() {
-        let dpath = t.nodes[d].path.clone();
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        for e in std::fs::read_dir(&dpath).map_err(|e| io_err(&dpath, e))? {
-            let e = e.map_err(|e| io_err(&dpath, e))?;
-            names.push(e.file_name().as_bytes().to_vec());
-        }
-        names.sort();
-        let mut children = Vec::with_capacity(names.len());
-        for name in names {
-            if name.len() > crate::format::dirent::NAME_LEN {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "name longer than 255 bytes",
-                ));
-            }
-            let p = dpath.join(OsStr::from_bytes(&name));
-            let md = std::fs::symlink_metadata(&p).map_err(|e| io_err(&p, e))?;
-            let idx = if !md.is_dir() && md.nlink() > 1 {
-                match links.get(&(md.dev(), md.ino())) {
-                    Some(&i) => {
-                        t.nodes[i].nlink += 1;
-                        i
+    // Breadth-first, so that the node order is the directory order the image uses; one
+    // level at a time, its directories listed (names, lstat, xattrs) in parallel and
+    // joined in order, so the tree is the same whatever the number of workers.
+    let mut level = vec![0usize];
+    while !level.is_empty() {
+        let paths: Vec<PathBuf> = level.iter().map(|&d| t.nodes[d].path.clone()).collect();
+        let listed = super::par::map(&paths, opts.workers, || (), |_, p| list_dir(p, opts));
+        let mut next = Vec::new();
+        for (&d, entries) in level.iter().zip(listed) {
+            let mut children = Vec::new();
+            for e in entries? {
+                let md = &e.md;
+                let idx = if !md.is_dir() && md.nlink() > 1 {
+                    match links.get(&(md.dev(), md.ino())) {
+                        Some(&i) => {
+                            t.nodes[i].nlink += 1;
+                            i
+                        }
+                        None => {
+                            let i = make_node(&mut t, &e.path, md, d, opts, e.xattrs)?;
+                            links.insert((md.dev(), md.ino()), i);
+                            i
+                        }
                     }
-                    None => {
-                        let i = make_node(&mut t, &p, &md, d, opts)?;
-                        links.insert((md.dev(), md.ino()), i);
-                        i
-                    }
+                } else {
+                    make_node(&mut t, &e.path, md, d, opts, e.xattrs)?
+                };
+                if t.nodes[idx].file_type == FileType::Directory {
+                    t.nodes[d].nlink += 1;
+                    next.push(idx);
                 }
-            } else {
-                make_node(&mut t, &p, &md, d, opts)?
-            };
-            if t.nodes[idx].file_type == FileType::Directory {
-                t.nodes[d].nlink += 1;
-                queue.push_back(idx);
+                children.push((e.name, idx));
             }
-            children.push((name, idx));
+            t.nodes[d].children = children;
         }
-        t.nodes[d].children = children;
+        level = next;
     }
     Ok(t)
+}
+
+/// One directory entry as listed, before it becomes a node.
+struct Listed {
+    name: Vec<u8>,
+    path: PathBuf,
+    md: std::fs::Metadata,
+    /// Stored xattrs, or the warnings of its xattrs that cannot be stored.
+    xattrs: (Vec<Xattr>, Vec<String>),
+}
+
+/// The entries of directory `dpath` in name order, with their metadata and xattrs.
+fn list_dir(dpath: &Path, opts: &Options) -> io::Result<Vec<Listed>> {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for e in std::fs::read_dir(dpath).map_err(|e| io_err(dpath, e))? {
+        let e = e.map_err(|e| io_err(dpath, e))?;
+        names.push(e.file_name().as_bytes().to_vec());
+    }
+    names.sort();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        if name.len() > crate::format::dirent::NAME_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "name longer than 255 bytes",
+            ));
+        }
+        let path = dpath.join(OsStr::from_bytes(&name));
+        let md = std::fs::symlink_metadata(&path).map_err(|e| io_err(&path, e))?;
+        let xattrs = node_xattrs(&path, opts)?;
+        out.push(Listed {
+            name,
+            path,
+            md,
+            xattrs,
+        });
+    }
+    Ok(out)
+}
+
+fn node_xattrs(path: &Path, opts: &Options) -> io::Result<(Vec<Xattr>, Vec<String>)> {
+    let mut warnings = Vec::new();
+    if opts.xattr_tolerance < 0 {
+        return Ok((Vec::new(), warnings));
+    }
+    let x = read_xattrs(path, &mut warnings)?;
+    Ok((x, warnings))
 }
 
 fn make_node(
@@ -115,13 +157,9 @@ fn make_node(
     md: &std::fs::Metadata,
     parent: usize,
     opts: &Options,
+    (xattrs, warnings): (Vec<Xattr>, Vec<String>),
 ) -> io::Result<usize> {
-    let file_type = FileType::from_mode(md.mode()).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: unknown file type", path.display()),
-        )
-    })?;
+    let file_type = file_type_of(path, md)?;
     let (mtime, mtime_nsec) = match opts.timestamp {
         Some(ts) => (ts, 0),
         None => (md.mtime(), md.mtime_nsec() as u32),
@@ -136,11 +174,7 @@ fn make_node(
     } else {
         opts.force_gid.unwrap_or(md.gid())
     };
-    let xattrs = if opts.xattr_tolerance < 0 {
-        Vec::new()
-    } else {
-        read_xattrs(path, &mut t.warnings)?
-    };
+    t.warnings.extend(warnings);
     let size = match file_type {
         FileType::Regular | FileType::Symlink => md.len(),
         _ => 0,
@@ -165,6 +199,15 @@ fn make_node(
         parent,
     });
     Ok(t.nodes.len() - 1)
+}
+
+fn file_type_of(path: &Path, md: &std::fs::Metadata) -> io::Result<FileType> {
+    FileType::from_mode(md.mode()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: unknown file type", path.display()),
+        )
+    })
 }
 
 fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<Xattr>> {

@@ -55,6 +55,20 @@ pub struct ZFile {
     pub whole_fragment: bool,
 }
 
+impl ZFile {
+    /// Ends the file with a tail that takes no blocks (inline or fragment), starting at
+    /// file byte `la`; `raw` when its bytes are stored uncompressed.
+    fn end_with(&mut self, tail: ZTail, la: u64, raw: bool, rel_blk: u32) {
+        self.tail = tail;
+        self.extents.push(ZExtent {
+            la,
+            raw,
+            blocks: 0,
+            rel_blk,
+        });
+    }
+}
+
 /// Files larger than this are compressed in independent segments of this many bytes (a
 /// multiple of any pcluster size), so one large file keeps every worker busy. Each segment
 /// boundary costs at most the unfilled part of one pcluster. A pure function of the size.
@@ -121,13 +135,7 @@ pub fn compress_part(
     };
     if p.fragments && base == 0 && file_size <= p.pcluster as u64 {
         out.whole_fragment = true;
-        out.tail = ZTail::Fragment(src.to_vec());
-        out.extents.push(ZExtent {
-            la: 0,
-            raw: false,
-            blocks: 0,
-            rel_blk: 0,
-        });
+        out.end_with(ZTail::Fragment(src.to_vec()), 0, false, 0);
         return out;
     }
     let mut dst = vec![0u8; p.pcluster];
@@ -137,13 +145,12 @@ pub fn compress_part(
         let len = size - pos;
         let may_inline = p.inline_room > 0;
         if len <= p.pcluster && p.fragments {
-            out.tail = ZTail::Fragment(src[pos..].to_vec());
-            out.extents.push(ZExtent {
-                la: base + pos as u64,
-                raw: false,
-                blocks: 0,
+            out.end_with(
+                ZTail::Fragment(src[pos..].to_vec()),
+                base + pos as u64,
+                false,
                 rel_blk,
-            });
+            );
             break;
         }
         let mut stored: Option<(usize, usize)> = None; // (consumed, compressed bytes)
@@ -163,13 +170,12 @@ pub fn compress_part(
         match stored {
             None => {
                 if may_inline && len < bs && len <= p.inline_room {
-                    out.tail = ZTail::Inline(src[pos..].to_vec());
-                    out.extents.push(ZExtent {
-                        la: base + pos as u64,
-                        raw: true,
-                        blocks: 0,
+                    out.end_with(
+                        ZTail::Inline(src[pos..].to_vec()),
+                        base + pos as u64,
+                        true,
                         rel_blk,
-                    });
+                    );
                     break;
                 }
                 let count = bs.min(len);
@@ -187,13 +193,12 @@ pub fn compress_part(
             }
             Some((mut used, mut n)) => {
                 if may_inline && used == len && n < bs && n <= p.inline_room {
-                    out.tail = ZTail::Inline(dst[..n].to_vec());
-                    out.extents.push(ZExtent {
-                        la: base + pos as u64,
-                        raw: false,
-                        blocks: 0,
+                    out.end_with(
+                        ZTail::Inline(dst[..n].to_vec()),
+                        base + pos as u64,
+                        false,
                         rel_blk,
-                    });
+                    );
                     break;
                 }
                 if may_inline && used == len && n % bs != 0 {

@@ -76,7 +76,7 @@ impl Erofs {
         let len = want.min((1 << chunkbits) - in_chunk);
         let blkaddr = if fmt & CHUNK_INDEXES != 0 {
             let pos = round_up(ino.meta_end(), 8) + chunk * 8;
-            let raw = self.meta(pos, 8)?;
+            let raw = self.meta_cached(pos, 8)?;
             let ci = ChunkIndex::new(&raw[..]).expect("8 bytes");
             if ci.device_id() != 0 {
                 return Err(Error::incompatible(format!(
@@ -87,7 +87,7 @@ impl Erofs {
             ci.blkaddr()
         } else {
             let pos = round_up(ino.meta_end(), 4) + chunk * 4;
-            let raw = self.meta(pos, 4)?;
+            let raw = self.meta_cached(pos, 4)?;
             u32::from_le_bytes(raw[..].try_into().unwrap())
         };
         if blkaddr == NULL_ADDR {

@@ -47,7 +47,7 @@ impl Erofs {
     /// Reads inode `nid`.
     pub(crate) fn inode(&self, nid: u64) -> Result<Inode> {
         let pos = self.nid_pos(nid)?;
-        let head = self.meta(pos, 2).map_err(|_| {
+        let head = self.meta_cached(pos, 2).map_err(|_| {
             Error::corrupt(format!("inode {nid}: position {pos} is outside the image"))
         })?;
         let format = u16::from_le_bytes([head[0], head[1]]);
@@ -60,7 +60,7 @@ impl Erofs {
         let extended = format & I_VERSION_EXTENDED != 0;
         let ino = if extended {
             let raw = self
-                .meta(pos, 64)
+                .meta_cached(pos, 64)
                 .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
             let d = ExtendedInode::new(&raw[..]).expect("64 bytes");
             Inode {
@@ -81,7 +81,7 @@ impl Erofs {
             }
         } else {
             let raw = self
-                .meta(pos, 32)
+                .meta_cached(pos, 32)
                 .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
             let d = CompactInode::new(&raw[..]).expect("32 bytes");
             let mtime_extra =

@@ -7,6 +7,9 @@ mod dir;
 mod flat;
 mod fs_impl;
 mod inode;
+mod mcache;
+#[cfg(test)]
+mod tests;
 mod xattr;
 mod zcache;
 mod zdata;
@@ -32,6 +35,8 @@ pub struct Erofs {
     max_pclusterblks: u32,
     /// Decompressed extents kept for partial readers, and queued decompression.
     zcache: zcache::ZCache,
+    /// Recently read metadata blocks (inodes, map headers, indexes).
+    mcache: mcache::MetaCache,
 }
 
 impl Erofs {
@@ -93,6 +98,7 @@ impl Erofs {
             image_len,
             max_pclusterblks: 1,
             zcache: zcache::ZCache::new(),
+            mcache: mcache::MetaCache::default(),
         };
         fs.load_compr_cfgs()?;
         Ok(fs)
@@ -148,6 +154,28 @@ impl Erofs {
         let mut v = vec![0u8; len as usize];
         read_exact(&*self.dev, &mut v, off, "image")?;
         Ok(Cow::Owned(v))
+    }
+
+    /// Like [`meta`](Self::meta) for small metadata (inodes, map headers, indexes): a range
+    /// inside one block comes from the metadata block cache, the whole block read from the
+    /// image the first time.
+    pub(crate) fn meta_cached(&self, off: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let bs = self.bs();
+        let blk = off >> self.blkbits;
+        let start = blk << self.blkbits;
+        if len == 0 || (off + len - 1) >> self.blkbits != blk || start + bs > self.image_len {
+            return self.meta(off, len);
+        }
+        let block = match self.mcache.get(blk) {
+            Some(b) => b,
+            None => {
+                let b: std::sync::Arc<[u8]> = std::sync::Arc::from(&self.meta(start, bs)?[..]);
+                self.mcache.insert(blk, b.clone());
+                b
+            }
+        };
+        let at = (off - start) as usize;
+        Ok(Cow::Owned(block[at..at + len as usize].to_vec()))
     }
 
     /// Reads image bytes at `off` into `buf`.

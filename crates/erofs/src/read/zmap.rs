@@ -77,7 +77,7 @@ impl Erofs {
     pub(crate) fn zinfo(&self, ino: &Inode) -> Result<ZInfo> {
         let nid = ino.nid;
         let hpos = map_header_pos(ino.meta_end());
-        let raw = self.meta(hpos, 8)?;
+        let raw = self.meta_cached(hpos, 8)?;
         let h = MapHeader::new(&raw[..]).expect("8 bytes");
         let corrupt = |m: &str| Error::corrupt(format!("inode {nid}: {m}"));
         if h.h_clusterbits() & FRAGMENT_INODE_BIT != 0 {
@@ -166,7 +166,7 @@ impl Erofs {
 
     fn full_lcluster(&self, ino: &Inode, zi: &ZInfo, lcn: u64) -> Result<Lcluster> {
         let pos = full_index_pos(zi.hpos, lcn);
-        let raw = self.meta(pos, 8)?;
+        let raw = self.meta_cached(pos, 8)?;
         let di = FullIndex::new(&raw[..]).expect("8 bytes");
         let t = (di.di_advise() & 3) as u8;
         let mut m = Lcluster {
@@ -221,7 +221,7 @@ impl Erofs {
         let vcnt = crate::format::lcluster::pack_entries(unit);
         let packsize = vcnt as u64 * unit;
         let base = pos - pos % packsize;
-        let pack = self.meta(base, packsize)?;
+        let pack = self.meta_cached(base, packsize)?;
         let i = ((pos - base) / unit) as usize;
         let big = zi.advise & ADVISE_BIG_PCLUSTER_1 != 0;
         let corrupt = |m: &str| Error::corrupt(format!("inode {}: lcluster {lcn}: {m}", ino.nid));

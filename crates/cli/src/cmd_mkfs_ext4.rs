@@ -196,6 +196,7 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
             let p = PopulateOptions {
                 all_root: a.all_root,
                 threads: a.threads.unwrap_or(0),
+                ..PopulateOptions::default()
             };
             match populate(&mut w, src, &p) {
                 Ok(r) => Some(r),

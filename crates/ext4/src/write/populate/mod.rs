@@ -13,6 +13,7 @@
 //!    (the others), by parallel workers, in physical order, contiguous pieces coalesced
 //!    into large writes.
 
+mod chunk;
 mod copy;
 mod scan;
 mod source;
@@ -34,7 +35,7 @@ use usfs_fs::{Error, Result};
 pub struct PopulateOptions {
     /// Make every file owned by root (uid and gid 0).
     pub all_root: bool,
-    /// Worker threads scanning the source and copying data (0: four per CPU, 4..=16).
+    /// Worker threads scanning the source and copying data (0: sixteen per CPU, 16..=64).
     pub threads: usize,
     /// Memory for keeping small files' bytes between scan and copy (0: an eighth of
     /// the machine's memory, 64 MiB to 2 GiB). Files that do not fit are read twice.
@@ -123,11 +124,12 @@ fn estimate(nodes: &[Node], bs: u64) -> (u64, u64) {
     (blocks, inodes)
 }
 
-/// Workers for scanning and copying: both wait on the source's disk more than they
-/// compute, so four per CPU (4..=16) keep enough reads in flight.
+/// Workers for scanning and copying: on a source that is not in the page cache they
+/// wait on its disk far more than they compute (each small file is a synchronous read),
+/// so sixteen per CPU (16..=64) keep enough reads in flight.
 fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cpus * 4).clamp(4, 16)
+    (cpus * 16).clamp(16, 64)
 }
 
 /// Default memory for kept files: an eighth of physical memory, 64 MiB to 2 GiB.

@@ -4,6 +4,7 @@
 //! we). Each regular file is opened once; a small file's bytes are kept in memory (up to
 //! a budget) so the copy phase writes them without touching the source again.
 
+use super::chunk::{Chunk, CHUNK_BYTES as CHUNK};
 use super::source::{self, Dir, DirEnt};
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
@@ -16,8 +17,6 @@ use usfs_fs::{Error, Result, Timestamp};
 
 /// Files up to this size are read whole during the scan (and kept, budget allowing).
 pub const HOLD_MAX: u64 = 256 << 10;
-/// Size of one memory chunk holding small files' bytes.
-pub const CHUNK: usize = 4 << 20;
 /// Largest block size: the zero pattern blocks are compared with.
 static ZEROS: [u8; 65536] = [0; 65536];
 /// Bytes read at a time from a file that is not kept (checking for zero blocks).
@@ -102,7 +101,7 @@ pub struct Node {
 pub struct Tree {
     pub root: PathBuf,
     pub nodes: Vec<Node>,
-    pub chunks: Vec<Vec<u8>>,
+    pub chunks: Vec<Chunk>,
 }
 
 impl Tree {
@@ -113,7 +112,7 @@ impl Tree {
 
     /// The bytes of a kept file.
     pub fn held(&self, h: Held, len: u64) -> &[u8] {
-        &self.chunks[h.chunk as usize][h.off as usize..h.off as usize + len as usize]
+        &self.chunks[h.chunk as usize].as_slice()[h.off as usize..h.off as usize + len as usize]
     }
 }
 
@@ -174,14 +173,13 @@ struct Arena {
     /// Chunks that may still be handed out.
     left: Mutex<u64>,
     next_id: AtomicU32,
-    done: Mutex<Vec<(u32, Vec<u8>)>>,
+    done: Mutex<Vec<(u32, Chunk)>>,
 }
 
-/// A worker's current chunk: `(id, bytes, used)`. Chunks are allocated zeroed (calloc:
-/// fresh pages, no memset) and filled from the front.
+/// A worker's current chunk: `(id, chunk, bytes used)`, filled from the front.
 struct ArenaSlot<'a> {
     arena: &'a Arena,
-    cur: Option<(u32, Vec<u8>, usize)>,
+    cur: Option<(u32, Chunk, usize)>,
 }
 
 impl ArenaSlot<'_> {
@@ -193,11 +191,12 @@ impl ArenaSlot<'_> {
             if *left == 0 {
                 return None;
             }
+            let chunk = Chunk::new().ok()?;
             *left -= 1;
             drop(left);
             self.retire();
             let id = self.arena.next_id.fetch_add(1, Ordering::Relaxed);
-            self.cur = Some((id, vec![0u8; CHUNK], 0));
+            self.cur = Some((id, chunk, 0));
         }
         let (id, c, used) = self.cur.as_mut()?;
         let off = *used;
@@ -207,7 +206,7 @@ impl ArenaSlot<'_> {
                 chunk: *id,
                 off: off as u32,
             },
-            &mut c[off..off + len],
+            &mut c.as_mut_slice()[off..off + len],
         ))
     }
 
@@ -216,13 +215,12 @@ impl ArenaSlot<'_> {
     fn unreserve(&mut self, len: usize) {
         if let Some((_, c, used)) = self.cur.as_mut() {
             *used -= len;
-            c[*used..*used + len].fill(0);
+            c.as_mut_slice()[*used..*used + len].fill(0);
         }
     }
 
     fn retire(&mut self) {
-        if let Some((id, mut c, used)) = self.cur.take() {
-            c.truncate(used);
+        if let Some((id, c, _)) = self.cur.take() {
             if let Ok(mut d) = self.arena.done.lock() {
                 d.push((id, c));
             }

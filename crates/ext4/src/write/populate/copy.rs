@@ -58,11 +58,20 @@ pub fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
         .collect()
 }
 
-/// Writes gathered into one buffer while they are contiguous on the image.
+/// Bytes a worker writes between two write-back hints.
+const KICK_BYTES: u64 = 32 << 20;
+
+/// Writes gathered into one buffer while they are contiguous on the image. Every
+/// [`KICK_BYTES`] written, write-back of the range written is started, so the disk
+/// works during the copy rather than all in the final flush.
 struct Gather<'a> {
     dev: &'a dyn Device,
     buf: Vec<u8>,
     dst: u64,
+    /// Bytes written since the last hint, and the image range they lie in.
+    unkicked: u64,
+    lo: u64,
+    hi: u64,
 }
 
 impl Gather<'_> {
@@ -101,7 +110,17 @@ impl Gather<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
+            let end = self.dst + self.buf.len() as u64;
             self.dev.write_at(&self.buf, self.dst)?;
+            if self.unkicked == 0 {
+                (self.lo, self.hi) = (self.dst, end);
+            }
+            (self.lo, self.hi) = (self.lo.min(self.dst), self.hi.max(end));
+            self.unkicked += self.buf.len() as u64;
+            if self.unkicked >= KICK_BYTES {
+                self.dev.start_writeback(self.lo, self.hi - self.lo);
+                self.unkicked = 0;
+            }
             self.buf.clear();
         }
         Ok(())
@@ -215,6 +234,9 @@ pub fn copy(dev: &dyn Device, tree: &Tree, jobs: &[CopyJob], threads: usize) -> 
                         dev,
                         buf: Vec::with_capacity(BUF),
                         dst: 0,
+                        unkicked: 0,
+                        lo: 0,
+                        hi: 0,
                     },
                     dir: None,
                     copied: 0,

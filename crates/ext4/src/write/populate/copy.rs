@@ -1,14 +1,15 @@
-//! Phase 3 of populate: file data to the image. Jobs come in placement order, which is
-//! physical order for the small files packed together; workers take batches of about
-//! [`BATCH_BYTES`] and gather pieces that are contiguous on the image into one write of
-//! up to [`BUF`] bytes. Kept files are copied from memory; the others are opened again
+//! Phase 3 of populate: file data to the image, while placement goes on. Jobs come in
+//! placement order, which is physical order for the small files packed together, in
+//! batches of about [`BATCH_BYTES`] ([`Batcher`]); workers take batches and gather
+//! pieces that are contiguous on the image into one write of up to [`BUF`] bytes. Kept files are copied from memory; the others are opened again
 //! (relative to their directory, opened once per batch) and read.
 
 use super::scan::{io_err, Tree};
 use super::source::{self, Dir};
 use crate::alloc::Mapping;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result};
@@ -190,41 +191,61 @@ impl CopyWorker<'_> {
     }
 }
 
-/// Splits jobs into batches of about [`BATCH_BYTES`].
-fn batches(jobs: &[CopyJob]) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0u64);
-    for (i, j) in jobs.iter().enumerate() {
-        bytes += j.bytes();
-        if bytes >= BATCH_BYTES {
-            out.push(start..i + 1);
-            (start, bytes) = (i + 1, 0);
-        }
-    }
-    if start < jobs.len() {
-        out.push(start..jobs.len());
-    }
-    out
+/// Groups jobs, as placement makes them, into batches of about [`BATCH_BYTES`] for the
+/// copy workers.
+pub struct Batcher {
+    tx: SyncSender<Vec<CopyJob>>,
+    cur: Vec<CopyJob>,
+    bytes: u64,
 }
 
-/// Copies every job's data to `dev` with `threads` workers; returns the bytes of file
-/// data copied. When every file is in memory the work is memory copies and writes to
-/// one image file (which the kernel serialises on the file's lock): one worker per CPU.
-pub fn copy(dev: &dyn Device, tree: &Tree, jobs: &[CopyJob], threads: usize) -> Result<u64> {
-    let batches = batches(jobs);
-    let all_held = jobs.iter().all(|j| match &tree.nodes[j.node].kind {
-        super::scan::Kind::File(d) => d.held.is_some(),
-        _ => false,
-    });
-    let threads = if all_held {
+impl Batcher {
+    pub fn new(tx: SyncSender<Vec<CopyJob>>) -> Batcher {
+        Batcher {
+            tx,
+            cur: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds a job; false when the workers have stopped (after an error).
+    pub fn push(&mut self, job: CopyJob) -> bool {
+        self.bytes += job.bytes();
+        self.cur.push(job);
+        if self.bytes < BATCH_BYTES {
+            return true;
+        }
+        self.bytes = 0;
+        self.tx.send(std::mem::take(&mut self.cur)).is_ok()
+    }
+
+    /// Sends the last batch; dropping the batcher then tells the workers no more come.
+    pub fn finish(mut self) {
+        if !self.cur.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut self.cur));
+        }
+    }
+}
+
+/// Copies the data of the batches arriving on `rx` to `dev` with `threads` workers,
+/// until the sender is gone; returns the bytes of file data copied. When every file is
+/// in memory the work is memory copies and writes to one image file (which the kernel
+/// serialises on the file's lock): one worker per CPU.
+pub fn copy(
+    dev: &dyn Device,
+    tree: &Tree,
+    rx: Receiver<Vec<CopyJob>>,
+    threads: usize,
+) -> Result<u64> {
+    let threads = if tree.all_held() {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         threads.min(cpus)
     } else {
         threads
     };
-    let next = AtomicUsize::new(0);
+    let rx = Mutex::new(rx);
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
-    let copied = AtomicUsize::new(0);
+    let copied = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
@@ -243,18 +264,28 @@ pub fn copy(dev: &dyn Device, tree: &Tree, jobs: &[CopyJob], threads: usize) -> 
                 };
                 let mut run = || -> Result<()> {
                     loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let batch = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => {
+                                return Err(Error::Io(std::io::Error::other(
+                                    "copy: a worker panicked",
+                                )))
+                            }
+                        };
                         let failed = first_err.lock().map(|e| e.is_some()).unwrap_or(true);
-                        if i >= batches.len() || failed {
+                        let Ok(batch) = batch else {
                             return w.out.flush().map_err(Error::Io);
+                        };
+                        if failed {
+                            return Ok(());
                         }
-                        for job in &jobs[batches[i].clone()] {
+                        for job in &batch {
                             w.job(job)?;
                         }
                     }
                 };
                 let r = run();
-                copied.fetch_add(w.copied as usize, Ordering::Relaxed);
+                copied.fetch_add(w.copied, Ordering::Relaxed);
                 if let Err(e) = r {
                     if let Ok(mut g) = first_err.lock() {
                         g.get_or_insert(e);
@@ -266,5 +297,5 @@ pub fn copy(dev: &dyn Device, tree: &Tree, jobs: &[CopyJob], threads: usize) -> 
     if let Some(e) = first_err.into_inner().unwrap_or(None) {
         return Err(e);
     }
-    Ok(copied.load(Ordering::Relaxed) as u64)
+    Ok(copied.load(Ordering::Relaxed))
 }

@@ -16,6 +16,7 @@
 mod chunk;
 mod copy;
 mod scan;
+mod shared_dev;
 mod source;
 
 use super::dir::DirEntryIn;
@@ -24,7 +25,7 @@ use super::writer::{no_space, Writer};
 use crate::alloc::{plan_extents, InodeKind};
 use crate::format::features::ro_compat;
 use crate::format::inode::ROOT_INO;
-use copy::{pieces, CopyJob};
+use copy::{pieces, Batcher, CopyJob};
 use scan::{Kind, Node, Tree};
 use std::collections::HashMap;
 use std::path::Path;
@@ -61,7 +62,8 @@ pub struct PopulateReport {
     pub extents: u64,
     /// Xattr blocks shared by more than one inode.
     pub xattr_blocks: u64,
-    /// Wall time of each phase: scan, place, copy (milliseconds).
+    /// Wall time of each phase: scan, place (with the copy running alongside), and the
+    /// copy's remainder after placement ended (milliseconds).
     pub phase_ms: [u64; 3],
 }
 
@@ -184,10 +186,26 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
         ));
     }
     let mut report = PopulateReport::default();
-    let mut jobs = Vec::new();
-    place(w, &tree, opts, &mut report, &mut jobs)?;
-    let t_place = t0.elapsed();
-    report.bytes = copy::copy(w.device(), &tree, &jobs, threads)?;
+    // Placement and copying overlap: batches of placed files go to the copy workers
+    // while the rest is placed (the device is shared between them meanwhile).
+    let dev = shared_dev::share(&mut w.dev);
+    let (tx, rx) = std::sync::mpsc::sync_channel(256);
+    let tree = &tree;
+    let (placed, copied, t_place) = std::thread::scope(|s| {
+        let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, threads));
+        let mut batcher = Batcher::new(tx);
+        let placed = place(w, tree, opts, &mut report, &mut batcher);
+        batcher.finish();
+        let t_place = t0.elapsed();
+        let copied = copier
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("copy: a worker panicked"))));
+        (placed, copied, t_place)
+    });
+    // A copy error explains a placement that stopped because the copy did.
+    let bytes = copied?;
+    placed?;
+    report.bytes = bytes;
     let t_copy = t0.elapsed();
     report.phase_ms = [
         t_scan.as_millis() as u64,
@@ -230,7 +248,7 @@ fn place(
     tree: &Tree,
     opts: &PopulateOptions,
     report: &mut PopulateReport,
-    jobs: &mut Vec<CopyJob>,
+    jobs: &mut Batcher,
 ) -> Result<()> {
     let nodes = &tree.nodes;
     let dir_nlink = w.geo.features.has_ro_compat(ro_compat::DIR_NLINK);
@@ -295,10 +313,13 @@ fn place(
                     w.inode_mut(ino).set_size(n.meta.size);
                     report.extents += maps.len() as u64;
                     if !maps.is_empty() {
-                        jobs.push(CopyJob {
+                        let job = CopyJob {
                             node: k,
                             pieces: pieces(&maps, w.block_size() as u64, n.meta.size),
-                        });
+                        };
+                        if !jobs.push(job) {
+                            return Err(Error::Io(std::io::Error::other("the copy stopped")));
+                        }
                     }
                 }
                 Kind::Symlink(t) => {

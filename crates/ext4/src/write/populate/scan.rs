@@ -110,6 +110,14 @@ impl Tree {
         path_of(&self.root, &self.nodes, i)
     }
 
+    /// Is every regular file with data kept in memory?
+    pub fn all_held(&self) -> bool {
+        self.nodes.iter().all(|n| match &n.kind {
+            Kind::File(d) => d.held.is_some() || d.blocks.is_empty(),
+            _ => true,
+        })
+    }
+
     /// The bytes of a kept file.
     pub fn held(&self, h: Held, len: u64) -> &[u8] {
         &self.chunks[h.chunk as usize].as_slice()[h.off as usize..h.off as usize + len as usize]

@@ -162,12 +162,13 @@ impl CopyWorker<'_> {
             return Ok(());
         }
         let parent = n.parent;
-        if self.dir.as_ref().map(|d| d.0) != Some(parent) {
-            let dpath = self.tree.path(parent);
-            self.dir = Some((parent, Dir::open(&dpath).map_err(|e| io_err(&dpath, e))?));
-        }
-        let Some((_, dir)) = &self.dir else {
-            unreachable!("opened above")
+        let dir = match &mut self.dir {
+            Some((p, d)) if *p == parent => d,
+            slot => {
+                let dpath = self.tree.path(parent);
+                let d = Dir::open(&dpath).map_err(|e| io_err(&dpath, e))?;
+                &mut slot.insert((parent, d)).1
+            }
         };
         let name = CString::new(n.name.clone()).map_err(|_| Error::Invalid)?;
         let f = dir

@@ -5,13 +5,14 @@
 //!    file hold data that is not all zeros (all-zero blocks become holes, as with
 //!    mke2fs -d; sparse sources are read by SEEK_DATA ranges). Small files' bytes are
 //!    kept in memory up to a budget. A tree that cannot fit is refused up front (ENOSPC);
+//!    placement and copy then run at the same time:
 //! 2. place: depth first, give every entry its inode (flex_bg/Orlov placement) and every
 //!    file its blocks in one go, knowing its size (delayed allocation), build directories
 //!    (htree when large), symlinks, device nodes and xattrs — all in memory except
 //!    directory and tree blocks;
 //! 3. [copy]: file data goes to the image from memory (kept files) or from the source
-//!    (the others), by parallel workers, in physical order, contiguous pieces coalesced
-//!    into large writes.
+//!    (the others), by parallel workers, in physical order as placement hands it over,
+//!    contiguous pieces coalesced into large writes, write-back started as it goes.
 
 mod chunk;
 mod copy;

@@ -37,6 +37,10 @@ timeit() { # command... -> seconds (output discarded); a failing command stops t
     echo "$e - $s" | bc -l
 }
 best() { sort -n | head -1; }
+# Reads every file of the tree so each tool starts with the source in the page cache
+# (`tar cf /dev/null` does not: GNU tar skips reading data when writing to /dev/null),
+# right before each run: the machine may page out cache idle for ~30 s (DAMON reclaim).
+warm() { find "$1" -type f -print0 | xargs -0 -r cat >/dev/null 2>&1 || true; }
 # Image size: twice the data plus 1 GiB, in whole GiB, the same for both tools.
 size_for() { echo "$(( ( $(du -sb "$1" | cut -f1) * 2 / 1073741824 ) + 1 ))G"; }
 
@@ -72,11 +76,12 @@ for tree in ${TREES:-usr-share gen}; do
     inodes=$(( n + n / 4 + 1000 )) # the same inode count for both tools
     echo
     echo "== $tree: $n entries, $(du -sh "$src" | cut -f1) on disk, images of $size with $inodes inodes =="
-    tar cf /dev/null "$src" 2>/dev/null || true # warm the cache for both
     t_mk=(); t_us=()
     for _ in $(seq "$runs"); do
         rm -f "$work/mke2fs.img" "$work/usfs.img"
+        warm "$src"
         t_mk+=("$(timeit mke2fs -q -F -t ext4 -N "$inodes" -d "$src" "$work/mke2fs.img" "$size")")
+        warm "$src"
         t_us+=("$(timeit "$bin/usfs" mkfs.ext4 -q -N "$inodes" -d "$src" "$work/usfs.img" "$size")")
     done
     mk=$(printf '%s\n' "${t_mk[@]}" | best)

@@ -58,8 +58,8 @@ pub struct MkfsExt4Args {
     /// Copy this directory tree into the new file system.
     #[arg(short = 'd')]
     root_dir: Option<PathBuf>,
-    /// Threads reading the source for -d (default: four per CPU, 4 to 16: the work waits
-    /// on the disk more than on the CPU).
+    /// Threads reading the source for -d (default: sixteen per CPU, 16 to 64: reading a
+    /// source that is not cached waits on the disk more than on the CPU).
     #[arg(short = 'j', long = "threads")]
     threads: Option<usize>,
     /// Quiet: print nothing on success.
@@ -196,6 +196,7 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
             let p = PopulateOptions {
                 all_root: a.all_root,
                 threads: a.threads.unwrap_or(0),
+                ..PopulateOptions::default()
             };
             match populate(&mut w, src, &p) {
                 Ok(r) => Some(r),

@@ -512,3 +512,69 @@ fn options_reach_the_image() {
     assert!(d.contains("RAID stripe width:        32"), "{d}");
     assert!(d.contains("Reserved block count:     655"), "{d}");
 }
+
+/// All-zero blocks of the source become holes, as with `mke2fs -d`: in small files kept
+/// in memory by the scan and in large ones read twice, in the middle, at the end (a zero
+/// partial last block) and for a whole file; sparse sources keep their holes too. The
+/// kernel and `usfs export` read every file back identically, and the blocks allocated
+/// (st_blocks on the kernel mount) are exactly the non-zero ones.
+#[test]
+fn zero_blocks_become_holes() {
+    if !need_root("zero_blocks") || !need_tool("zero_blocks", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("mkfs-zeros");
+    let src = s.path("src");
+    std::fs::create_dir(&src).unwrap();
+    const B: usize = 4096;
+    let block = |fill: u8| vec![fill; B];
+    // (name, content, data blocks expected)
+    let mut files: Vec<(&str, Vec<u8>, u64)> = vec![
+        ("middle", [block(1), block(0), block(2)].concat(), 2),
+        ("all-zero", vec![0u8; 2 * B], 0),
+        ("zero-tail", [block(3), vec![0u8; 100]].concat(), 1),
+        ("zero-head", [vec![0u8; B], vec![4u8; 10]].concat(), 1),
+    ];
+    // 1 MiB: beyond what the scan keeps in memory (read again by the copy phase).
+    let mut big = vec![0u8; 256 * B];
+    big[..10 * B].fill(5);
+    big[100 * B..150 * B].fill(6);
+    big[255 * B + 17] = 7;
+    files.push(("big", big, 61));
+    for (name, data, _) in &files {
+        std::fs::write(src.join(name), data).unwrap();
+    }
+    // A sparse source: a hole, then a data range whose first block is zeros.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(src.join("sparse")).unwrap();
+        f.write_all_at(&[block(0), block(8)].concat(), 64 * B as u64)
+            .unwrap();
+        f.set_len(80 * B as u64).unwrap();
+    }
+    let img = s.path("img");
+    let o = mkfs(&img, "64M", &["-b", "4096"], Some(&src));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    e2fsck_clean(&img, "zero_blocks");
+    let m = Mount::new(&img, &s.path("mnt"), "ext4", "ro,noatime");
+    let vs_src = CmpOptions {
+        atime: false,
+        ignore: vec!["lost+found".into()],
+        ignore_root_attrs: true,
+        ..CmpOptions::default()
+    };
+    if let Err(d) = compare(&src, &m.dir, &vs_src) {
+        panic!("zero_blocks: the kernel's view differs from the source: {d}");
+    }
+    use std::os::unix::fs::MetadataExt;
+    let sectors = |name: &str| std::fs::metadata(m.dir.join(name)).unwrap().blocks();
+    for (name, _, blocks) in &files {
+        assert_eq!(sectors(name), blocks * 8, "zero_blocks: {name}");
+    }
+    assert_eq!(sectors("sparse"), 8, "zero_blocks: sparse");
+    let out = s.path("out");
+    run_ok(Command::new(usfs()).arg("export").arg(&img).arg(&out));
+    if let Err(d) = compare(&src, &out, &vs_src) {
+        panic!("zero_blocks: the export differs from the source: {d}");
+    }
+}

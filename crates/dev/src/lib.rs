@@ -57,6 +57,11 @@ pub trait Device: Send + Sync {
     /// start reading them now (readahead). Never waits and never fails: a hint the device
     /// cannot use is ignored.
     fn will_need(&self, _offset: u64, _len: u64) {}
+
+    /// Hints that the `len` bytes written at `offset` will be flushed: the operating
+    /// system may start writing them back now, so a later [`Device::flush`] waits less.
+    /// Never waits for the disk and never fails; devices without write-back ignore it.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
 }
 
 /// How to open an image.

@@ -1,0 +1,302 @@
+//! Phase 3 of populate: file data to the image, while placement goes on. Jobs come in
+//! placement order, which is physical order for the small files packed together, in
+//! batches of about [`BATCH_BYTES`] ([`Batcher`]); workers take batches and gather
+//! pieces that are contiguous on the image into one write of up to [`BUF`] bytes. Kept files are copied from memory; the others are opened again
+//! (relative to their directory, opened once per batch) and read.
+
+use super::scan::{io_err, Tree};
+use super::source::{self, Dir};
+use crate::alloc::Mapping;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Mutex;
+use usfs_dev::Device;
+use usfs_fs::{Error, Result};
+
+/// Largest write to the image.
+const BUF: usize = 4 << 20;
+/// Bytes of data per batch of jobs a worker takes.
+const BATCH_BYTES: u64 = 2 << 20;
+
+/// One piece of data to copy: `len` bytes at `src_off` of the file to byte `dst` of the
+/// image.
+pub struct Piece {
+    src_off: u64,
+    dst: u64,
+    /// Bytes written: whole blocks.
+    len: u64,
+    /// Bytes of it that are the file's (the rest is the zero tail of the last block).
+    data: u64,
+}
+
+/// The data of one file.
+pub struct CopyJob {
+    pub node: usize,
+    pub pieces: Vec<Piece>,
+}
+
+impl CopyJob {
+    fn bytes(&self) -> u64 {
+        self.pieces.iter().map(|p| p.len).sum()
+    }
+}
+
+/// The copy pieces of a file: whole blocks (the tail of the last block is zeros, as on
+/// disk), so the pieces of consecutive files join into one write.
+pub fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
+    maps.iter()
+        .filter_map(|m| {
+            let off = m.lblk * bs;
+            let end = ((m.lblk + m.len as u64) * bs).min(size.div_ceil(bs) * bs);
+            (end > off).then_some(Piece {
+                src_off: off,
+                dst: m.pblk * bs,
+                len: end - off,
+                data: end.min(size).saturating_sub(off),
+            })
+        })
+        .collect()
+}
+
+/// Bytes a worker writes between two write-back hints.
+const KICK_BYTES: u64 = 32 << 20;
+
+/// Writes gathered into one buffer while they are contiguous on the image. Every
+/// [`KICK_BYTES`] written, write-back of the range written is started, so the disk
+/// works during the copy rather than all in the final flush.
+struct Gather<'a> {
+    dev: &'a dyn Device,
+    buf: Vec<u8>,
+    dst: u64,
+    /// Bytes written since the last hint, and the image range they lie in.
+    unkicked: u64,
+    lo: u64,
+    hi: u64,
+}
+
+impl Gather<'_> {
+    /// `n` (<= BUF) zeroed bytes of the buffer for image byte `dst` onwards, after
+    /// writing out what is buffered if `dst` does not follow it or it is full.
+    fn next(&mut self, dst: u64, n: usize) -> std::io::Result<&mut [u8]> {
+        if !self.buf.is_empty()
+            && (self.dst + self.buf.len() as u64 != dst || self.buf.len() + n > BUF)
+        {
+            self.flush()?;
+        }
+        if self.buf.is_empty() {
+            self.dst = dst;
+        }
+        let at = self.buf.len();
+        self.buf.resize(at + n, 0);
+        Ok(&mut self.buf[at..])
+    }
+
+    /// Appends `data` then `pad` zero bytes for image byte `dst` onwards (`data.len() +
+    /// pad <= BUF`).
+    fn append(&mut self, dst: u64, data: &[u8], pad: usize) -> std::io::Result<()> {
+        let n = data.len() + pad;
+        if !self.buf.is_empty()
+            && (self.dst + self.buf.len() as u64 != dst || self.buf.len() + n > BUF)
+        {
+            self.flush()?;
+        }
+        if self.buf.is_empty() {
+            self.dst = dst;
+        }
+        self.buf.extend_from_slice(data);
+        self.buf.resize(self.buf.len() + pad, 0);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            let end = self.dst + self.buf.len() as u64;
+            self.dev.write_at(&self.buf, self.dst)?;
+            if self.unkicked == 0 {
+                (self.lo, self.hi) = (self.dst, end);
+            }
+            (self.lo, self.hi) = (self.lo.min(self.dst), self.hi.max(end));
+            self.unkicked += self.buf.len() as u64;
+            if self.unkicked >= KICK_BYTES {
+                self.dev.start_writeback(self.lo, self.hi - self.lo);
+                self.unkicked = 0;
+            }
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+/// A worker's state: the gathered writes and the directory last opened.
+struct CopyWorker<'a> {
+    tree: &'a Tree,
+    out: Gather<'a>,
+    dir: Option<(usize, Dir)>,
+    copied: u64,
+}
+
+impl CopyWorker<'_> {
+    fn job(&mut self, job: &CopyJob) -> Result<()> {
+        let n = &self.tree.nodes[job.node];
+        let size = n.meta.size;
+        let held = match &n.kind {
+            super::scan::Kind::File(d) => d.held,
+            _ => None,
+        };
+        if let Some(h) = held {
+            let bytes = self.tree.held(h, size);
+            for p in &job.pieces {
+                let mut done = 0u64;
+                while done < p.len {
+                    let k = (p.len - done).min(BUF as u64) as usize;
+                    let from = (p.src_off + done) as usize;
+                    let want = (p.data.saturating_sub(done) as usize).min(k);
+                    self.out
+                        .append(p.dst + done, &bytes[from..from + want], k - want)
+                        .map_err(Error::Io)?;
+                    self.copied += want as u64;
+                    done += k as u64;
+                }
+            }
+            return Ok(());
+        }
+        let parent = n.parent;
+        let dir = match &mut self.dir {
+            Some((p, d)) if *p == parent => d,
+            slot => {
+                let dpath = self.tree.path(parent);
+                let d = Dir::open(&dpath).map_err(|e| io_err(&dpath, e))?;
+                &mut slot.insert((parent, d)).1
+            }
+        };
+        let name = CString::new(n.name.clone()).map_err(|_| Error::Invalid)?;
+        let f = dir
+            .open_file(&name)
+            .map_err(|e| io_err(&self.tree.path(job.node), e))?;
+        for p in &job.pieces {
+            let mut done = 0u64;
+            while done < p.len {
+                let k = (p.len - done).min(BUF as u64) as usize;
+                let buf = self.out.next(p.dst + done, k).map_err(Error::Io)?;
+                // Only the file's bytes are read; past them (the last block's tail, or
+                // a file that shrank since the scan) the buffer stays zero.
+                let want = (p.data.saturating_sub(done) as usize).min(k);
+                let got = source::read_full(&f, &mut buf[..want], p.src_off + done)
+                    .map_err(|e| io_err(&self.tree.path(job.node), e))?;
+                self.copied += got as u64;
+                done += k as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Groups jobs, as placement makes them, into batches of about [`BATCH_BYTES`] for the
+/// copy workers.
+pub struct Batcher {
+    tx: SyncSender<Vec<CopyJob>>,
+    cur: Vec<CopyJob>,
+    bytes: u64,
+}
+
+impl Batcher {
+    pub fn new(tx: SyncSender<Vec<CopyJob>>) -> Batcher {
+        Batcher {
+            tx,
+            cur: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds a job; false when the workers have stopped (after an error).
+    pub fn push(&mut self, job: CopyJob) -> bool {
+        self.bytes += job.bytes();
+        self.cur.push(job);
+        if self.bytes < BATCH_BYTES {
+            return true;
+        }
+        self.bytes = 0;
+        self.tx.send(std::mem::take(&mut self.cur)).is_ok()
+    }
+
+    /// Sends the last batch; dropping the batcher then tells the workers no more come.
+    pub fn finish(mut self) {
+        if !self.cur.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut self.cur));
+        }
+    }
+}
+
+/// Copies the data of the batches arriving on `rx` to `dev` with `threads` workers,
+/// until the sender is gone; returns the bytes of file data copied. When every file is
+/// in memory the work is memory copies and writes to one image file (which the kernel
+/// serialises on the file's lock): one worker per CPU.
+pub fn copy(
+    dev: &dyn Device,
+    tree: &Tree,
+    rx: Receiver<Vec<CopyJob>>,
+    threads: usize,
+) -> Result<u64> {
+    let threads = if tree.all_held() {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        threads.min(cpus)
+    } else {
+        threads
+    };
+    let rx = Mutex::new(rx);
+    let first_err: Mutex<Option<Error>> = Mutex::new(None);
+    let copied = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut w = CopyWorker {
+                    tree,
+                    out: Gather {
+                        dev,
+                        buf: Vec::with_capacity(BUF),
+                        dst: 0,
+                        unkicked: 0,
+                        lo: 0,
+                        hi: 0,
+                    },
+                    dir: None,
+                    copied: 0,
+                };
+                let mut run = || -> Result<()> {
+                    loop {
+                        let batch = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => {
+                                return Err(Error::Io(std::io::Error::other(
+                                    "copy: a worker panicked",
+                                )))
+                            }
+                        };
+                        let failed = first_err.lock().map(|e| e.is_some()).unwrap_or(true);
+                        let Ok(batch) = batch else {
+                            return w.out.flush().map_err(Error::Io);
+                        };
+                        if failed {
+                            return Ok(());
+                        }
+                        for job in &batch {
+                            w.job(job)?;
+                        }
+                    }
+                };
+                let r = run();
+                copied.fetch_add(w.copied, Ordering::Relaxed);
+                if let Err(e) = r {
+                    if let Ok(mut g) = first_err.lock() {
+                        g.get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_err.into_inner().unwrap_or(None) {
+        return Err(e);
+    }
+    Ok(copied.load(Ordering::Relaxed))
+}

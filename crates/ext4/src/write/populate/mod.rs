@@ -1,0 +1,363 @@
+//! Filling a new file system from a directory tree (mkfs.ext4 -d), in three phases:
+//!
+//! 1. [scan]: walk the source once, in parallel, relative to open directories
+//!    ([source]): attributes, xattrs, symlink targets, and which blocks of each regular
+//!    file hold data that is not all zeros (all-zero blocks become holes, as with
+//!    mke2fs -d; sparse sources are read by SEEK_DATA ranges). Small files' bytes are
+//!    kept in memory up to a budget. A tree that cannot fit is refused up front (ENOSPC);
+//!    placement and copy then run at the same time:
+//! 2. place: depth first, give every entry its inode (flex_bg/Orlov placement) and every
+//!    file its blocks in one go, knowing its size (delayed allocation), build directories
+//!    (htree when large), symlinks, device nodes and xattrs — all in memory except
+//!    directory and tree blocks;
+//! 3. [copy]: file data goes to the image from memory (kept files) or from the source
+//!    (the others), by parallel workers, in physical order as placement hands it over,
+//!    contiguous pieces coalesced into large writes, write-back started as it goes.
+
+mod chunk;
+mod copy;
+mod scan;
+mod shared_dev;
+mod source;
+
+use super::dir::DirEntryIn;
+use super::format::lost_found_entry;
+use super::writer::{no_space, Writer};
+use crate::alloc::{plan_extents, InodeKind};
+use crate::format::features::ro_compat;
+use crate::format::inode::ROOT_INO;
+use copy::{pieces, Batcher, CopyJob};
+use scan::{Kind, Node, Tree};
+use std::collections::HashMap;
+use std::path::Path;
+use usfs_fs::{Error, Result};
+
+/// How to populate.
+#[derive(Clone, Debug, Default)]
+pub struct PopulateOptions {
+    /// Make every file owned by root (uid and gid 0).
+    pub all_root: bool,
+    /// Worker threads scanning the source and copying data (0: sixteen per CPU, 16..=64).
+    pub threads: usize,
+    /// Memory for keeping small files' bytes between scan and copy (0: an eighth of
+    /// the machine's memory, 64 MiB to 2 GiB). Files that do not fit are read twice.
+    pub hold_bytes: u64,
+}
+
+/// What populate did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PopulateReport {
+    /// Regular files (inodes).
+    pub files: u64,
+    /// Directories (besides the root).
+    pub dirs: u64,
+    /// Symbolic links.
+    pub symlinks: u64,
+    /// Device nodes, fifos and sockets.
+    pub specials: u64,
+    /// Extra hard links (entries pointing at an inode already made).
+    pub hardlinks: u64,
+    /// Bytes of file data copied.
+    pub bytes: u64,
+    /// Extents of regular files.
+    pub extents: u64,
+    /// Xattr blocks shared by more than one inode.
+    pub xattr_blocks: u64,
+    /// Wall time of each phase: scan, place (with the copy running alongside), and the
+    /// copy's remainder after placement ended (milliseconds).
+    pub phase_ms: [u64; 3],
+}
+
+impl std::fmt::Display for PopulateReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} files, {} directories, {} symlinks, {} special files, {} extra hard links, {} bytes in {} extents, {} shared xattr blocks",
+            self.files,
+            self.dirs,
+            self.symlinks,
+            self.specials,
+            self.hardlinks,
+            self.bytes,
+            self.extents,
+            self.xattr_blocks
+        )
+    }
+}
+
+/// An upper bound of the blocks and the number of inodes the tree needs.
+fn estimate(nodes: &[Node], bs: u64) -> (u64, u64) {
+    let mut blocks = 0u64;
+    let mut inodes = 0u64;
+    let mut seen = std::collections::HashSet::new();
+    let per_leaf = (bs - 12) / 12;
+    for n in nodes {
+        if !matches!(n.kind, Kind::Dir(_))
+            && n.meta.nlink > 1
+            && !seen.insert((n.meta.dev, n.meta.ino))
+        {
+            continue;
+        }
+        inodes += 1;
+        if !n.xattrs.is_empty() {
+            blocks += 1;
+        }
+        blocks += match &n.kind {
+            Kind::Dir(kids) => {
+                let bytes: u64 = kids
+                    .iter()
+                    .map(|&k| ((8 + nodes[k].name.len() + 3) & !3) as u64)
+                    .sum();
+                let leaves = (bytes + 24).div_ceil(bs - 12) + 1;
+                leaves + leaves.div_ceil(bs / 8) + 1
+            }
+            Kind::File(f) => {
+                let b: u64 = f.blocks.iter().map(|x| x.1).sum();
+                let extents = f.blocks.len() as u64 + b / 32768;
+                b + if extents > 4 {
+                    extents.div_ceil(per_leaf) + 1
+                } else {
+                    0
+                }
+            }
+            Kind::Symlink(t) => u64::from(t.len() >= 60),
+            Kind::Special => 0,
+        };
+    }
+    (blocks, inodes)
+}
+
+/// Workers for scanning and copying: on a source that is not in the page cache they
+/// wait on its disk far more than they compute (each small file is a synchronous read),
+/// so sixteen per CPU (16..=64) keep enough reads in flight.
+fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cpus * 16).clamp(16, 64)
+}
+
+/// Default memory for kept files: an eighth of physical memory, 64 MiB to 2 GiB.
+fn default_hold_bytes() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let total = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    (total / 8).clamp(64 << 20, 2 << 30)
+}
+
+/// Fills the file system of `w` (freshly formatted) with the tree at `src`. The root
+/// directory takes the source root's attributes (its owner from -E root_owner when
+/// given); lost+found is kept.
+pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
+    let t0 = std::time::Instant::now();
+    let threads = if opts.threads == 0 {
+        default_threads()
+    } else {
+        opts.threads
+    };
+    let hold = if opts.hold_bytes == 0 {
+        default_hold_bytes()
+    } else {
+        opts.hold_bytes
+    };
+    let tree = scan::scan(src, w.block_size(), threads, hold)?;
+    let t_scan = t0.elapsed();
+    let bs = w.block_size() as u64;
+    let (need_blocks, need_inodes) = estimate(&tree.nodes, bs);
+    if need_inodes > w.inodes.free_inodes() + 1 {
+        return Err(no_space(
+            "the source tree",
+            format!(
+                "needs {} inodes, the file system has {} free (use -N or -i)",
+                need_inodes - 1,
+                w.inodes.free_inodes()
+            ),
+        ));
+    }
+    if need_blocks > w.blocks.free_blocks() {
+        return Err(no_space(
+            "the source tree",
+            format!(
+                "needs up to {need_blocks} blocks of {bs} bytes, the file system has {} free",
+                w.blocks.free_blocks()
+            ),
+        ));
+    }
+    let mut report = PopulateReport::default();
+    // Placement and copying overlap: batches of placed files go to the copy workers
+    // while the rest is placed (the device is shared between them meanwhile).
+    let dev = shared_dev::share(&mut w.dev);
+    let (tx, rx) = std::sync::mpsc::sync_channel(256);
+    let tree = &tree;
+    let (placed, copied, t_place) = std::thread::scope(|s| {
+        let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, threads));
+        let mut batcher = Batcher::new(tx);
+        let placed = place(w, tree, opts, &mut report, &mut batcher);
+        batcher.finish();
+        let t_place = t0.elapsed();
+        let copied = copier
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("copy: a worker panicked"))));
+        (placed, copied, t_place)
+    });
+    // A copy error explains a placement that stopped because the copy did.
+    let bytes = copied?;
+    placed?;
+    report.bytes = bytes;
+    let t_copy = t0.elapsed();
+    report.phase_ms = [
+        t_scan.as_millis() as u64,
+        (t_place - t_scan).as_millis() as u64,
+        (t_copy - t_place).as_millis() as u64,
+    ];
+    report.xattr_blocks = w.xattr_blocks_shared();
+    Ok(report)
+}
+
+fn set_attrs(w: &mut Writer, ino: u32, n: &Node, all_root: bool) {
+    let isz = w.geo.inode_size as usize;
+    let now = w.now;
+    let mut i = w.inode_mut(ino);
+    i.set_i_mode(n.meta.mode as u16);
+    if !all_root {
+        i.set_uid(n.meta.uid);
+        i.set_gid(n.meta.gid);
+    }
+    i.set_times(n.meta.atime, n.meta.mtime, n.meta.ctime, now, isz);
+}
+
+fn file_type_code(k: &Kind, mode: u32) -> u8 {
+    match k {
+        Kind::Dir(_) => 2,
+        Kind::File(_) => 1,
+        Kind::Symlink(_) => 7,
+        Kind::Special => match mode & libc::S_IFMT {
+            libc::S_IFCHR => 3,
+            libc::S_IFBLK => 4,
+            libc::S_IFIFO => 5,
+            _ => 6,
+        },
+    }
+}
+
+/// Phase 2.
+fn place(
+    w: &mut Writer,
+    tree: &Tree,
+    opts: &PopulateOptions,
+    report: &mut PopulateReport,
+    jobs: &mut Batcher,
+) -> Result<()> {
+    let nodes = &tree.nodes;
+    let dir_nlink = w.geo.features.has_ro_compat(ro_compat::DIR_NLINK);
+    let mut links: HashMap<(u64, u64), u32> = HashMap::new();
+    // The root takes the source root's attributes.
+    set_attrs(w, ROOT_INO, &nodes[0], opts.all_root);
+    if let Some((uid, gid)) = w.root_owner {
+        let mut r = w.inode_mut(ROOT_INO);
+        r.set_uid(uid);
+        r.set_gid(gid);
+    }
+    w.set_xattrs(ROOT_INO, &nodes[0].xattrs)?;
+    let mut stack: Vec<(usize, u32, u32)> = vec![(0, ROOT_INO, ROOT_INO)];
+    while let Some((d, dino, parent)) = stack.pop() {
+        let Kind::Dir(kids) = &nodes[d].kind else {
+            unreachable!("only directories are stacked")
+        };
+        let mut entries = Vec::with_capacity(kids.len() + 1);
+        let mut subdirs = 0u64;
+        if dino == ROOT_INO {
+            entries.push(lost_found_entry());
+            subdirs += 1;
+        }
+        let mut later = Vec::new();
+        for &k in kids {
+            let n = &nodes[k];
+            let ft = file_type_code(&n.kind, n.meta.mode);
+            let key = (n.meta.dev, n.meta.ino);
+            if ft != 2 && n.meta.nlink > 1 {
+                if let Some(&ino) = links.get(&key) {
+                    let mut i = w.inode_mut(ino);
+                    i.set_i_links_count(i.i_links_count().saturating_add(1));
+                    entries.push(DirEntryIn {
+                        name: n.name.clone(),
+                        ino,
+                        file_type: ft,
+                    });
+                    report.hardlinks += 1;
+                    continue;
+                }
+            }
+            let kind = match (&n.kind, dino == ROOT_INO) {
+                (Kind::Dir(_), true) => InodeKind::TopDir,
+                (Kind::Dir(_), false) => InodeKind::Dir,
+                _ => InodeKind::File,
+            };
+            let ino = w.new_inode(kind, dino)?;
+            set_attrs(w, ino, n, opts.all_root);
+            w.inode_mut(ino).set_i_links_count(1);
+            match &n.kind {
+                Kind::Dir(_) => {
+                    subdirs += 1;
+                    report.dirs += 1;
+                    later.push((k, ino));
+                }
+                Kind::File(data) => {
+                    report.files += 1;
+                    let goal = w.data_goal(ino, false);
+                    let maps = plan_extents(&mut w.blocks, ino, goal, &data.blocks)
+                        .map_err(|e| no_space(&tree.path(k).display().to_string(), e))?;
+                    w.set_extents(ino, &maps)?;
+                    w.inode_mut(ino).set_size(n.meta.size);
+                    report.extents += maps.len() as u64;
+                    if !maps.is_empty() {
+                        let job = CopyJob {
+                            node: k,
+                            pieces: pieces(&maps, w.block_size() as u64, n.meta.size),
+                        };
+                        if !jobs.push(job) {
+                            return Err(Error::Io(std::io::Error::other("the copy stopped")));
+                        }
+                    }
+                }
+                Kind::Symlink(t) => {
+                    report.symlinks += 1;
+                    w.write_symlink(ino, t).map_err(|e| {
+                        Error::Incompatible(format!("{}: {e}", tree.path(k).display()))
+                    })?;
+                }
+                Kind::Special => {
+                    report.specials += 1;
+                    let t = n.meta.mode & libc::S_IFMT;
+                    if t == libc::S_IFCHR || t == libc::S_IFBLK {
+                        w.set_device(ino, libc::major(n.meta.rdev), libc::minor(n.meta.rdev));
+                    }
+                }
+            }
+            w.set_xattrs(ino, &n.xattrs)?;
+            if ft != 2 && n.meta.nlink > 1 {
+                links.insert(key, ino);
+            }
+            entries.push(DirEntryIn {
+                name: n.name.clone(),
+                ino,
+                file_type: ft,
+            });
+        }
+        w.write_dir(dino, parent, &entries, 1, true)?;
+        let nl = 2 + subdirs;
+        let nl = if nl >= 65000 && dir_nlink {
+            1
+        } else {
+            nl.min(65000)
+        };
+        w.inode_mut(dino).set_i_links_count(nl as u16);
+        for (k, ino) in later.into_iter().rev() {
+            stack.push((k, ino, dino));
+        }
+    }
+    Ok(())
+}

@@ -1,8 +1,9 @@
 //! The descriptor table's per-thread lookup cache never answers with a description a
 //! descriptor no longer names: after close, dup2 onto it, close_range, and across tables.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use usfs_vfs::{FdTable, OpenFile, PathTable, VPath};
 
@@ -12,20 +13,7 @@ fn image(dir: &Path) -> Option<std::path::PathBuf> {
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("a"), "aaaa").unwrap();
     std::fs::write(src.join("b"), "bb").unwrap();
-    let img = dir.join("img");
-    let ok = Command::new("mke2fs")
-        .args(["-q", "-F", "-t", "ext4", "-d"])
-        .arg(&src)
-        .arg(&img)
-        .arg("8M")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIP: mke2fs not available");
-        return None;
-    }
-    Some(img)
+    common::mke2fs_image(&src, dir)
 }
 
 #[test]

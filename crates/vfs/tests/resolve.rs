@@ -2,8 +2,9 @@
 //! `.` and `..`, symbolic links that try to leave the image, loops, trailing slashes, and
 //! walks that start inside the image.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use usfs_vfs::resolve::{resolve, Start};
 use usfs_vfs::{Mount, MountSpec, MountTable, Resolved};
@@ -19,20 +20,7 @@ fn image(dir: &Path) -> Option<std::path::PathBuf> {
     link("up/a/b/f", "via-up");
     link("loop", "loop");
     link("b/f", "a/rel");
-    let img = dir.join("img");
-    let ok = Command::new("mke2fs")
-        .args(["-q", "-F", "-t", "ext4", "-d"])
-        .arg(&src)
-        .arg(&img)
-        .arg("8M")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIP: mke2fs not available");
-        return None;
-    }
-    Some(img)
+    common::mke2fs_image(&src, dir)
 }
 
 fn names(r: &Resolved) -> String {

@@ -163,7 +163,11 @@ impl Erofs {
         let bs = self.bs();
         let blk = off >> self.blkbits;
         let start = blk << self.blkbits;
-        if len == 0 || (off + len - 1) >> self.blkbits != blk || start + bs > self.image_len {
+        // Anything that is not a non-empty range inside one whole block of the image (an
+        // overflowing range included) goes the uncached way, which reports it.
+        let last = off.checked_add(len).and_then(|e| e.checked_sub(1));
+        let one_block = last.is_some_and(|l| l >> self.blkbits == blk);
+        if len == 0 || !one_block || start.saturating_add(bs) > self.image_len {
             return self.meta(off, len);
         }
         let block = match self.mcache.get(blk) {

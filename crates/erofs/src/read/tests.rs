@@ -90,3 +90,21 @@ fn strided_reads_read_pclusters_and_few_metadata_blocks() {
         read - need
     );
 }
+
+/// Metadata reads at the far end of the address space (a nid from a corrupt directory
+/// entry) are a Corrupt error, not an overflow (found by the erofs_image fuzz target).
+#[test]
+fn metadata_ranges_past_the_address_space_are_corrupt() {
+    let img = image_of("overflow", b"x");
+    let fs = Erofs::open(Box::new(MemDevice::new(img, false))).unwrap();
+    for off in [u64::MAX, u64::MAX - 1, u64::MAX - 31] {
+        assert!(matches!(
+            fs.meta_cached(off, 2),
+            Err(usfs_fs::Error::Corrupt(_))
+        ));
+    }
+    assert!(matches!(
+        fs.inode(u64::MAX / 32),
+        Err(usfs_fs::Error::Corrupt(_))
+    ));
+}

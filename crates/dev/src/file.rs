@@ -1,10 +1,13 @@
 //! Images accessed with pread/pwrite.
 
-use crate::{check_range, Device, IoStats};
+use crate::{check_range, Device, IoStats, ALIGN};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// An image file (or block device) read and written with positional system calls.
 #[derive(Debug)]
@@ -13,6 +16,12 @@ pub struct FileDevice {
     len: u64,
     writable: bool,
     stats: IoStats,
+    /// A second descriptor on the same file opened with O_DIRECT, made on the first
+    /// [`Device::write_direct`]; `None` when the file cannot be opened so.
+    direct: OnceLock<Option<File>>,
+    /// Cleared when a direct write was refused (EINVAL: an alignment the file's file
+    /// system does not take): later direct writes go through the page cache.
+    direct_ok: AtomicBool,
 }
 
 impl FileDevice {
@@ -30,6 +39,8 @@ impl FileDevice {
             len,
             writable,
             stats: IoStats::default(),
+            direct: OnceLock::new(),
+            direct_ok: AtomicBool::new(true),
         })
     }
 }
@@ -80,7 +91,6 @@ impl Device for FileDevice {
     }
 
     fn will_need(&self, offset: u64, len: u64) {
-        use std::os::fd::AsRawFd;
         let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
             return;
         };
@@ -92,7 +102,6 @@ impl Device for FileDevice {
     }
 
     fn start_writeback(&self, offset: u64, len: u64) {
-        use std::os::fd::AsRawFd;
         let (Ok(off), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
             return;
         };
@@ -107,4 +116,43 @@ impl Device for FileDevice {
     fn stats(&self) -> &IoStats {
         &self.stats
     }
+
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let aligned = (buf.as_ptr() as usize | buf.len()).is_multiple_of(ALIGN)
+            && offset.is_multiple_of(ALIGN as u64);
+        let direct = if aligned && self.writable && self.direct_ok.load(Ordering::Relaxed) {
+            self.direct
+                .get_or_init(|| reopen_direct(&self.file))
+                .as_ref()
+        } else {
+            None
+        };
+        let Some(direct) = direct else {
+            return self.write_at(buf, offset);
+        };
+        check_range(offset, buf.len(), self.len)?;
+        match direct.write_all_at(buf, offset) {
+            Ok(()) => {
+                self.stats.record_write(buf.len());
+                Ok(())
+            }
+            // Refused before anything was written (alignment): the page cache takes it.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                self.direct_ok.store(false, Ordering::Relaxed);
+                self.write_at(buf, offset)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A new descriptor on the file behind `file`, opened for writing with O_DIRECT through
+/// /proc/self/fd; `None` when that is impossible (no /proc, or a file system without
+/// direct I/O).
+fn reopen_direct(file: &File) -> Option<File> {
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .ok()
 }

@@ -7,11 +7,13 @@
 //! Every device counts the bytes and requests it serves ([`IoStats`]), which is how usfs
 //! measures I/O amplification.
 
+mod aligned;
 mod file;
 mod mem;
 mod mmap;
 mod stats;
 
+pub use aligned::{AlignedBuf, ALIGN};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use mmap::MmapDevice;
@@ -62,6 +64,16 @@ pub trait Device: Send + Sync {
     /// system may start writing them back now, so a later [`Device::flush`] waits less.
     /// Never waits for the disk and never fails; devices without write-back ignore it.
     fn start_writeback(&self, _offset: u64, _len: u64) {}
+
+    /// Writes all of `buf` at byte `offset` past the operating system's cache (O_DIRECT)
+    /// when the device can and `buf`'s address, `offset` and length are multiples of
+    /// [`ALIGN`]; otherwise exactly [`Device::write_at`]. For bulk data nobody reads back
+    /// soon: it saves the copy into the page cache and the write-back after it.
+    /// [`Device::flush`] still makes it durable. Callers must not write the same pages
+    /// through `write_at` at the same time.
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)
+    }
 }
 
 /// How to open an image.

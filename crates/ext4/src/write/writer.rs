@@ -38,7 +38,14 @@ pub struct Writer {
     pub(crate) root_written: bool,
     /// An owner for the root directory that overrides the source's (-E root_owner).
     pub root_owner: Option<(u32, u32)>,
+    /// While `Some`, [`Writer::write_blocks`] collects `(byte offset, bytes)` here instead
+    /// of writing, so populate can send them along with file data in image order (see
+    /// [`Writer::defer_writes`]).
+    deferred: std::sync::Mutex<Option<Vec<BlockWrite>>>,
 }
+
+/// A block write kept by [`Writer::defer_writes`]: image byte offset and bytes.
+pub type BlockWrite = (u64, Vec<u8>);
 
 /// The no-space error every write path returns: errno ENOSPC with a message.
 pub fn no_space(what: &str, e: impl std::fmt::Display) -> Error {
@@ -79,6 +86,7 @@ impl Writer {
             now,
             root_written: false,
             root_owner: None,
+            deferred: std::sync::Mutex::new(None),
         }
     }
 
@@ -219,11 +227,48 @@ impl Writer {
         self.geo.group_first_block(g / gpf * gpf)
     }
 
-    /// Writes `data` at block `block`.
+    /// Writes `data` at block `block` (or keeps it for [`Writer::take_deferred`]).
     pub fn write_blocks(&self, block: u64, data: &[u8]) -> Result<()> {
-        self.dev
-            .write_at(data, block << self.geo.block_size_log)
-            .map_err(Error::Io)
+        let at = block << self.geo.block_size_log;
+        if let Ok(mut g) = self.deferred.lock() {
+            if let Some(d) = g.as_mut() {
+                d.push((at, data.to_vec()));
+                return Ok(());
+            }
+        }
+        self.dev.write_at(data, at).map_err(Error::Io)
+    }
+
+    /// From now on block writes are kept rather than written: the caller takes them
+    /// with [`Writer::take_deferred`] and writes them itself (populate merges them with
+    /// the file data around them into large writes). The writer never reads back what
+    /// it wrote, so keeping them changes nothing it sees; [`Writer::finish`] writes
+    /// whatever is still kept.
+    pub fn defer_writes(&mut self) {
+        if let Ok(mut g) = self.deferred.lock() {
+            g.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// The block writes kept since the last call, as `(byte offset, bytes)` in the order
+    /// they were made.
+    pub fn take_deferred(&mut self) -> Vec<BlockWrite> {
+        match self.deferred.get_mut() {
+            Ok(Some(d)) => std::mem::take(d),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Writes the kept block writes and stops keeping them.
+    pub fn stop_deferring(&mut self) -> Result<()> {
+        let kept = match self.deferred.get_mut() {
+            Ok(d) => d.take().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        for (at, data) in kept {
+            self.dev.write_at(&data, at).map_err(Error::Io)?;
+        }
+        Ok(())
     }
 
     /// Writes all metadata: preallocations are released, inode checksums computed,
@@ -234,6 +279,7 @@ impl Writer {
             let lf = super::format::lost_found_entry();
             self.write_dir(ROOT_INO, ROOT_INO, &[lf], 1, false)?;
         }
+        self.stop_deferring()?;
         self.blocks.release_all();
         self.write_xattr_blocks()?;
         self.write_inode_tables()?;

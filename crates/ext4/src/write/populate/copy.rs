@@ -11,7 +11,7 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
-use usfs_dev::Device;
+use usfs_dev::{AlignedBuf, Device};
 use usfs_fs::{Error, Result};
 
 /// Largest write to the image.
@@ -30,15 +30,22 @@ pub struct Piece {
     data: u64,
 }
 
-/// The data of one file.
-pub struct CopyJob {
-    pub node: usize,
-    pub pieces: Vec<Piece>,
+/// One thing to write to the image.
+pub enum CopyJob {
+    /// The data of the file of tree node `node`.
+    File { node: usize, pieces: Vec<Piece> },
+    /// Blocks the writer made while placing (directory, extent-tree and symlink blocks):
+    /// `data` goes to image byte `dst`. They travel with the file data so the pieces
+    /// around them join into one write.
+    Meta { dst: u64, data: Vec<u8> },
 }
 
 impl CopyJob {
     fn bytes(&self) -> u64 {
-        self.pieces.iter().map(|p| p.len).sum()
+        match self {
+            CopyJob::File { pieces, .. } => pieces.iter().map(|p| p.len).sum(),
+            CopyJob::Meta { data, .. } => data.len() as u64,
+        }
     }
 }
 
@@ -67,7 +74,7 @@ const KICK_BYTES: u64 = 32 << 20;
 /// works during the copy rather than all in the final flush.
 struct Gather<'a> {
     dev: &'a dyn Device,
-    buf: Vec<u8>,
+    buf: AlignedBuf,
     dst: u64,
     /// Bytes written since the last hint, and the image range they lie in.
     unkicked: u64,
@@ -87,9 +94,7 @@ impl Gather<'_> {
         if self.buf.is_empty() {
             self.dst = dst;
         }
-        let at = self.buf.len();
-        self.buf.resize(at + n, 0);
-        Ok(&mut self.buf[at..])
+        Ok(self.buf.extend_zeroed(n))
     }
 
     /// Appends `data` then `pad` zero bytes for image byte `dst` onwards (`data.len() +
@@ -105,14 +110,16 @@ impl Gather<'_> {
             self.dst = dst;
         }
         self.buf.extend_from_slice(data);
-        self.buf.resize(self.buf.len() + pad, 0);
+        self.buf.extend_zeroed(pad);
         Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
             let end = self.dst + self.buf.len() as u64;
-            self.dev.write_at(&self.buf, self.dst)?;
+            // Past the page cache when aligned: nothing reads file data back, and the
+            // copy into the cache plus its write-back cost more CPU than the file reads.
+            self.dev.write_direct(self.buf.as_slice(), self.dst)?;
             if self.unkicked == 0 {
                 (self.lo, self.hi) = (self.dst, end);
             }
@@ -138,7 +145,17 @@ struct CopyWorker<'a> {
 
 impl CopyWorker<'_> {
     fn job(&mut self, job: &CopyJob) -> Result<()> {
-        let n = &self.tree.nodes[job.node];
+        let (node, pieces) = match job {
+            CopyJob::File { node, pieces } => (*node, pieces),
+            CopyJob::Meta { dst, data } => {
+                for (i, part) in data.chunks(BUF).enumerate() {
+                    let at = dst + (i * BUF) as u64;
+                    self.out.append(at, part, 0).map_err(Error::Io)?;
+                }
+                return Ok(());
+            }
+        };
+        let n = &self.tree.nodes[node];
         let size = n.meta.size;
         let held = match &n.kind {
             super::scan::Kind::File(d) => d.held,
@@ -146,7 +163,7 @@ impl CopyWorker<'_> {
         };
         if let Some(h) = held {
             let bytes = self.tree.held(h, size);
-            for p in &job.pieces {
+            for p in pieces {
                 let mut done = 0u64;
                 while done < p.len {
                     let k = (p.len - done).min(BUF as u64) as usize;
@@ -173,8 +190,8 @@ impl CopyWorker<'_> {
         let name = CString::new(n.name.clone()).map_err(|_| Error::Invalid)?;
         let f = dir
             .open_file(&name)
-            .map_err(|e| io_err(&self.tree.path(job.node), e))?;
-        for p in &job.pieces {
+            .map_err(|e| io_err(&self.tree.path(node), e))?;
+        for p in pieces {
             let mut done = 0u64;
             while done < p.len {
                 let k = (p.len - done).min(BUF as u64) as usize;
@@ -183,7 +200,7 @@ impl CopyWorker<'_> {
                 // a file that shrank since the scan) the buffer stays zero.
                 let want = (p.data.saturating_sub(done) as usize).min(k);
                 let got = source::read_full(&f, &mut buf[..want], p.src_off + done)
-                    .map_err(|e| io_err(&self.tree.path(job.node), e))?;
+                    .map_err(|e| io_err(&self.tree.path(node), e))?;
                 self.copied += got as u64;
                 done += k as u64;
             }
@@ -254,7 +271,7 @@ pub fn copy(
                     tree,
                     out: Gather {
                         dev,
-                        buf: Vec::with_capacity(BUF),
+                        buf: AlignedBuf::with_capacity(BUF),
                         dst: 0,
                         unkicked: 0,
                         lo: 0,

@@ -195,7 +195,9 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     let (placed, copied, t_place) = std::thread::scope(|s| {
         let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, threads));
         let mut batcher = Batcher::new(tx);
+        w.defer_writes();
         let placed = place(w, tree, opts, &mut report, &mut batcher);
+        let placed = placed.and_then(|()| send_deferred(w, &mut batcher));
         batcher.finish();
         let t_place = t0.elapsed();
         let copied = copier
@@ -206,6 +208,7 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     // A copy error explains a placement that stopped because the copy did.
     let bytes = copied?;
     placed?;
+    w.stop_deferring()?;
     report.bytes = bytes;
     let t_copy = t0.elapsed();
     report.phase_ms = [
@@ -215,6 +218,16 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     ];
     report.xattr_blocks = w.xattr_blocks_shared();
     Ok(report)
+}
+
+/// Sends the blocks the writer made since the last call to the copy workers.
+fn send_deferred(w: &mut Writer, jobs: &mut Batcher) -> Result<()> {
+    for (dst, data) in w.take_deferred() {
+        if !jobs.push(CopyJob::Meta { dst, data }) {
+            return Err(Error::Io(std::io::Error::other("the copy stopped")));
+        }
+    }
+    Ok(())
 }
 
 fn set_attrs(w: &mut Writer, ino: u32, n: &Node, all_root: bool) {
@@ -314,7 +327,7 @@ fn place(
                     w.inode_mut(ino).set_size(n.meta.size);
                     report.extents += maps.len() as u64;
                     if !maps.is_empty() {
-                        let job = CopyJob {
+                        let job = CopyJob::File {
                             node: k,
                             pieces: pieces(&maps, w.block_size() as u64, n.meta.size),
                         };
@@ -338,6 +351,7 @@ fn place(
                 }
             }
             w.set_xattrs(ino, &n.xattrs)?;
+            send_deferred(w, jobs)?;
             if ft != 2 && n.meta.nlink > 1 {
                 links.insert(key, ino);
             }
@@ -348,6 +362,7 @@ fn place(
             });
         }
         w.write_dir(dino, parent, &entries, 1, true)?;
+        send_deferred(w, jobs)?;
         let nl = 2 + subdirs;
         let nl = if nl >= 65000 && dir_nlink {
             1

@@ -41,6 +41,10 @@ impl Device for SharedDevice {
     fn start_writeback(&self, offset: u64, len: u64) {
         self.0.start_writeback(offset, len)
     }
+
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_direct(buf, offset)
+    }
 }
 
 /// Makes `dev` shareable: returns the shared device, and leaves in `dev` a handle on it.

@@ -231,8 +231,11 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
         if let Some(r) = report {
             println!("populated: {r}");
             println!(
-                "phases: scan {} ms, place {} ms, copy {} ms",
-                r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]
+                "stages (running at once) ended at: scan {} ms, placement {} ms, copy {} ms; {} MiB of memory kept small files",
+                r.phase_ms[0],
+                r.phase_ms[1],
+                r.phase_ms[2],
+                r.hold_bytes >> 20
             );
             println!(
                 "allocator: {} requests, {} at goal, {} from locality-group preallocation, {} partial",

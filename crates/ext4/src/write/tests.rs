@@ -208,6 +208,7 @@ fn kept_and_reread_files_give_the_same_image() {
         rk,
         PopulateReport {
             phase_ms: rk.phase_ms,
+            hold_bytes: rk.hold_bytes,
             ..rr.clone()
         }
     );

@@ -1,12 +1,14 @@
-//! Memory for the bytes of kept files: anonymous mappings of [`CHUNK_BYTES`] asked to be
-//! backed by transparent huge pages, so filling them costs a page fault per 2 MiB rather
-//! than per 4 KiB (and no zeroing pass: fresh pages are zero).
+//! Memory for the bytes of kept files: anonymous mappings of [`CHUNK_BYTES`]. First touch
+//! is the expensive part (the kernel zeroes the pages, and on a virtual machine the host
+//! backs them then), which is why [`super::hold`] recycles chunks instead of mapping new
+//! ones.
 
 use std::io;
 use std::ptr::NonNull;
 
-/// Size of one chunk (a multiple of the 2 MiB huge page).
-pub const CHUNK_BYTES: usize = 4 << 20;
+/// Size of one chunk: small enough that the partly filled chunks of all scan workers
+/// are a small part of the memory budget.
+pub const CHUNK_BYTES: usize = 256 << 10;
 
 /// One anonymous private mapping of [`CHUNK_BYTES`], zero-filled, owned.
 pub struct Chunk {
@@ -37,22 +39,35 @@ impl Chunk {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: p is the mapping just made, CHUNK_BYTES long; the advice is only a
-        // hint (refused where huge pages are off, which is harmless).
-        unsafe { libc::madvise(p, CHUNK_BYTES, libc::MADV_HUGEPAGE) };
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
         Ok(Chunk { ptr })
     }
 
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the mapping is CHUNK_BYTES long, readable, zero-initialised by the
-        // kernel and lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), CHUNK_BYTES) }
+    /// Bytes `off..off + len` (panics past the chunk). The caller must not read a range
+    /// another thread is writing through [`Chunk::range_mut`].
+    pub fn range(&self, off: usize, len: usize) -> &[u8] {
+        assert!(
+            off <= CHUNK_BYTES && len <= CHUNK_BYTES - off,
+            "chunk range"
+        );
+        // SAFETY: in bounds of the mapping, which lives as long as self and is
+        // initialised (zero-filled by the kernel, then written through range_mut).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in as_slice, and &mut self makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), CHUNK_BYTES) }
+    /// Bytes `off..off + len`, writable through a shared chunk (panics past the chunk).
+    ///
+    /// # Safety
+    /// Nobody else may read or write that range while the slice lives: the chunk's
+    /// users hand ranges out exclusively ([`super::hold`]).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn range_mut(&self, off: usize, len: usize) -> &mut [u8] {
+        assert!(
+            off <= CHUNK_BYTES && len <= CHUNK_BYTES - off,
+            "chunk range"
+        );
+        // SAFETY: in bounds; exclusivity is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), len) }
     }
 }
 
@@ -70,9 +85,10 @@ mod tests {
 
     #[test]
     fn chunks_are_zeroed_and_writable() {
-        let mut c = Chunk::new().unwrap();
-        assert!(c.as_slice().iter().all(|&b| b == 0));
-        c.as_mut_slice()[CHUNK_BYTES - 1] = 7;
-        assert_eq!(c.as_slice()[CHUNK_BYTES - 1], 7);
+        let c = Chunk::new().unwrap();
+        assert!(c.range(0, CHUNK_BYTES).iter().all(|&b| b == 0));
+        // SAFETY: nothing else uses the chunk.
+        unsafe { c.range_mut(CHUNK_BYTES - 1, 1)[0] = 7 };
+        assert_eq!(c.range(CHUNK_BYTES - 1, 1), [7]);
     }
 }

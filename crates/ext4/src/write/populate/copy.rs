@@ -155,14 +155,14 @@ impl CopyWorker<'_> {
                 return Ok(());
             }
         };
-        let n = &self.tree.nodes[node];
+        let n = self.tree.node(node);
         let size = n.meta.size;
         let held = match &n.kind {
             super::scan::Kind::File(d) => d.held,
             _ => None,
         };
         if let Some(h) = held {
-            let bytes = self.tree.held(h, size);
+            let bytes = self.tree.hold.bytes(h, size);
             for p in pieces {
                 let mut done = 0u64;
                 while done < p.len {
@@ -176,6 +176,8 @@ impl CopyWorker<'_> {
                     done += k as u64;
                 }
             }
+            // Its bytes are in the write buffer now: the chunk may be reused.
+            self.tree.hold.release(h);
             return Ok(());
         }
         let parent = n.parent;
@@ -246,21 +248,14 @@ impl Batcher {
 }
 
 /// Copies the data of the batches arriving on `rx` to `dev` with `threads` workers,
-/// until the sender is gone; returns the bytes of file data copied. When every file is
-/// in memory the work is memory copies and writes to one image file (which the kernel
-/// serialises on the file's lock): one worker per CPU.
+/// until the sender is gone; returns the bytes of file data copied. Kept files are
+/// copied from memory (and released), the others read again from the source.
 pub fn copy(
     dev: &dyn Device,
     tree: &Tree,
     rx: Receiver<Vec<CopyJob>>,
     threads: usize,
 ) -> Result<u64> {
-    let threads = if tree.all_held() {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        threads.min(cpus)
-    } else {
-        threads
-    };
     let rx = Mutex::new(rx);
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
     let copied = AtomicU64::new(0);

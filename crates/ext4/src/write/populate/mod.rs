@@ -1,21 +1,26 @@
-//! Filling a new file system from a directory tree (mkfs.ext4 -d), in three phases:
+//! Filling a new file system from a directory tree (mkfs.ext4 -d): three stages that run
+//! at the same time, each taking what the one before has finished.
 //!
 //! 1. [scan]: walk the source once, in parallel, relative to open directories
 //!    ([source]): attributes, xattrs, symlink targets, and which blocks of each regular
 //!    file hold data that is not all zeros (all-zero blocks become holes, as with
 //!    mke2fs -d; sparse sources are read by SEEK_DATA ranges). Small files' bytes are
-//!    kept in memory up to a budget. A tree that cannot fit is refused up front (ENOSPC);
-//!    placement and copy then run at the same time:
-//! 2. place: depth first, give every entry its inode (flex_bg/Orlov placement) and every
-//!    file its blocks in one go, knowing its size (delayed allocation), build directories
-//!    (htree when large), symlinks, device nodes and xattrs — all in memory except
-//!    directory and tree blocks;
-//! 3. [copy]: file data goes to the image from memory (kept files) or from the source
-//!    (the others), by parallel workers, in physical order as placement hands it over,
-//!    contiguous pieces coalesced into large writes, write-back started as it goes.
+//!    kept in memory ([hold]) that is reused as soon as the copy has written them.
+//! 2. place: depth first in name order, each directory as soon as it has been scanned:
+//!    give every entry its inode (flex_bg/Orlov placement) and every file its blocks in
+//!    one go, knowing its size (delayed allocation), build directories (htree when
+//!    large), symlinks, device nodes and xattrs — in memory, except the blocks the
+//!    writer makes (directory, extent-tree and symlink blocks), which go to the copy.
+//! 3. [copy]: file data and those blocks go to the image by parallel workers, in
+//!    physical order as placement hands them over, contiguous pieces coalesced into
+//!    large writes past the page cache; kept files from memory, the others read again.
+//!
+//! A tree that does not fit fails when placement runs out of blocks or inodes; the
+//! error then says what the whole tree needs (the scan is let finish for that).
 
 mod chunk;
 mod copy;
+mod hold;
 mod scan;
 mod shared_dev;
 mod source;
@@ -27,7 +32,7 @@ use crate::alloc::{plan_extents, InodeKind};
 use crate::format::features::ro_compat;
 use crate::format::inode::ROOT_INO;
 use copy::{pieces, Batcher, CopyJob};
-use scan::{Kind, Node, Tree};
+use scan::{FileData, Hold, Kind, Meta, Tree};
 use std::collections::HashMap;
 use std::path::Path;
 use usfs_fs::{Error, Result};
@@ -39,8 +44,10 @@ pub struct PopulateOptions {
     pub all_root: bool,
     /// Worker threads scanning the source and copying data (0: sixteen per CPU, 16..=64).
     pub threads: usize,
-    /// Memory for keeping small files' bytes between scan and copy (0: an eighth of
-    /// the machine's memory, 64 MiB to 2 GiB). Files that do not fit are read twice.
+    /// Memory for keeping small files' bytes between scan and copy; it is reused as
+    /// the copy catches up, and the scan waits for it while placement has work. 0: 64
+    /// MiB, and up to an eighth of physical memory while placement waits for the scan.
+    /// Files that are not kept are read again by the copy.
     pub hold_bytes: u64,
 }
 
@@ -63,9 +70,11 @@ pub struct PopulateReport {
     pub extents: u64,
     /// Xattr blocks shared by more than one inode.
     pub xattr_blocks: u64,
-    /// Wall time of each phase: scan, place (with the copy running alongside), and the
-    /// copy's remainder after placement ended (milliseconds).
+    /// When each stage ended, in milliseconds from the start: scan, placement, copy
+    /// (they run at the same time).
     pub phase_ms: [u64; 3],
+    /// Memory mapped for keeping small files between scan and copy (bytes).
+    pub hold_bytes: u64,
 }
 
 impl std::fmt::Display for PopulateReport {
@@ -86,12 +95,13 @@ impl std::fmt::Display for PopulateReport {
 }
 
 /// An upper bound of the blocks and the number of inodes the tree needs.
-fn estimate(nodes: &[Node], bs: u64) -> (u64, u64) {
+fn estimate(tree: &Tree, bs: u64) -> (u64, u64) {
     let mut blocks = 0u64;
     let mut inodes = 0u64;
     let mut seen = std::collections::HashSet::new();
     let per_leaf = (bs - 12) / 12;
-    for n in nodes {
+    for i in 0..tree.len() {
+        let n = tree.node(i);
         if !matches!(n.kind, Kind::Dir(_))
             && n.meta.nlink > 1
             && !seen.insert((n.meta.dev, n.meta.ino))
@@ -99,14 +109,20 @@ fn estimate(nodes: &[Node], bs: u64) -> (u64, u64) {
             continue;
         }
         inodes += 1;
-        if !n.xattrs.is_empty() {
+        let xattrs = match &n.kind {
+            Kind::Dir(d) => d.get().map_or(&n.xattrs, |d| &d.xattrs),
+            _ => &n.xattrs,
+        };
+        if !xattrs.is_empty() {
             blocks += 1;
         }
         blocks += match &n.kind {
-            Kind::Dir(kids) => {
-                let bytes: u64 = kids
+            Kind::Dir(d) => {
+                let bytes: u64 = d
+                    .get()
+                    .map_or(&[][..], |d| &d.kids)
                     .iter()
-                    .map(|&k| ((8 + nodes[k].name.len() + 3) & !3) as u64)
+                    .map(|&k| ((8 + tree.node(k).name.len() + 3) & !3) as u64)
                     .sum();
                 let leaves = (bytes + 24).div_ceil(bs - 12) + 1;
                 leaves + leaves.div_ceil(bs / 8) + 1
@@ -135,8 +151,17 @@ fn default_threads() -> usize {
     (cpus * 16).clamp(16, 64)
 }
 
-/// Default memory for kept files: an eighth of physical memory, 64 MiB to 2 GiB.
+/// Default memory for kept files. It is reused as the copy catches up, so it only needs
+/// to cover what is in flight between scan and copy; more would only mean fresh memory,
+/// whose first touch costs about what reading the files again would.
 fn default_hold_bytes() -> u64 {
+    64 << 20
+}
+
+/// Most memory for kept files, mapped only while placement waits for the scan (then
+/// keeping a file in fresh memory is still cheaper than opening and reading it again):
+/// an eighth of physical memory, 64 MiB to 2 GiB.
+fn hold_cap() -> u64 {
     // SAFETY: sysconf only reads system configuration.
     let (pages, page) = unsafe {
         (
@@ -159,65 +184,82 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
         opts.threads
     };
     let hold = if opts.hold_bytes == 0 {
-        default_hold_bytes()
+        Hold::new(default_hold_bytes(), hold_cap())
     } else {
-        opts.hold_bytes
+        Hold::new(opts.hold_bytes, opts.hold_bytes)
     };
-    let tree = scan::scan(src, w.block_size(), threads, hold)?;
-    let t_scan = t0.elapsed();
     let bs = w.block_size() as u64;
-    let (need_blocks, need_inodes) = estimate(&tree.nodes, bs);
-    if need_inodes > w.inodes.free_inodes() + 1 {
-        return Err(no_space(
-            "the source tree",
-            format!(
-                "needs {} inodes, the file system has {} free (use -N or -i)",
-                need_inodes - 1,
-                w.inodes.free_inodes()
-            ),
-        ));
-    }
-    if need_blocks > w.blocks.free_blocks() {
-        return Err(no_space(
-            "the source tree",
-            format!(
-                "needs up to {need_blocks} blocks of {bs} bytes, the file system has {} free",
-                w.blocks.free_blocks()
-            ),
-        ));
-    }
+    let (free_blocks, free_inodes) = (w.blocks.free_blocks(), w.inodes.free_inodes());
+    let tree = Tree::new(src, w.block_size(), hold);
     let mut report = PopulateReport::default();
-    // Placement and copying overlap: batches of placed files go to the copy workers
-    // while the rest is placed (the device is shared between them meanwhile).
+    // Scan, placement and copy all run at once: placement takes each directory as soon
+    // as it has been scanned, the copy takes batches of placed files (the device is
+    // shared between the writer and the copy meanwhile).
     let dev = shared_dev::share(&mut w.dev);
-    let (tx, rx) = std::sync::mpsc::sync_channel(256);
+    let (tx, rx) = std::sync::mpsc::sync_channel(8);
     let tree = &tree;
-    let (placed, copied, t_place) = std::thread::scope(|s| {
+    let (scanned, placed, copied, ends) = std::thread::scope(|s| {
+        let scanner = s.spawn(|| {
+            let r = tree.scan(threads);
+            (r, t0.elapsed())
+        });
         let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, threads));
         let mut batcher = Batcher::new(tx);
         w.defer_writes();
-        let placed = place(w, tree, opts, &mut report, &mut batcher);
-        let placed = placed.and_then(|()| send_deferred(w, &mut batcher));
+        let placed = place(w, tree, opts, &mut report, &mut batcher)
+            .and_then(|()| send_deferred(w, &mut batcher));
         batcher.finish();
+        tree.placement_done();
         let t_place = t0.elapsed();
-        let copied = copier
+        let lost = || Error::Io(std::io::Error::other("populate: a worker panicked"));
+        let (scanned, t_scan) = scanner
             .join()
-            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("copy: a worker panicked"))));
-        (placed, copied, t_place)
+            .unwrap_or_else(|_| (Err(lost()), t0.elapsed()));
+        let copied = copier.join().unwrap_or_else(|_| Err(lost()));
+        (scanned, placed, copied, [t_scan, t_place, t0.elapsed()])
     });
-    // A copy error explains a placement that stopped because the copy did.
-    let bytes = copied?;
-    placed?;
+    // The first cause wins: a source that could not be read explains a placement that
+    // waited for it in vain, a tree too big for the file system any placement error (the
+    // scan was let finish to know), a copy error a placement that stopped because the
+    // copy did.
+    if let Err(e) = placed {
+        scanned?;
+        if let Some(big) = too_big(tree, bs, free_blocks, free_inodes) {
+            return Err(big);
+        }
+        copied?;
+        return Err(e);
+    }
+    scanned?;
+    report.bytes = copied?;
     w.stop_deferring()?;
-    report.bytes = bytes;
-    let t_copy = t0.elapsed();
-    report.phase_ms = [
-        t_scan.as_millis() as u64,
-        (t_place - t_scan).as_millis() as u64,
-        (t_copy - t_place).as_millis() as u64,
-    ];
+    report.phase_ms = ends.map(|t| t.as_millis() as u64);
     report.xattr_blocks = w.xattr_blocks_shared();
+    report.hold_bytes = tree.hold.bytes_mapped();
     Ok(report)
+}
+
+/// The error saying what the whole scanned tree needs against what the file system
+/// had free, when it needs more than that.
+fn too_big(tree: &Tree, bs: u64, free_blocks: u64, free_inodes: u64) -> Option<Error> {
+    let (need_blocks, need_inodes) = estimate(tree, bs);
+    if need_inodes > free_inodes + 1 {
+        return Some(no_space(
+            "the source tree",
+            format!(
+                "needs {} inodes, the file system has {free_inodes} free (use -N or -i)",
+                need_inodes - 1
+            ),
+        ));
+    }
+    (need_blocks > free_blocks).then(|| {
+        no_space(
+            "the source tree",
+            format!(
+                "needs up to {need_blocks} blocks of {bs} bytes, the file system has {free_blocks} free"
+            ),
+        )
+    })
 }
 
 /// Sends the blocks the writer made since the last call to the copy workers.
@@ -230,16 +272,16 @@ fn send_deferred(w: &mut Writer, jobs: &mut Batcher) -> Result<()> {
     Ok(())
 }
 
-fn set_attrs(w: &mut Writer, ino: u32, n: &Node, all_root: bool) {
+fn set_attrs(w: &mut Writer, ino: u32, m: &Meta, all_root: bool) {
     let isz = w.geo.inode_size as usize;
     let now = w.now;
     let mut i = w.inode_mut(ino);
-    i.set_i_mode(n.meta.mode as u16);
+    i.set_i_mode(m.mode as u16);
     if !all_root {
-        i.set_uid(n.meta.uid);
-        i.set_gid(n.meta.gid);
+        i.set_uid(m.uid);
+        i.set_gid(m.gid);
     }
-    i.set_times(n.meta.atime, n.meta.mtime, n.meta.ctime, now, isz);
+    i.set_times(m.atime, m.mtime, m.ctime, now, isz);
 }
 
 fn file_type_code(k: &Kind, mode: u32) -> u8 {
@@ -264,22 +306,24 @@ fn place(
     report: &mut PopulateReport,
     jobs: &mut Batcher,
 ) -> Result<()> {
-    let nodes = &tree.nodes;
     let dir_nlink = w.geo.features.has_ro_compat(ro_compat::DIR_NLINK);
     let mut links: HashMap<(u64, u64), u32> = HashMap::new();
-    // The root takes the source root's attributes.
-    set_attrs(w, ROOT_INO, &nodes[0], opts.all_root);
-    if let Some((uid, gid)) = w.root_owner {
-        let mut r = w.inode_mut(ROOT_INO);
-        r.set_uid(uid);
-        r.set_gid(gid);
-    }
-    w.set_xattrs(ROOT_INO, &nodes[0].xattrs)?;
     let mut stack: Vec<(usize, u32, u32)> = vec![(0, ROOT_INO, ROOT_INO)];
     while let Some((d, dino, parent)) = stack.pop() {
-        let Kind::Dir(kids) = &nodes[d].kind else {
-            unreachable!("only directories are stacked")
-        };
+        // A directory's inode was made with its parent's entries; its attributes and
+        // entries come from its own scan, which this waits for. The root takes the
+        // source root's attributes (its owner from -E root_owner when given).
+        let ds = tree.dir(d)?;
+        set_attrs(w, dino, &ds.meta, opts.all_root);
+        if dino == ROOT_INO {
+            if let Some((uid, gid)) = w.root_owner {
+                let mut r = w.inode_mut(ROOT_INO);
+                r.set_uid(uid);
+                r.set_gid(gid);
+            }
+        }
+        w.set_xattrs(dino, &ds.xattrs)?;
+        let kids = &ds.kids;
         let mut entries = Vec::with_capacity(kids.len() + 1);
         let mut subdirs = 0u64;
         if dino == ROOT_INO {
@@ -288,11 +332,15 @@ fn place(
         }
         let mut later = Vec::new();
         for &k in kids {
-            let n = &nodes[k];
+            let n = tree.node(k);
             let ft = file_type_code(&n.kind, n.meta.mode);
             let key = (n.meta.dev, n.meta.ino);
             if ft != 2 && n.meta.nlink > 1 {
                 if let Some(&ino) = links.get(&key) {
+                    // Its bytes (read by the scan as for any file) are not needed.
+                    if let Kind::File(FileData { held: Some(h), .. }) = &n.kind {
+                        tree.hold.release(*h);
+                    }
                     let mut i = w.inode_mut(ino);
                     i.set_i_links_count(i.i_links_count().saturating_add(1));
                     entries.push(DirEntryIn {
@@ -310,7 +358,10 @@ fn place(
                 _ => InodeKind::File,
             };
             let ino = w.new_inode(kind, dino)?;
-            set_attrs(w, ino, n, opts.all_root);
+            if !matches!(n.kind, Kind::Dir(_)) {
+                set_attrs(w, ino, &n.meta, opts.all_root);
+                w.set_xattrs(ino, &n.xattrs)?;
+            }
             w.inode_mut(ino).set_i_links_count(1);
             match &n.kind {
                 Kind::Dir(_) => {
@@ -350,7 +401,6 @@ fn place(
                     }
                 }
             }
-            w.set_xattrs(ino, &n.xattrs)?;
             send_deferred(w, jobs)?;
             if ft != 2 && n.meta.nlink > 1 {
                 links.insert(key, ino);

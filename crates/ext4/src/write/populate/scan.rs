@@ -5,15 +5,17 @@
 //! [`HOLD_MAX`] are kept in memory (up to a budget) so the copy phase writes them without
 //! touching the source again, larger files are read again by the copy.
 
-use super::chunk::{Chunk, CHUNK_BYTES as CHUNK};
+pub use super::hold::Hold;
+use super::hold::{Filler, Held};
 use super::source::{self, Dir, DirEnt};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 use usfs_fs::{Error, Result, Timestamp};
 
 /// Files up to this size are kept in memory from the scan to the copy (budget
@@ -22,7 +24,7 @@ use usfs_fs::{Error, Result, Timestamp};
 /// what a second openat + pread + close costs for a 4 KiB file), so only files of up to
 /// one 4 KiB page are worth keeping: on a generated tree of 200k files of at most 8 KiB,
 /// 4 KiB gave 1.5 s against 2.1-2.5 s keeping every file and 1.8-2.3 s keeping none.
-pub const HOLD_MAX: u64 = 4096;
+pub const HOLD_MAX: u64 = 64 << 10;
 /// Largest block size: the zero pattern blocks are compared with.
 static ZEROS: [u8; 65536] = [0; 65536];
 /// Bytes read at a time from a file that is not kept (checking for zero blocks).
@@ -69,13 +71,6 @@ impl Meta {
     }
 }
 
-/// Where a kept file's bytes are: chunk `chunk`, from byte `off`, `Meta::size` long.
-#[derive(Clone, Copy, Debug)]
-pub struct Held {
-    pub chunk: u32,
-    pub off: u32,
-}
-
 /// A regular file's data as the scan found it.
 #[derive(Debug, Default)]
 pub struct FileData {
@@ -86,9 +81,17 @@ pub struct FileData {
     pub held: Option<Held>,
 }
 
-pub enum Kind {
+/// What scanning a directory found: its own attributes and its entries.
+pub struct DirScan {
+    pub meta: Meta,
+    pub xattrs: Xattrs,
     /// Children (node indexes), sorted by name.
-    Dir(Vec<usize>),
+    pub kids: Vec<usize>,
+}
+
+pub enum Kind {
+    /// Set once the directory has been scanned ([`Tree::dir`]).
+    Dir(OnceLock<DirScan>),
     File(FileData),
     Symlink(Vec<u8>),
     Special,
@@ -98,49 +101,233 @@ pub struct Node {
     pub name: Vec<u8>,
     /// The parent directory's node (the root is its own parent).
     pub parent: usize,
+    /// Attributes; for a directory they are in its [`DirScan`] (default here).
     pub meta: Meta,
+    /// Extended attributes; for a directory in its [`DirScan`] (empty here).
     pub xattrs: Xattrs,
     pub kind: Kind,
 }
 
-/// The scanned tree: nodes (index 0 is the root) and the chunks holding kept files.
+/// A directory waiting to be scanned.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Pending {
+    /// Where placement meets it: the ranks of the directories on its path among their
+    /// parents' entries (depth first in name order is ascending `order`). The scan
+    /// takes directories in this order, so what it keeps in memory is soon placed and
+    /// copied, and the memory reused.
+    order: Vec<u32>,
+    node: usize,
+    path: PathBuf,
+}
+
+/// Directories waiting to be scanned and how the scan is going.
+struct Progress {
+    /// Directories to scan, the one placement needs first on top.
+    todo: BinaryHeap<Reverse<Pending>>,
+    /// Directories being scanned.
+    busy: usize,
+    failed: Option<Error>,
+}
+
+/// The source tree, filled in by the scan while placement and copy already use it:
+/// nodes never change once added (index 0 is the root), a directory's entries appear
+/// all at once when it has been scanned ([`Tree::dir`] waits for that).
 pub struct Tree {
     pub root: PathBuf,
-    pub nodes: Vec<Node>,
-    pub chunks: Vec<Chunk>,
+    nodes: boxcar::Vec<Node>,
+    /// Memory of kept files.
+    pub hold: Hold,
+    progress: Mutex<Progress>,
+    /// Signalled whenever a directory has been scanned or the scan stopped.
+    wake: Condvar,
+    bs: usize,
 }
 
 impl Tree {
+    /// A tree to scan from directory `src` for a file system of `bs`-byte blocks,
+    /// keeping small files' bytes in `hold` until they are copied.
+    pub fn new(src: &Path, bs: u32, hold: Hold) -> Tree {
+        let nodes = boxcar::Vec::new();
+        nodes.push(Node {
+            name: Vec::new(),
+            parent: 0,
+            meta: Meta::default(),
+            xattrs: Vec::new(),
+            kind: Kind::Dir(OnceLock::new()),
+        });
+        Tree {
+            root: src.to_path_buf(),
+            nodes,
+            hold,
+            progress: Mutex::new(Progress {
+                todo: BinaryHeap::from([Reverse(Pending {
+                    order: Vec::new(),
+                    node: 0,
+                    path: src.to_path_buf(),
+                })]),
+                busy: 0,
+                failed: None,
+            }),
+            wake: Condvar::new(),
+            bs: bs as usize,
+        }
+    }
+
+    /// Node `i` (any index the tree handed out).
+    pub fn node(&self, i: usize) -> &Node {
+        &self.nodes[i]
+    }
+
+    /// Nodes added so far (all of them once [`Tree::scan`] has returned).
+    pub fn len(&self) -> usize {
+        self.nodes.count()
+    }
+
+    /// Directory `d` as scanned, waiting for its scan; an error when the scan stopped
+    /// before reaching it.
+    pub fn dir(&self, d: usize) -> Result<&DirScan> {
+        let Kind::Dir(once) = &self.nodes[d].kind else {
+            return Err(Error::NotDir);
+        };
+        let stopped = || Error::Io(std::io::Error::other("the scan of the source stopped"));
+        if let Some(ds) = once.get() {
+            return Ok(ds);
+        }
+        // Scan workers must not wait for memory while this waits for them.
+        self.hold.set_starved(true);
+        let r = self.wait_dir(once, stopped);
+        self.hold.set_starved(false);
+        r
+    }
+
+    fn wait_dir<'t>(
+        &self,
+        once: &'t OnceLock<DirScan>,
+        stopped: impl Fn() -> Error,
+    ) -> Result<&'t DirScan> {
+        let mut p = self.progress.lock().map_err(|_| stopped())?;
+        loop {
+            if let Some(ds) = once.get() {
+                return Ok(ds);
+            }
+            if p.failed.is_some() || (p.todo.is_empty() && p.busy == 0) {
+                return Err(stopped());
+            }
+            p = self.wake.wait(p).map_err(|_| stopped())?;
+        }
+    }
+
+    /// Placement is over: from now on the scan never waits for memory.
+    pub fn placement_done(&self) {
+        self.hold.set_starved(true);
+    }
+
     /// The source path of node `i`.
-    pub fn path(&self, i: usize) -> PathBuf {
-        path_of(&self.root, &self.nodes, i)
+    pub fn path(&self, mut i: usize) -> PathBuf {
+        let mut names = Vec::new();
+        while i != 0 {
+            names.push(i);
+            i = self.nodes[i].parent;
+        }
+        let mut p = self.root.clone();
+        for &k in names.iter().rev() {
+            p.push(OsStr::from_bytes(&self.nodes[k].name));
+        }
+        p
     }
 
-    /// Is every regular file with data kept in memory?
-    pub fn all_held(&self) -> bool {
-        self.nodes.iter().all(|n| match &n.kind {
-            Kind::File(d) => d.held.is_some() || d.blocks.is_empty(),
-            _ => true,
-        })
+    /// Scans the whole tree with `threads` workers; returns when every directory has
+    /// been read, or with the first error.
+    pub fn scan(&self, threads: usize) -> Result<()> {
+        std::thread::scope(|s| {
+            for _ in 0..threads.max(1) {
+                s.spawn(|| self.work());
+            }
+        });
+        let mut p = self
+            .progress
+            .lock()
+            .map_err(|_| Error::Io(std::io::Error::other("scan: a worker panicked")))?;
+        match p.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
-    /// The bytes of a kept file.
-    pub fn held(&self, h: Held, len: u64) -> &[u8] {
-        &self.chunks[h.chunk as usize].as_slice()[h.off as usize..h.off as usize + len as usize]
+    /// One scan worker: takes directories until none is left.
+    fn work(&self) {
+        let mut w = Worker {
+            bs: self.bs,
+            dents: vec![0u8; 64 << 10],
+            ents: Vec::new(),
+            name: Vec::new(),
+            read_buf: Vec::new(),
+            slot: Filler::new(&self.hold),
+        };
+        loop {
+            let Pending {
+                order,
+                node: d,
+                path: dpath,
+            } = {
+                let Ok(mut q) = self.progress.lock() else {
+                    return;
+                };
+                loop {
+                    if q.failed.is_some() {
+                        return;
+                    }
+                    if let Some(Reverse(d)) = q.todo.pop() {
+                        q.busy += 1;
+                        break d;
+                    }
+                    if q.busy == 0 {
+                        return;
+                    }
+                    q = match self.wake.wait(q) {
+                        Ok(q) => q,
+                        Err(_) => return,
+                    };
+                }
+            };
+            let result = w.scan_dir(d, &dpath);
+            let Ok(mut q) = self.progress.lock() else {
+                return;
+            };
+            q.busy -= 1;
+            match result {
+                Ok((meta, xattrs, kids)) => {
+                    // Added under the lock, so a directory's children get consecutive
+                    // indexes.
+                    let mut idx = Vec::with_capacity(kids.len());
+                    for (rank, (k, sub)) in kids.into_iter().enumerate() {
+                        let i = self.nodes.push(k);
+                        if let Some(path) = sub {
+                            let mut o = order.clone();
+                            o.push(rank as u32);
+                            q.todo.push(Reverse(Pending {
+                                order: o,
+                                node: i,
+                                path,
+                            }));
+                        }
+                        idx.push(i);
+                    }
+                    if let Kind::Dir(once) = &self.nodes[d].kind {
+                        let _ = once.set(DirScan {
+                            meta,
+                            xattrs,
+                            kids: idx,
+                        });
+                    }
+                }
+                Err(e) => {
+                    q.failed.get_or_insert(e);
+                }
+            }
+            self.wake.notify_all();
+        }
     }
-}
-
-fn path_of(root: &Path, nodes: &[Node], mut i: usize) -> PathBuf {
-    let mut names = Vec::new();
-    while i != 0 {
-        names.push(i);
-        i = nodes[i].parent;
-    }
-    let mut p = root.to_path_buf();
-    for &k in names.iter().rev() {
-        p.push(OsStr::from_bytes(&nodes[k].name));
-    }
-    p
 }
 
 pub fn io_err(path: &Path, e: std::io::Error) -> Error {
@@ -181,73 +368,6 @@ fn nonzero_blocks(data: &[u8], first: u64, bs: usize, out: &mut Vec<(u64, u64)>)
     }
 }
 
-/// Memory for kept files, shared by the workers: chunks are handed out while the budget
-/// lasts and collected when full.
-struct Arena {
-    /// Chunks that may still be handed out.
-    left: Mutex<u64>,
-    next_id: AtomicU32,
-    done: Mutex<Vec<(u32, Chunk)>>,
-}
-
-/// A worker's current chunk: `(id, chunk, bytes used)`, filled from the front.
-struct ArenaSlot<'a> {
-    arena: &'a Arena,
-    cur: Option<(u32, Chunk, usize)>,
-}
-
-impl ArenaSlot<'_> {
-    /// `len` zeroed bytes in a chunk, or `None` when the budget is spent.
-    fn reserve(&mut self, len: usize) -> Option<(Held, &mut [u8])> {
-        let fits = matches!(&self.cur, Some((_, _, used)) if used + len <= CHUNK);
-        if !fits {
-            let mut left = self.arena.left.lock().ok()?;
-            if *left == 0 {
-                return None;
-            }
-            let chunk = Chunk::new().ok()?;
-            *left -= 1;
-            drop(left);
-            self.retire();
-            let id = self.arena.next_id.fetch_add(1, Ordering::Relaxed);
-            self.cur = Some((id, chunk, 0));
-        }
-        let (id, c, used) = self.cur.as_mut()?;
-        let off = *used;
-        *used += len;
-        Some((
-            Held {
-                chunk: *id,
-                off: off as u32,
-            },
-            &mut c.as_mut_slice()[off..off + len],
-        ))
-    }
-
-    /// Gives back the last `len` bytes reserved (a file that turned out all zeros:
-    /// they are zeros again).
-    fn unreserve(&mut self, len: usize) {
-        if let Some((_, c, used)) = self.cur.as_mut() {
-            *used -= len;
-            c.as_mut_slice()[*used..*used + len].fill(0);
-        }
-    }
-
-    fn retire(&mut self) {
-        if let Some((id, c, _)) = self.cur.take() {
-            if let Ok(mut d) = self.arena.done.lock() {
-                d.push((id, c));
-            }
-        }
-    }
-}
-
-impl Drop for ArenaSlot<'_> {
-    fn drop(&mut self) {
-        self.retire();
-    }
-}
-
 /// A worker's buffers.
 struct Worker<'a> {
     bs: usize,
@@ -255,7 +375,7 @@ struct Worker<'a> {
     ents: Vec<DirEnt>,
     name: Vec<u8>,
     read_buf: Vec<u8>,
-    slot: ArenaSlot<'a>,
+    slot: Filler<'a>,
 }
 
 /// Extended attributes as (name, value) pairs.
@@ -321,7 +441,7 @@ impl Worker<'_> {
         if e.d_type == libc::DT_DIR {
             // Its attributes are read when it is scanned.
             return Ok((
-                node(Meta::default(), Vec::new(), Kind::Dir(Vec::new())),
+                node(Meta::default(), Vec::new(), Kind::Dir(OnceLock::new())),
                 Some(path()),
             ));
         }
@@ -339,7 +459,7 @@ impl Worker<'_> {
         let st = dir.stat_at(cname).map_err(|er| io_err(&path(), er))?;
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => Ok((
-                node(Meta::default(), Vec::new(), Kind::Dir(Vec::new())),
+                node(Meta::default(), Vec::new(), Kind::Dir(OnceLock::new())),
                 Some(path()),
             )),
             libc::S_IFREG => {
@@ -376,10 +496,11 @@ impl Worker<'_> {
             if let Some((h, buf)) = self.slot.reserve(size as usize) {
                 // Holes read as zeros and become holes again; a file that shrank since
                 // fstat reads as zeros past its end.
-                source::read_full(f, buf, 0)?;
+                let got = source::read_full(f, buf, 0)?;
+                buf[got..].fill(0);
                 nonzero_blocks(buf, 0, bs, &mut data.blocks);
                 if data.blocks.is_empty() {
-                    self.slot.unreserve(size as usize);
+                    self.slot.unreserve(h, size as usize);
                 } else {
                     data.held = Some(h);
                 }
@@ -411,111 +532,6 @@ impl Worker<'_> {
         }
         Ok((meta, xattrs, data))
     }
-}
-
-/// Work shared by the scanning threads: directories to read, how many are being read.
-struct Queue {
-    todo: Vec<(usize, PathBuf)>,
-    busy: usize,
-    failed: Option<Error>,
-}
-
-/// Scans the tree at `src` with `threads` workers for a file system of `bs`-byte
-/// blocks, keeping small files' bytes in at most `hold_bytes` of memory.
-pub fn scan(src: &Path, bs: u32, threads: usize, hold_bytes: u64) -> Result<Tree> {
-    let nodes = Mutex::new(vec![Node {
-        name: Vec::new(),
-        parent: 0,
-        meta: Meta::default(),
-        xattrs: Vec::new(),
-        kind: Kind::Dir(Vec::new()),
-    }]);
-    let queue = Mutex::new(Queue {
-        todo: vec![(0, src.to_path_buf())],
-        busy: 0,
-        failed: None,
-    });
-    let arena = Arena {
-        left: Mutex::new(hold_bytes / CHUNK as u64),
-        next_id: AtomicU32::new(0),
-        done: Mutex::new(Vec::new()),
-    };
-    let wake = Condvar::new();
-    let lock_err = || Error::Io(std::io::Error::other("scan: a worker panicked"));
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
-                let mut w = Worker {
-                    bs: bs as usize,
-                    dents: vec![0u8; 64 << 10],
-                    ents: Vec::new(),
-                    name: Vec::new(),
-                    read_buf: Vec::new(),
-                    slot: ArenaSlot {
-                        arena: &arena,
-                        cur: None,
-                    },
-                };
-                loop {
-                    let (d, dpath) = {
-                        let Ok(mut q) = queue.lock() else { return };
-                        loop {
-                            if q.failed.is_some() {
-                                return;
-                            }
-                            if let Some(d) = q.todo.pop() {
-                                q.busy += 1;
-                                break d;
-                            }
-                            if q.busy == 0 {
-                                return;
-                            }
-                            q = match wake.wait(q) {
-                                Ok(q) => q,
-                                Err(_) => return,
-                            };
-                        }
-                    };
-                    let result = w.scan_dir(d, &dpath);
-                    let Ok(mut q) = queue.lock() else { return };
-                    q.busy -= 1;
-                    match result {
-                        Ok((meta, xattrs, kids)) => {
-                            let Ok(mut n) = nodes.lock() else { return };
-                            let base = n.len();
-                            let mut idx = Vec::with_capacity(kids.len());
-                            for (i, (k, sub)) in kids.into_iter().enumerate() {
-                                if let Some(p) = sub {
-                                    q.todo.push((base + i, p));
-                                }
-                                idx.push(base + i);
-                                n.push(k);
-                            }
-                            n[d].meta = meta;
-                            n[d].xattrs = xattrs;
-                            n[d].kind = Kind::Dir(idx);
-                        }
-                        Err(e) => {
-                            q.failed.get_or_insert(e);
-                        }
-                    }
-                    wake.notify_all();
-                }
-            });
-        }
-    });
-    let q = queue.into_inner().map_err(|_| lock_err())?;
-    if let Some(e) = q.failed {
-        return Err(e);
-    }
-    let mut done = arena.done.into_inner().map_err(|_| lock_err())?;
-    done.sort_unstable_by_key(|c| c.0);
-    let chunks = done.into_iter().map(|c| c.1).collect();
-    Ok(Tree {
-        root: src.to_path_buf(),
-        nodes: nodes.into_inner().map_err(|_| lock_err())?,
-        chunks,
-    })
 }
 
 #[cfg(test)]

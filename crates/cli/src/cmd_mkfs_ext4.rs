@@ -58,8 +58,9 @@ pub struct MkfsExt4Args {
     /// Copy this directory tree into the new file system.
     #[arg(short = 'd')]
     root_dir: Option<PathBuf>,
-    /// Threads reading the source for -d (default: sixteen per CPU, 16 to 64: reading a
-    /// source that is not cached waits on the disk more than on the CPU).
+    /// Threads reading the source for -d (default: eight per CPU, 8 to 64: reading a
+    /// source that is not cached waits on the disk more than on the CPU; the copy to
+    /// the image uses at most two per CPU).
     #[arg(short = 'j', long = "threads")]
     threads: Option<usize>,
     /// Quiet: print nothing on success.

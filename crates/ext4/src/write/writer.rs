@@ -306,10 +306,25 @@ impl Writer {
                     i.update_checksum(seed, ino, isz);
                 }
             }
+            // Past the page cache when the device allows (the table is rounded up to
+            // whole pages with zeros: the rest of a fresh table is zeros too).
             let table = self.descs[g as usize].inode_table();
-            self.write_blocks(table, &t)?;
+            let mut buf = usfs_dev::AlignedBuf::with_capacity(t.len());
+            buf.extend_from_slice(&t);
+            let whole = buf.capacity().min(self.table_bytes());
+            if whole > buf.len() {
+                buf.extend_zeroed(whole - buf.len());
+            }
+            self.dev
+                .write_direct(buf.as_slice(), table << self.geo.block_size_log)
+                .map_err(Error::Io)?;
         }
         Ok(())
+    }
+
+    /// Bytes of one group's inode table.
+    fn table_bytes(&self) -> usize {
+        self.geo.inodes_per_group as usize * self.geo.inode_size as usize
     }
 
     fn write_groups(&mut self) -> Result<()> {

@@ -256,6 +256,7 @@ impl Tree {
 
     /// One scan worker: takes directories until none is left.
     fn work(&self) {
+        lower_priority();
         let mut w = Worker {
             bs: self.bs,
             dents: vec![0u8; 64 << 10],
@@ -326,6 +327,26 @@ impl Tree {
                 }
             }
             self.wake.notify_all();
+        }
+    }
+}
+
+/// How much less CPU priority (nice) scan workers take than the rest of populate.
+const SCAN_NICENESS: i32 = 5;
+
+/// Lowers the calling thread's CPU priority by [`SCAN_NICENESS`]. The scan feeds
+/// placement (one thread) and the copy: when the CPUs are busy, those should run first,
+/// or placement falls behind the many scan workers and finishes alone after them (and
+/// kept files wait longer for the copy). A failure leaves the priority as it was.
+fn lower_priority() {
+    // SAFETY: gettid, getpriority and setpriority take integers only; on Linux
+    // PRIO_PROCESS with a thread id applies to that thread alone.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let cur = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, tid, (cur + SCAN_NICENESS).min(19));
         }
     }
 }

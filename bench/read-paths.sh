@@ -11,7 +11,8 @@
 #   fuse-direct  usfs mount -o direct_io   (every read is a FUSE request)
 #   run          usfs run                  (LD_PRELOAD: memcpy from the image mapping for
 #                                           stored data; EROFS data decompressed once into
-#                                           a cache shared by all processes, /dev/shm)
+#                                           a cache shared by all processes, a file per
+#                                           inode in /var/tmp filled in 2 MiB chunks)
 #   anchor       fuse2fs / squashfuse
 # Every method starts from the same state and reads the whole file once before measuring
 # (warm caches): before each method the image is written back and dropped from the page
@@ -35,8 +36,9 @@ work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-read-paths.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt" "$work/src"
 # usfs run's decompressed-data cache shared between processes (what the page cache is to
-# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read.
-export USFS_SHARED_CACHE_DIR=/dev/shm/usfs-bench-cache-$$
+# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read, on the
+# file system of the default one (/var/tmp: 2 MiB page-cache folios; tmpfs has 4 KiB).
+export USFS_SHARED_CACHE_DIR=/var/tmp/usfs-bench-cache-$$
 export USFS_SHARED_CACHE_MB=$((size_mb * 4 > 1024 ? size_mb * 4 : 1024))
 rm -rf "$USFS_SHARED_CACHE_DIR"
 cleanup() {

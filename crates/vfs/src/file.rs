@@ -139,10 +139,12 @@ impl OpenFile {
                 n = copy_mapped(&self.node, &run, pos, &mut buf[done..]);
             } else if !run.hole {
                 if let Some(sf) = self.node.shared() {
-                    // Produced (decompressed) bytes, shared with other processes.
-                    n = self.copy_shared(sf, pos, &mut buf[done..])?;
-                    if n == 0 {
-                        break;
+                    // Produced (decompressed) bytes, shared with other processes (None:
+                    // not there and not to be stored: read as if there were no cache).
+                    match self.copy_shared(sf, pos, &mut buf[done..])? {
+                        Some(0) => break,
+                        Some(k) => n = k,
+                        None => {}
                     }
                 }
             }
@@ -219,16 +221,22 @@ impl OpenFile {
     }
 
     /// Copies file bytes at `pos` into `dst` from the shared cache, producing (and
-    /// storing) the chunk that holds `pos` first if nobody has; 0 at the end of the file.
+    /// storing) the chunk that holds `pos` first if nobody has; `Some(0)` at the end of
+    /// the file, `None` when the chunk is not filled and this process no longer fills
+    /// (a whole chunk produced for each small read would cost far more than it saves).
+    #[inline]
     fn copy_shared(
         &self,
         sf: &crate::shared::SharedFile,
         pos: u64,
         dst: &mut [u8],
-    ) -> Result<usize, Errno> {
+    ) -> Result<Option<usize>, Errno> {
         let n = sf.read(pos, dst);
         if n > 0 {
-            return Ok(n);
+            return Ok(Some(n));
+        }
+        if sf.broken() {
+            return Ok(None);
         }
         let chunk = crate::shared::CHUNK;
         let start = pos / chunk * chunk;
@@ -241,7 +249,7 @@ impl OpenFile {
         let skip = (pos - start) as usize;
         let n = got.saturating_sub(skip).min(dst.len());
         dst[..n].copy_from_slice(&data[skip..skip + n]);
-        Ok(n)
+        Ok(Some(n))
     }
 }
 

@@ -22,7 +22,8 @@
 # main thread cannot shorten the interval); each case is the best of REPS (default 3)
 # runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
-# Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR)
+# Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR,
+# USFS_BIN: another usfs binary, with its libusfs_preload.so beside it, to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench/read-paths needs root (loop and FUSE mounts)" >&2; exit 1; }
@@ -31,7 +32,7 @@ kinds=${KINDS:-"ext4 erofs"}
 reps=${REPS:-3}
 bss="1024 4096 16384 65536 262144 1048576"
 nice -n 10 cargo build --release -q -p usfs-cli -p usfs-preload
-usfs=$PWD/target/release/usfs
+usfs=${USFS_BIN:-$PWD/target/release/usfs}
 work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-read-paths.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt" "$work/src"

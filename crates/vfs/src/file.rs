@@ -141,7 +141,7 @@ impl OpenFile {
                 if let Some(sf) = self.node.shared() {
                     // Produced (decompressed) bytes, shared with other processes (None:
                     // not there and not to be stored: read as if there were no cache).
-                    match self.copy_shared(sf, pos, &mut buf[done..])? {
+                    match self.copy_shared(sf, pos, &mut buf[done..], sequential)? {
                         Some(0) => break,
                         Some(k) => n = k,
                         None => {}
@@ -221,15 +221,17 @@ impl OpenFile {
     }
 
     /// Copies file bytes at `pos` into `dst` from the shared cache, producing (and
-    /// storing) the chunk that holds `pos` first if nobody has; `Some(0)` at the end of
-    /// the file, `None` when the chunk is not filled and this process no longer fills
-    /// (a whole chunk produced for each small read would cost far more than it saves).
+    /// storing) what holds `pos` first if nobody has: its whole 2 MiB chunk for a
+    /// sequential or large read, its 64 KiB piece for a small random one. `Some(0)` at
+    /// the end of the file, `None` when that is not filled and this process no longer
+    /// fills (producing it for each small read would cost far more than it saves).
     #[inline]
     fn copy_shared(
         &self,
         sf: &crate::shared::SharedFile,
         pos: u64,
         dst: &mut [u8],
+        sequential: bool,
     ) -> Result<Option<usize>, Errno> {
         let n = sf.read(pos, dst);
         if n > 0 {
@@ -238,15 +240,14 @@ impl OpenFile {
         if sf.broken() {
             return Ok(None);
         }
-        let chunk = crate::shared::CHUNK;
-        let start = pos / chunk * chunk;
-        let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
-        let mut data = vec![0u8; len];
-        let got = read_file(&*self.node.fs, self.node.ino, start, &mut data)?;
-        if got == len {
-            sf.fill(pos / chunk, &data);
+        let whole = sequential || dst.len() as u64 >= crate::shared::PIECE;
+        let range = sf.fill_range(pos, whole);
+        let mut data = vec![0u8; (range.end - range.start) as usize];
+        let got = read_file(&*self.node.fs, self.node.ino, range.start, &mut data)?;
+        if got == data.len() {
+            sf.fill_at(range.start, &data);
         }
-        let skip = (pos - start) as usize;
+        let skip = (pos - range.start) as usize;
         let n = got.saturating_sub(skip).min(dst.len());
         dst[..n].copy_from_slice(&data[skip..skip + n]);
         Ok(Some(n))

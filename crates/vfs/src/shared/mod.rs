@@ -6,12 +6,14 @@
 //! for squashfuse: a program started later reads warm data without decompressing it again.
 //!
 //! Layout of a cache file: a header ([`Header`]: magic, version, the file's size, the
-//! chunk size, the chunk count), a bitmap of filled chunks (one bit per chunk, u64 words),
-//! then from [`data_offset`] (a chunk boundary) the file's bytes at their file offsets.
-//! Chunks are 2 MiB and written whole with one pwrite each, so the page cache holds each
-//! in one 2 MiB folio (on file systems with large folios, such as ext4 and xfs), and the
-//! data is mapped 2 MiB aligned, so a process maps a whole chunk with one fault
-//! ([`dir`] has the measurements).
+//! piece size, the piece count), a bitmap of filled pieces (one bit per 64 KiB piece, u64
+//! words), then from [`data_offset`] (a chunk boundary) the file's bytes at their file
+//! offsets. A fill writes a whole 2 MiB chunk with one pwrite when the read that needs it
+//! is sequential or large, so the page cache holds the chunk in one 2 MiB folio (on file
+//! systems with large folios, such as ext4 and xfs), and the data is mapped 2 MiB
+//! aligned, so a process maps a whole chunk with one fault ([`dir`] has the
+//! measurements); a small random read fills only its 64 KiB piece (producing 2 MiB for
+//! it would cost a cold random reader 32 times the decompression).
 //!
 //! Correctness:
 //! - Keyed by image identity: the name holds the boot, the image's device, inode, size,
@@ -46,14 +48,18 @@ pub use dir::{boot_tag, CacheDir, ImageId, HEAD_HASHED};
 use os::{fstat_id, pread_all, pwrite_all, sys_close, sys_open};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Bytes per chunk (aligned in the file): the unit of filling and of the bitmap, and the
+/// Bytes per chunk (aligned in the file): the unit of sequential and large fills, and the
 /// size of a huge page.
 pub const CHUNK: u64 = 2 << 20;
+/// Bytes per piece: the unit of the bitmap and of small random fills.
+pub const PIECE: u64 = 64 << 10;
+/// Pieces per chunk (a divisor of 64: a chunk's bits lie in one bitmap word).
+const PIECES_PER_CHUNK: u64 = CHUNK / PIECE;
 /// Files smaller than this are not cached (the per-file chunk cache serves them).
 pub const MIN_FILE: u64 = 64 << 10;
 /// Magic number at the start of a cache file ("usfszc01").
 const MAGIC: u64 = u64::from_le_bytes(*b"usfszc01");
-/// Layout version (2: 2 MiB chunks, data at a chunk boundary).
+/// Layout version (2: 64 KiB pieces, data at a 2 MiB boundary).
 const VERSION: u64 = 2;
 /// Header bytes before the bitmap.
 const HEADER: usize = 64;
@@ -69,10 +75,10 @@ struct Header {
     version: u64,
     /// The cached file's size in bytes.
     size: u64,
-    /// Bytes per chunk ([`CHUNK`]).
-    chunk: u64,
-    /// Number of chunks: `size.div_ceil(chunk)`.
-    chunks: u64,
+    /// Bytes per piece, one bitmap bit each ([`PIECE`]).
+    piece: u64,
+    /// Number of pieces: `size.div_ceil(piece)`.
+    pieces: u64,
 }
 
 impl Header {
@@ -81,14 +87,14 @@ impl Header {
             magic: MAGIC,
             version: VERSION,
             size,
-            chunk: CHUNK,
-            chunks: size.div_ceil(CHUNK),
+            piece: PIECE,
+            pieces: size.div_ceil(PIECE),
         }
     }
 
     fn to_bytes(self) -> [u8; HEADER] {
         let mut b = [0u8; HEADER];
-        for (i, v) in [self.magic, self.version, self.size, self.chunk, self.chunks]
+        for (i, v) in [self.magic, self.version, self.size, self.piece, self.pieces]
             .iter()
             .enumerate()
         {
@@ -103,8 +109,8 @@ impl Header {
             magic: f(0),
             version: f(1),
             size: f(2),
-            chunk: f(3),
-            chunks: f(4),
+            piece: f(3),
+            pieces: f(4),
         }
     }
 }
@@ -113,13 +119,13 @@ impl Header {
 /// header and the bitmap, at a chunk boundary (so that each chunk is one 2 MiB folio of
 /// the page cache and one huge-page mapping; the rest of the first chunk is a hole).
 pub fn data_offset(size: u64) -> u64 {
-    let words = size.div_ceil(CHUNK).div_ceil(64);
+    let words = size.div_ceil(PIECE).div_ceil(64);
     (HEADER as u64 + words * 8).next_multiple_of(CHUNK)
 }
 
 /// Bytes of a cache file written when it is made: the header and the bitmap, whole pages.
 fn head_len(size: u64) -> u64 {
-    let words = size.div_ceil(CHUNK).div_ceil(64);
+    let words = size.div_ceil(PIECE).div_ceil(64);
     (HEADER as u64 + words * 8).next_multiple_of(PAGE)
 }
 
@@ -230,22 +236,29 @@ impl SharedFile {
         })
     }
 
-    /// The bitmap word holding chunk `k`'s bit.
+    /// Bitmap word `w`.
     #[inline]
-    fn word(&self, k: u64) -> &AtomicU64 {
-        let at = HEADER + (k / 64) as usize * 8;
+    fn word(&self, w: u64) -> u64 {
+        let at = HEADER + w as usize * 8;
         // SAFETY: `at` is 8-aligned (HEADER is, the mapping is page aligned) inside the
-        // bitmap, inside the live mapping (k < chunks, checked by callers). Bitmap words
-        // are only loaded here (atomically, never stored through the mapping: the
-        // mapping is read-only); other processes change them with pwrite.
-        unsafe { AtomicU64::from_ptr(self.map.base().add(at) as *mut u64) }
+        // bitmap, inside the live mapping (w covers a piece below `pieces`, checked by
+        // callers). Bitmap words are only loaded here (atomically, never stored through
+        // the mapping: it is read-only); other processes change them with pwrite.
+        let a = unsafe { AtomicU64::from_ptr(self.map.base().add(at) as *mut u64) };
+        u64::from_le(a.load(Ordering::Acquire))
     }
 
-    /// True when chunk `k` is filled.
+    /// True when piece `i` is filled.
     #[inline]
+    fn piece_filled(&self, i: u64) -> bool {
+        i < self.size.div_ceil(PIECE) && self.word(i / 64) & (1 << (i % 64)) != 0
+    }
+
+    /// True when every piece of chunk `k` is filled.
     pub fn filled(&self, k: u64) -> bool {
-        k < self.size.div_ceil(CHUNK)
-            && u64::from_le(self.word(k).load(Ordering::Acquire)) & (1 << (k % 64)) != 0
+        let first = k * PIECES_PER_CHUNK;
+        let end = ((k + 1) * PIECES_PER_CHUNK).min(self.size.div_ceil(PIECE));
+        first < end && (first..end).all(|i| self.piece_filled(i))
     }
 
     /// True when this process no longer fills this file (a fill failed).
@@ -253,47 +266,67 @@ impl SharedFile {
         self.broken.load(Ordering::Relaxed)
     }
 
-    /// Copies file bytes from `pos` into `dst` out of filled chunks; returns how many
-    /// (0 when the chunk at `pos` is not filled, or `pos` is at or past the end).
+    /// Copies file bytes from `pos` into `dst` out of filled pieces; returns how many
+    /// (0 when the piece at `pos` is not filled, or `pos` is at or past the end).
     #[inline]
     pub fn read(&self, pos: u64, dst: &mut [u8]) -> usize {
-        let mut done = 0;
-        while done < dst.len() && pos + (done as u64) < self.size {
-            let p = pos + done as u64;
-            let k = p / CHUNK;
-            if !self.filled(k) {
-                break;
-            }
-            let end = ((k + 1) * CHUNK).min(self.size);
-            let n = ((end - p) as usize).min(dst.len() - done);
-            // SAFETY: `p..p + n` lies in chunk `k` inside the file (`end <= size`), and
-            // so inside the mapping (data_off + size is its length); the chunk is filled,
-            // so its bytes are final (every writer writes the same bytes).
-            let src = unsafe {
-                std::slice::from_raw_parts(self.map.base().add((self.data_off + p) as usize), n)
-            };
-            dst[done..done + n].copy_from_slice(src);
-            done += n;
+        if pos >= self.size || dst.is_empty() {
+            return 0;
         }
-        done
+        let want = (pos + dst.len() as u64).min(self.size);
+        // The filled bytes from `pos` on, as far as the read needs.
+        let mut end = pos;
+        while end < want && self.piece_filled(end / PIECE) {
+            end = ((end / PIECE + 1) * PIECE).min(want);
+        }
+        let n = (end - pos) as usize;
+        // SAFETY: `pos..end` lies inside the file (`end <= size`) and so inside the
+        // mapping (data_off + size is its length); its pieces are filled, so its bytes
+        // are final (every writer writes the same bytes).
+        let src = unsafe {
+            std::slice::from_raw_parts(self.map.base().add((self.data_off + pos) as usize), n)
+        };
+        dst[..n].copy_from_slice(src);
+        n
     }
 
-    /// Stores the bytes of chunk `k` (`data`: all of them) and marks it filled; false if
-    /// they could not be stored (the chunk stays unfilled, and this process fills no
-    /// more chunks of the file: see [`broken`](Self::broken)).
+    /// The file range a fill for a read at `pos` produces: the whole chunk holding `pos`
+    /// when `whole_chunk`, else its piece (each cut at the end of the file).
+    pub fn fill_range(&self, pos: u64, whole_chunk: bool) -> std::ops::Range<u64> {
+        let unit = if whole_chunk { CHUNK } else { PIECE };
+        let start = pos / unit * unit;
+        start..(start + unit).min(self.size)
+    }
+
+    /// Stores the bytes of chunk `k` (`data`: all of them) and marks it filled; see
+    /// [`fill_at`](Self::fill_at).
     pub fn fill(&self, k: u64, data: &[u8]) -> bool {
-        let start = k * CHUNK;
-        if start >= self.size || data.len() as u64 != (self.size - start).min(CHUNK) {
+        self.fill_at(k * CHUNK, data)
+    }
+
+    /// Stores `data`, the file's bytes from `start`, and marks their pieces filled:
+    /// `start` is a piece boundary, the bytes end at a piece boundary or the end of the
+    /// file, within one chunk. False if they could not be stored (they stay unfilled, and
+    /// if the file system refused them this process fills no more pieces of the file: see
+    /// [`broken`](Self::broken)).
+    pub fn fill_at(&self, start: u64, data: &[u8]) -> bool {
+        let end = start + data.len() as u64;
+        if data.is_empty()
+            || !start.is_multiple_of(PIECE)
+            || end > self.size
+            || (!end.is_multiple_of(PIECE) && end != self.size)
+            || start / CHUNK != (end - 1) / CHUNK
+        {
             return false;
         }
-        let ok = !self.broken() && self.store(k, data);
+        let ok = !self.broken() && self.store(start, data);
         if !ok {
             self.broken.store(true, Ordering::Relaxed);
         }
         ok
     }
 
-    fn store(&self, k: u64, data: &[u8]) -> bool {
+    fn store(&self, start: u64, data: &[u8]) -> bool {
         let Some(fd) = sys_open(
             &self.path,
             libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
@@ -301,31 +334,35 @@ impl SharedFile {
         ) else {
             return false;
         };
+        // Pieces `first..last` (one chunk: one bitmap word).
+        let first = start / PIECE;
+        let last = (start + data.len() as u64).div_ceil(PIECE);
+        let mask = (u64::MAX >> (64 - (last - first))) << (first % 64);
         // Only into the file we mapped (another process may have removed it to make room
         // and made a new one under the name: its bitmap is not ours).
         let ok = fstat_id(fd) == Some(self.id)
-            && pwrite_all(fd, data, self.data_off + k * CHUNK)
-            && set_bit(fd, k);
+            && pwrite_all(fd, data, self.data_off + start)
+            && set_bits(fd, first / 64, mask);
         sys_close(fd);
         ok
     }
 }
 
-/// Sets chunk `k`'s bit in the bitmap of the cache file open at `fd`: read, or and write
-/// its word under a write lock of the word's bytes (an open-file-description lock, so
+/// Sets the bits `mask` of bitmap word `w` of the cache file open at `fd`: read, or and
+/// write the word under a write lock of its bytes (an open-file-description lock, so
 /// fillers in other processes and threads wait for each other and none loses a bit).
 /// The lock is not waited for without end: a holder stopped by a signal costs this fill
-/// its bit (the chunk is filled again later), never a hang.
-fn set_bit(fd: i32, k: u64) -> bool {
-    let at = HEADER as u64 + (k / 64) * 8;
+/// its bits (the pieces are filled again later), never a hang.
+fn set_bits(fd: i32, w: u64, mask: u64) -> bool {
+    let at = HEADER as u64 + w * 8;
     let Some(_lock) = os::WordLock::try_new(fd, at) else {
         return false;
     };
-    let mut w = [0u8; 8];
-    if !pread_all(fd, &mut w, at) {
+    let mut b = [0u8; 8];
+    if !pread_all(fd, &mut b, at) {
         return false;
     }
-    let v = u64::from_le_bytes(w) | (1 << (k % 64));
+    let v = u64::from_le_bytes(b) | mask;
     pwrite_all(fd, &v.to_le_bytes(), at)
 }
 
@@ -562,6 +599,63 @@ mod tests {
         // Making another file of this boot keeps this boot's files.
         let _n = SharedFile::open(&d, &id(2), 8, CHUNK).unwrap();
         assert!(d.path.join(id(1).file_name(&d.boot, 8)).exists());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+    #[test]
+    fn pieces_fill_and_read_alone_and_complete_their_chunk() {
+        let (d, base) = dir(64 << 20);
+        let size = CHUNK + 3 * PIECE + 100;
+        let data = bytes(size as usize, 6);
+        let f = SharedFile::open(&d, &id(1), 6, size).unwrap();
+        let piece = |i: u64| &data[(i * PIECE) as usize..((i + 1) * PIECE).min(size) as usize];
+        // Small random reads fill pieces, sequential or large ones whole chunks.
+        assert_eq!(f.fill_range(PIECE + 5, false), PIECE..2 * PIECE);
+        assert_eq!(f.fill_range(PIECE + 5, true), 0..CHUNK);
+        assert_eq!(
+            f.fill_range(CHUNK + 3 * PIECE, false),
+            CHUNK + 3 * PIECE..size
+        );
+        assert_eq!(f.fill_range(size - 1, true), CHUNK..size);
+        // Refused: not at a piece boundary, not ending at one (nor at the end of the
+        // file), crossing a chunk boundary, past the end.
+        assert!(!f.fill_at(1, &data[1..PIECE as usize + 1]));
+        assert!(!f.fill_at(0, &data[..PIECE as usize - 1]));
+        assert!(!f.fill_at(
+            CHUNK - PIECE,
+            &data[(CHUNK - PIECE) as usize..(CHUNK + PIECE) as usize]
+        ));
+        assert!(!f.fill_at(size - 100, &data[..200]));
+        assert!(
+            !f.broken(),
+            "refused arguments are not a failing file system"
+        );
+        // One piece: readable alone; a read running into an unfilled piece stops there.
+        assert!(f.fill_at(PIECE, piece(1)));
+        let mut out = vec![0u8; 3 * PIECE as usize];
+        assert_eq!(f.read(PIECE - 1, &mut out), 0);
+        assert_eq!(f.read(PIECE + 7, &mut out), PIECE as usize - 7);
+        assert_eq!(&out[..PIECE as usize - 7], &piece(1)[7..]);
+        assert!(!f.filled(0));
+        // Its neighbour: one read spans both.
+        assert!(f.fill_at(2 * PIECE, piece(2)));
+        assert_eq!(f.read(PIECE, &mut out), 2 * PIECE as usize);
+        assert_eq!(
+            &out[..2 * PIECE as usize],
+            &data[PIECE as usize..3 * PIECE as usize]
+        );
+        // The short last piece, then the rest of the last chunk: filled, to the end.
+        assert!(f.fill_at(CHUNK + 3 * PIECE, piece(CHUNK / PIECE + 3)));
+        assert!(!f.filled(1));
+        assert!(f.fill(1, &data[CHUNK as usize..]));
+        assert!(f.filled(1));
+        assert_eq!(f.read(size - 10, &mut out), 10);
+        assert_eq!(&out[..10], &data[size as usize - 10..]);
+        // The whole first chunk over the pieces already there.
+        assert!(f.fill(0, &data[..CHUNK as usize]));
+        assert!(f.filled(0));
+        let mut all = vec![0u8; size as usize];
+        assert_eq!(f.read(0, &mut all), size as usize);
+        assert!(all == data);
         std::fs::remove_dir_all(base).unwrap();
     }
 }

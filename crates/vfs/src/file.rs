@@ -271,7 +271,7 @@ fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
             return k;
         }
     }
-    dst[..n].copy_from_slice(src);
+    crate::copy::copy(&mut dst[..n], src);
     n
 }
 

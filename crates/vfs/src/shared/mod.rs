@@ -1,8 +1,8 @@
 //! A decompressed-data cache shared by every process reading the same image: one file per
 //! (image, inode) in a per-user directory ([`CacheDir`]: /var/tmp/usfs-cache-UID by
 //! default), holding the file's bytes as the back end produced them (decompressed EROFS
-//! data), filled chunk by chunk by whichever process needs a chunk first and read by
-//! memcpy from a shared mapping afterwards. It plays the part the kernel page cache plays
+//! data), filled piece by piece or chunk by chunk by whichever process needs them first
+//! and read by memcpy from a shared mapping afterwards. It plays the part the kernel page cache plays
 //! for squashfuse: a program started later reads warm data without decompressing it again.
 //!
 //! Layout of a cache file: a header ([`Header`]: magic, version, the file's size, the
@@ -20,12 +20,12 @@
 //!   mtime and ctime (nanoseconds), a hash of its first bytes and the file's inode number,
 //!   so a rewritten image gets new cache files; a file whose header or size does not
 //!   match what we expect is not used.
-//! - Chunks are written with pwrite, then their bit is set by a pwrite of its bitmap word
-//!   under an open-file-description lock of that word (so concurrent fillers never lose
-//!   each other's bits); readers copy a chunk only after seeing its bit (acquire load from
-//!   the mapping, which shows the same page cache). Two processes filling the same chunk
-//!   write the same bytes (the image is read-only), so a reader never sees a partial or
-//!   foreign chunk. The mapping is read-only: nothing is ever written through it, so a
+//! - Pieces are written with pwrite, then their bits are set by a pwrite of their bitmap
+//!   word under an open-file-description lock of that word (so concurrent fillers never
+//!   lose each other's bits); readers copy a piece only after seeing its bit (acquire load
+//!   from the mapping, which shows the same page cache). Two processes filling the same
+//!   piece write the same bytes (the image is read-only), so a reader never sees a
+//!   partial or foreign piece. The mapping is read-only: nothing is ever written through it, so a
 //!   full or failing file system answers a write with an error, never a SIGBUS.
 //! - Files are created under a temporary name, completed (header, size), then linked into
 //!   place, so nobody opens a half-made one; the directory is the user's own (mode 0700,
@@ -37,8 +37,8 @@
 //!   processes have mapped is safe: they keep their mapping, later processes start a
 //!   fresh file.
 //! - A process whose fill fails (the file was replaced under it, or the file system is
-//!   full) stops filling that file: its reads of unfilled chunks go back to the per-file
-//!   chunk cache, never to producing a whole chunk for each small read.
+//!   full) stops filling that file: its reads of unfilled pieces go back to the per-file
+//!   chunk cache, never to producing a whole piece or chunk for each small read.
 
 mod dir;
 mod os;
@@ -144,7 +144,7 @@ pub struct SharedFile {
     size: u64,
     /// Where the file's bytes start.
     data_off: u64,
-    /// Set when a fill failed: this process fills no more chunks of this file.
+    /// Set when a fill failed: this process fills no more pieces of this file.
     broken: AtomicBool,
 }
 
@@ -286,7 +286,7 @@ impl SharedFile {
         let src = unsafe {
             std::slice::from_raw_parts(self.map.base().add((self.data_off + pos) as usize), n)
         };
-        dst[..n].copy_from_slice(src);
+        crate::copy::copy(&mut dst[..n], src);
         n
     }
 

@@ -350,7 +350,7 @@ pub fn read_file(
             .map_err(|e| errno_of(&e))?
         {
             Some(src) if !src.is_empty() => {
-                buf[done..done + src.len()].copy_from_slice(src);
+                crate::copy::copy(&mut buf[done..done + src.len()], src);
                 done += src.len();
             }
             _ => {

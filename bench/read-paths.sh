@@ -200,6 +200,9 @@ measure_kind() { # kind anchor
             done
         done
         unmount_method "$m"
+        # usfs run's shared cache is its own state: gone before the next method (its pages,
+        # and their write-back to disk, are not left to compete with the next method's).
+        [ "$m" = run ] && rm -rf "$USFS_SHARED_CACHE_DIR"
         echo "measured: $kind $m"
     done
     printf '\n%s: MB/s (MiB/s; warm; best of %s)\n' "$kind" "$reps"

@@ -11,7 +11,7 @@
 //! offsets. A fill writes a whole 2 MiB chunk with one pwrite when the read that needs it
 //! is sequential or large, so the page cache holds the chunk in one 2 MiB folio (on file
 //! systems with large folios, such as ext4 and xfs), and the data is mapped 2 MiB
-//! aligned, so a process maps a whole chunk with one fault ([`dir`] has the
+//! aligned, so a process maps a whole chunk with one fault (module `dir` has the
 //! measurements); a small random read fills only its 64 KiB piece (producing 2 MiB for
 //! it would cost a cold random reader 32 times the decompression).
 //!

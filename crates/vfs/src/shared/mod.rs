@@ -658,4 +658,13 @@ mod tests {
         assert!(all == data);
         std::fs::remove_dir_all(base).unwrap();
     }
+    #[test]
+    fn the_boot_tag_is_stable_and_names_every_file() {
+        let t = boot_tag().unwrap();
+        assert_eq!(t.len(), 17);
+        assert!(t.starts_with('b') && t[1..].bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(boot_tag().unwrap(), t);
+        assert!(id(3).file_name(&t, 9).starts_with(&format!("{t}-")));
+        assert_ne!(id(3).file_name(&t, 9), id(3).file_name("b0", 9));
+    }
 }

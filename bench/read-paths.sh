@@ -11,7 +11,8 @@
 #   fuse-direct  usfs mount -o direct_io   (every read is a FUSE request)
 #   run          usfs run                  (LD_PRELOAD: memcpy from the image mapping for
 #                                           stored data; EROFS data decompressed once into
-#                                           a cache shared by all processes, /dev/shm)
+#                                           a cache shared by all processes, a file per
+#                                           inode in /var/tmp filled in 2 MiB chunks)
 #   anchor       fuse2fs / squashfuse
 # Every method starts from the same state and reads the whole file once before measuring
 # (warm caches): before each method the image is written back and dropped from the page
@@ -21,7 +22,8 @@
 # main thread cannot shorten the interval); each case is the best of REPS (default 3)
 # runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
-# Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR)
+# Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR,
+# USFS_BIN: another usfs binary, with its libusfs_preload.so beside it, to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench/read-paths needs root (loop and FUSE mounts)" >&2; exit 1; }
@@ -30,13 +32,14 @@ kinds=${KINDS:-"ext4 erofs"}
 reps=${REPS:-3}
 bss="1024 4096 16384 65536 262144 1048576"
 nice -n 10 cargo build --release -q -p usfs-cli -p usfs-preload
-usfs=$PWD/target/release/usfs
+usfs=${USFS_BIN:-$PWD/target/release/usfs}
 work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-read-paths.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt" "$work/src"
 # usfs run's decompressed-data cache shared between processes (what the page cache is to
-# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read.
-export USFS_SHARED_CACHE_DIR=/dev/shm/usfs-bench-cache-$$
+# the kernel and squashfuse): a fresh one for this run, filled by the warm-up read, on the
+# file system of the default one (/var/tmp: 2 MiB page-cache folios; tmpfs has 4 KiB).
+export USFS_SHARED_CACHE_DIR=/var/tmp/usfs-bench-cache-$$
 export USFS_SHARED_CACHE_MB=$((size_mb * 4 > 1024 ? size_mb * 4 : 1024))
 rm -rf "$USFS_SHARED_CACHE_DIR"
 cleanup() {
@@ -197,6 +200,9 @@ measure_kind() { # kind anchor
             done
         done
         unmount_method "$m"
+        # usfs run's shared cache is its own state: gone before the next method (its pages,
+        # and their write-back to disk, are not left to compete with the next method's).
+        [ "$m" = run ] && rm -rf "$USFS_SHARED_CACHE_DIR"
         echo "measured: $kind $m"
     done
     printf '\n%s: MB/s (MiB/s; warm; best of %s)\n' "$kind" "$reps"

@@ -1140,3 +1140,118 @@ fn erofs_decompressed_cache_is_shared_between_processes_and_keyed_by_image() {
     assert_eq!(run(&[]), want2);
     assert_eq!(cache_files().len(), 2, "{:?}", cache_files());
 }
+
+/// Reads at the edges of the shared cache's 2 MiB chunks and of the file (straddling
+/// chunk boundaries, at and past the end, whole files by 1 MiB, 4 KiB and 3000-byte
+/// reads, random pieces) print the same bytes (as MD5s) under `usfs run` as on a kernel
+/// mount: with the cache cold (random reads fill chunks out of order), warm, with a budget
+/// too small for the larger files (they are read without the cache) and turned off.
+#[test]
+fn erofs_reads_at_chunk_edges_match_the_kernel_cold_warm_and_over_budget() {
+    let test = "run_mount-chunk-edges";
+    if !need_root(test) || !need_tool(test, "python3") || !need_tool(test, "mkfs.erofs") {
+        return;
+    }
+    check_preload_built();
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mib = 1 << 20;
+    // Three chunks with a short last one; exactly two chunks; one short chunk.
+    let files = [
+        ("big", 5 * mib + 777),
+        ("exact", 4 * mib),
+        ("small", 100 << 10),
+    ];
+    for (i, (name, len)) in files.iter().enumerate() {
+        std::fs::write(src.join(name), text(*len, 11 + i as u64)).unwrap();
+    }
+    let img = s.path("img.erofs");
+    run_ok(
+        Command::new(usfs())
+            .args(["mkfs.erofs", "--quiet", "-zlz4hc"])
+            .arg(&img)
+            .arg(&src),
+    );
+    let script = s.path("edges.py");
+    std::fs::write(
+        &script,
+        r#"import hashlib, os, random, sys
+C = 2 << 20
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    cases = [(0, 1), (C - 1, 2), (C - 4096, 8192), (2 * C - 10, C + 20), (C, C),
+             (3 * C - 7, 4096), (size - 5, 100), (size, 10), (size + 100, 10),
+             (max(size - C - 3, 0), C + 3), (0, size + 5)]
+    rng = random.Random(size)
+    cases += [(rng.randrange(0, size), rng.choice([1, 1000, 4096, 65536, 1 << 20]))
+              for _ in range(40)]
+    for off, n in cases:
+        b = os.pread(fd, n, off)
+        print(os.path.basename(p), off, n, len(b), hashlib.md5(b).hexdigest())
+    for bs in (1 << 20, 4096, 3000):
+        os.lseek(fd, 0, 0)
+        h, t = hashlib.md5(), 0
+        while True:
+            b = os.read(fd, bs)
+            if not b:
+                break
+            h.update(b)
+            t += len(b)
+        print(os.path.basename(p), "read", bs, t, h.hexdigest())
+    os.close(fd)
+"#,
+    )
+    .unwrap();
+    let args = |dir: &Path| -> Vec<String> {
+        let mut a = vec![script.display().to_string()];
+        a.extend(files.iter().map(|(n, _)| dir.join(n).display().to_string()));
+        a
+    };
+    let want = {
+        let m = Mount::new(&img, &s.path("kmnt"), "erofs", "ro");
+        let o = run_ok(Command::new("python3").args(args(&m.dir)));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert!(want.lines().count() > 150, "{want}");
+    let root = s.path("root");
+    let run = |cache: &Path, mb: &str| {
+        let mut cmd = Command::new(usfs());
+        cmd.arg("run")
+            .arg("-m")
+            .arg(format!("{}={}", root.display(), img.display()))
+            .arg("--")
+            .arg("python3")
+            .args(args(&root))
+            .env("USFS_SHARED_CACHE_DIR", cache)
+            .env("USFS_SHARED_CACHE_MB", mb);
+        let (code, out, err) = run_limited(&mut cmd, Duration::from_secs(120));
+        assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&err));
+        String::from_utf8(out).unwrap()
+    };
+    let count = |cache: &Path| std::fs::read_dir(cache).map_or(0, |rd| rd.count());
+    let check = |got: String, what: &str| {
+        if got != want {
+            let (g, w): (Vec<_>, Vec<_>) = (got.lines().collect(), want.lines().collect());
+            let i = (0..g.len().max(w.len()))
+                .find(|&i| g.get(i) != w.get(i))
+                .unwrap();
+            panic!(
+                "{what}: line {i}: usfs run {:?}, kernel {:?}",
+                g.get(i),
+                w.get(i)
+            );
+        }
+    };
+    let cache = s.path("zcache");
+    check(run(&cache, "1024"), "cold cache");
+    assert_eq!(count(&cache), files.len(), "one cache file per file");
+    check(run(&cache, "1024"), "warm cache");
+    // Budget 6 MiB: files over 3 MiB are not cached, the small one is.
+    let small = s.path("zcache-small");
+    check(run(&small, "6"), "over budget");
+    assert_eq!(count(&small), 1);
+    check(run(&s.path("zcache-off"), "0"), "cache off");
+    assert_eq!(count(&s.path("zcache-off")), 0);
+}

@@ -139,10 +139,12 @@ impl OpenFile {
                 n = copy_mapped(&self.node, &run, pos, &mut buf[done..]);
             } else if !run.hole {
                 if let Some(sf) = self.node.shared() {
-                    // Produced (decompressed) bytes, shared with other processes.
-                    n = self.copy_shared(sf, pos, &mut buf[done..])?;
-                    if n == 0 {
-                        break;
+                    // Produced (decompressed) bytes, shared with other processes (None:
+                    // not there and not to be stored: read as if there were no cache).
+                    match self.copy_shared(sf, pos, &mut buf[done..], sequential)? {
+                        Some(0) => break,
+                        Some(k) => n = k,
+                        None => {}
                     }
                 }
             }
@@ -219,29 +221,36 @@ impl OpenFile {
     }
 
     /// Copies file bytes at `pos` into `dst` from the shared cache, producing (and
-    /// storing) the chunk that holds `pos` first if nobody has; 0 at the end of the file.
+    /// storing) what holds `pos` first if nobody has: its whole 2 MiB chunk for a
+    /// sequential or large read, its 64 KiB piece for a small random one. `Some(0)` at
+    /// the end of the file, `None` when that is not filled and this process no longer
+    /// fills (producing it for each small read would cost far more than it saves).
+    #[inline]
     fn copy_shared(
         &self,
         sf: &crate::shared::SharedFile,
         pos: u64,
         dst: &mut [u8],
-    ) -> Result<usize, Errno> {
+        sequential: bool,
+    ) -> Result<Option<usize>, Errno> {
         let n = sf.read(pos, dst);
         if n > 0 {
-            return Ok(n);
+            return Ok(Some(n));
         }
-        let chunk = crate::shared::CHUNK;
-        let start = pos / chunk * chunk;
-        let len = (self.node.meta.size.saturating_sub(start)).min(chunk) as usize;
-        let mut data = vec![0u8; len];
-        let got = read_file(&*self.node.fs, self.node.ino, start, &mut data)?;
-        if got == len {
-            sf.fill(pos / chunk, &data);
+        if sf.broken() {
+            return Ok(None);
         }
-        let skip = (pos - start) as usize;
+        let whole = sequential || dst.len() as u64 >= crate::shared::PIECE;
+        let range = sf.fill_range(pos, whole);
+        let mut data = vec![0u8; (range.end - range.start) as usize];
+        let got = read_file(&*self.node.fs, self.node.ino, range.start, &mut data)?;
+        if got == data.len() {
+            sf.fill_at(range.start, &data);
+        }
+        let skip = (pos - range.start) as usize;
         let n = got.saturating_sub(skip).min(dst.len());
         dst[..n].copy_from_slice(&data[skip..skip + n]);
-        Ok(n)
+        Ok(Some(n))
     }
 }
 
@@ -262,7 +271,7 @@ fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
             return k;
         }
     }
-    dst[..n].copy_from_slice(src);
+    crate::copy::copy(&mut dst[..n], src);
     n
 }
 
@@ -341,7 +350,7 @@ pub fn read_file(
             .map_err(|e| errno_of(&e))?
         {
             Some(src) if !src.is_empty() => {
-                buf[done..done + src.len()].copy_from_slice(src);
+                crate::copy::copy(&mut buf[done..done + src.len()], src);
                 done += src.len();
             }
             _ => {

@@ -17,6 +17,7 @@
 
 pub mod bulk;
 mod chunks;
+mod copy;
 pub mod creds;
 mod fdtable;
 mod file;

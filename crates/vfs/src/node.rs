@@ -36,8 +36,9 @@ pub struct Node {
 const LOOKUP_MAX: usize = 1 << 40;
 
 impl Node {
-    /// The shared cache of this file's produced bytes: files of at least one chunk on a
-    /// mounted (mapped) image, when the cache is on.
+    /// The shared cache of this file's produced bytes: files of at least
+    /// [`MIN_FILE`](crate::shared::MIN_FILE) bytes on a mounted (mapped) image, when the
+    /// cache is on.
     ///
     /// Made outside the once-cell and then offered to it (a thread that loses the race
     /// drops its copy), so no thread ever waits on another's initialisation: a fork in
@@ -47,7 +48,7 @@ impl Node {
             return s.as_ref();
         }
         let made = (|| {
-            if self.meta.size < crate::shared::CHUNK {
+            if self.meta.size < crate::shared::MIN_FILE {
                 return None;
             }
             let (dir, id) = self.bulk.as_ref()?.shared_key()?;

@@ -302,6 +302,63 @@ fn out_of_space_is_a_clean_error() {
     e2fsck_clean(&img, "out_of_inodes");
 }
 
+/// A source file the scan cannot read, far into the tree while placement is still busy
+/// with large files before it: a clear error naming the file, exit 1, and no hang (the
+/// scan used to stop without waking placement, which then waited for a directory nobody
+/// would scan). Run as an unprivileged user, who cannot read a mode-000 file.
+#[test]
+fn unreadable_source_file_is_a_clean_error_not_a_hang() {
+    if !need_root("unreadable_source") || !need_tool("unreadable_source", "setpriv") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new("mkfs-unreadable");
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    let mut data: Vec<u8> = (0..8u32 << 20)
+        .map(|j| (j.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    for i in 0..24u8 {
+        data[0] = i;
+        std::fs::write(src.join(format!("a/f{i:02}")), &data).unwrap();
+    }
+    for d in 0..200 {
+        let dir = src.join(format!("b/d{d:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("x"), format!("file {d}\n")).unwrap();
+    }
+    let bad = src.join("b/d150/y");
+    std::fs::write(&bad, b"secret").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // The image's directory and a copy of usfs that the unprivileged user can reach.
+    let out = s.path("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&s.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = out.join("usfs");
+    std::fs::copy(usfs(), &bin).unwrap();
+    for _ in 0..3 {
+        let img = out.join("img");
+        let _ = std::fs::remove_file(&img);
+        let (code, _, err) = run_limited(
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin)
+                .args(["mkfs.ext4", "-q", "-j", "1", "-d"])
+                .arg(&src)
+                .arg(&img)
+                .arg("1G"),
+            std::time::Duration::from_secs(120),
+        );
+        let err = String::from_utf8_lossy(&err);
+        assert_eq!(code, Some(1), "hung or wrong exit: {err}");
+        assert!(
+            err.contains("d150/y") && err.contains("Permission denied"),
+            "unclear error: {err}"
+        );
+    }
+}
+
 /// -N sets the inode count (rounded up to whole inode-table blocks per group).
 #[test]
 fn inode_count_option() {

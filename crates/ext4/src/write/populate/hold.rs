@@ -7,12 +7,13 @@
 //! chunk holds one until it moves to the next. A chunk nobody references any more goes
 //! back to a free list and is filled again: since the copy follows the scan closely, a
 //! few chunks serve the whole tree, and fresh memory (whose first touch costs as much as
-//! reading a small file twice) is rarely needed. At most `budget` bytes of chunks exist.
-//! When none is free and the budget is spent, a scan worker waits for one — the scan
-//! must not run far ahead of the copy, or every chunk would be fresh — but never while
-//! placement is waiting for the scan ([`Hold::set_starved`]: the chunks can only come
-//! back through placement), nor for long: then the file is not kept and the copy reads
-//! it again.
+//! reading a small file twice) is rarely needed. Up to a soft limit chunks are mapped
+//! freely. Past it, a scan worker waits (at most [`MAX_WAIT`]) for a chunk to come back —
+//! the scan must not run far ahead of the copy, or every chunk would be fresh — except
+//! while placement is waiting for the scan ([`Hold::set_starved`]: chunks only come back
+//! through placement), when more are mapped up to a hard limit. When neither gives a
+//! chunk, or placement is over ([`Hold::close`]), the file is not kept and the copy
+//! reads it again.
 
 use super::chunk::{Chunk, CHUNK_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -50,8 +51,11 @@ pub struct Hold {
     soft: u64,
     /// Chunks never exceeded.
     hard: u64,
-    /// Placement waits for the scan (or the populate is over): nobody waits for chunks.
+    /// Placement waits for the scan: nobody waits for chunks, and up to `hard` may be
+    /// mapped.
     starved: AtomicBool,
+    /// Placement is over: nothing more is kept.
+    closed: AtomicBool,
 }
 
 impl Hold {
@@ -67,7 +71,16 @@ impl Hold {
             soft: chunks(soft),
             hard: chunks(hard.max(soft)),
             starved: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// Nothing more is kept from now on (placement ended: the copy will release no
+    /// chunk that is not already placed); waiting workers stop waiting.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _guard = self.free.lock();
+        self.freed.notify_all();
     }
 
     /// Placement is (`true`) or is no longer waiting for the scan. While it is, scan
@@ -81,9 +94,12 @@ impl Hold {
     }
 
     /// A chunk to fill, referenced once for its filler: a free one; else a new one
-    /// within the soft limit; else one freed within [`MAX_WAIT`] unless placement
-    /// waits; else a new one within the hard limit.
+    /// within the soft limit; else, while placement waits for the scan, a new one within
+    /// the hard limit; else one freed within [`MAX_WAIT`]; else none.
     fn take(&self) -> Option<u32> {
+        if self.hard == 0 || self.closed.load(Ordering::Acquire) {
+            return None;
+        }
         let mut free = self.free.lock().ok()?;
         let mut waited = false;
         loop {
@@ -91,14 +107,14 @@ impl Hold {
                 self.slots[id as usize].live.store(1, Ordering::Release);
                 return Some(id);
             }
-            let no_wait = waited || self.starved.load(Ordering::Acquire);
+            let starved = self.starved.load(Ordering::Acquire);
             let made = self.made.load(Ordering::Acquire);
-            if made < self.soft || (no_wait && made < self.hard) {
+            if made < self.soft || (starved && made < self.hard) {
                 // The free list's lock is held: nobody else maps meanwhile.
                 self.made.store(made + 1, Ordering::Release);
                 break;
             }
-            if no_wait {
+            if waited || starved || self.closed.load(Ordering::Acquire) {
                 return None;
             }
             free = self.freed.wait_timeout(free, MAX_WAIT).ok()?.0;
@@ -194,7 +210,8 @@ impl<'a> Filler<'a> {
         self.hold.unref(h.chunk);
     }
 
-    fn retire(&mut self) {
+    /// Lets go of the chunk being filled (a worker about to idle).
+    pub fn retire(&mut self) {
         if let Some((id, _)) = self.cur.take() {
             self.hold.unref(id);
         }

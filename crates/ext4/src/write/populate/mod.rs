@@ -215,12 +215,14 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
             (r, t0.elapsed())
         });
         let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, copy_threads(threads)));
+        // However placement ends (even by a panic), the scan must stop keeping files.
+        let done = PlacementDone(tree);
         let mut batcher = Batcher::new(tx);
         w.defer_writes();
         let placed = place(w, tree, opts, &mut report, &mut batcher)
             .and_then(|()| send_deferred(w, &mut batcher));
         batcher.finish();
-        tree.placement_done();
+        drop(done);
         let t_place = t0.elapsed();
         let lost = || Error::Io(std::io::Error::other("populate: a worker panicked"));
         let (scanned, t_scan) = scanner
@@ -248,6 +250,15 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     report.xattr_blocks = w.xattr_blocks_shared();
     report.hold_bytes = tree.hold.bytes_mapped();
     Ok(report)
+}
+
+/// Calls [`Tree::placement_done`] when dropped.
+struct PlacementDone<'a>(&'a Tree);
+
+impl Drop for PlacementDone<'_> {
+    fn drop(&mut self) {
+        self.0.placement_done();
+    }
 }
 
 /// The error saying what the whole scanned tree needs against what the file system

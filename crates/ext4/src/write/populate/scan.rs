@@ -18,12 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 use usfs_fs::{Error, Result, Timestamp};
 
-/// Files up to this size are kept in memory from the scan to the copy (budget
-/// allowing); larger ones are read again by the copy. Keeping costs fresh memory, which
-/// the kernel must zero on first touch (on the VMs measured, 0.6-1.1 s per GiB: about
-/// what a second openat + pread + close costs for a 4 KiB file), so only files of up to
-/// one 4 KiB page are worth keeping: on a generated tree of 200k files of at most 8 KiB,
-/// 4 KiB gave 1.5 s against 2.1-2.5 s keeping every file and 1.8-2.3 s keeping none.
+/// Files up to this size are kept in memory from the scan to the copy (memory
+/// allowing, see [`super::hold`]); larger ones are read again by the copy, which for them
+/// costs little next to their data. Keeping saves the copy a second openat + pread +
+/// close per file; with the memory recycled that pays for any file up to the chunk
+/// size, and 64 KiB keeps the 256 KiB chunks well filled.
 pub const HOLD_MAX: u64 = 64 << 10;
 /// Largest block size: the zero pattern blocks are compared with.
 static ZEROS: [u8; 65536] = [0; 65536];
@@ -127,6 +126,8 @@ struct Progress {
     /// Directories being scanned.
     busy: usize,
     failed: Option<Error>,
+    /// Every worker has stopped (after the last directory, or an error).
+    stopped: bool,
 }
 
 /// The source tree, filled in by the scan while placement and copy already use it:
@@ -167,6 +168,7 @@ impl Tree {
                 })]),
                 busy: 0,
                 failed: None,
+                stopped: false,
             }),
             wake: Condvar::new(),
             bs: bs as usize,
@@ -210,16 +212,17 @@ impl Tree {
             if let Some(ds) = once.get() {
                 return Ok(ds);
             }
-            if p.failed.is_some() || (p.todo.is_empty() && p.busy == 0) {
+            if p.failed.is_some() || p.stopped || (p.todo.is_empty() && p.busy == 0) {
                 return Err(stopped());
             }
             p = self.wake.wait(p).map_err(|_| stopped())?;
         }
     }
 
-    /// Placement is over: from now on the scan never waits for memory.
+    /// Placement is over (done, failed or panicked): from now on the scan keeps no
+    /// more files in memory and never waits for it.
     pub fn placement_done(&self) {
-        self.hold.set_starved(true);
+        self.hold.close();
     }
 
     /// The source path of node `i`.
@@ -244,10 +247,10 @@ impl Tree {
                 s.spawn(|| self.work());
             }
         });
-        let mut p = self
-            .progress
-            .lock()
-            .map_err(|_| Error::Io(std::io::Error::other("scan: a worker panicked")))?;
+        // Placement may be waiting for a directory nobody will scan now.
+        let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        p.stopped = true;
+        self.wake.notify_all();
         match p.failed.take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -257,6 +260,10 @@ impl Tree {
     /// One scan worker: takes directories until none is left.
     fn work(&self) {
         lower_priority();
+        let mut guard = PanicGuard {
+            tree: self,
+            busy: false,
+        };
         let mut w = Worker {
             bs: self.bs,
             dents: vec![0u8; 64 << 10],
@@ -280,11 +287,14 @@ impl Tree {
                     }
                     if let Some(Reverse(d)) = q.todo.pop() {
                         q.busy += 1;
+                        guard.busy = true;
                         break d;
                     }
                     if q.busy == 0 {
                         return;
                     }
+                    // Its partly filled chunk must not stay pinned while it idles.
+                    w.slot.retire();
                     q = match self.wake.wait(q) {
                         Ok(q) => q,
                         Err(_) => return,
@@ -296,6 +306,7 @@ impl Tree {
                 return;
             };
             q.busy -= 1;
+            guard.busy = false;
             match result {
                 Ok((meta, xattrs, kids)) => {
                     // Added under the lock, so a directory's children get consecutive
@@ -328,6 +339,29 @@ impl Tree {
             }
             self.wake.notify_all();
         }
+    }
+}
+
+/// Ends the scan with an error when a worker panics: its directory would otherwise stay
+/// "being scanned" and the others, and placement, would wait for it forever.
+struct PanicGuard<'a> {
+    tree: &'a Tree,
+    /// The worker is scanning a directory (counted in `busy`).
+    busy: bool,
+}
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut q = self.tree.progress.lock().unwrap_or_else(|e| e.into_inner());
+        if self.busy {
+            q.busy -= 1;
+        }
+        q.failed
+            .get_or_insert_with(|| Error::Io(std::io::Error::other("scan: a worker panicked")));
+        self.tree.wake.notify_all();
     }
 }
 

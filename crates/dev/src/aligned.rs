@@ -3,8 +3,10 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
-/// Alignment of every [`AlignedBuf`]: a page, which satisfies the direct-I/O alignment of
-/// the devices and file systems images live on (512-byte or 4 KiB logical blocks).
+/// Alignment of every [`AlignedBuf`]: 4 KiB, which satisfies the direct-I/O alignment of
+/// the devices and file systems images live on (512-byte or 4 KiB logical blocks) and is
+/// a page on x86-64 (where pages are larger, direct writes need page alignment and fall
+/// back to buffered writes otherwise).
 pub const ALIGN: usize = 4096;
 
 /// A growable byte buffer of fixed capacity whose storage starts on an [`ALIGN`]

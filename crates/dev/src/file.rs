@@ -118,8 +118,11 @@ impl Device for FileDevice {
     }
 
     fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let aligned = (buf.as_ptr() as usize | buf.len()).is_multiple_of(ALIGN)
-            && offset.is_multiple_of(ALIGN as u64);
+        // Whole pages only (at least ALIGN): a direct write must never share a page of
+        // the file's cache with a buffered write made at the same time.
+        let align = page_size().max(ALIGN);
+        let aligned = (buf.as_ptr() as usize | buf.len()).is_multiple_of(align)
+            && offset.is_multiple_of(align as u64);
         let direct = if aligned && self.writable && self.direct_ok.load(Ordering::Relaxed) {
             self.direct
                 .get_or_init(|| reopen_direct(&self.file))
@@ -144,6 +147,13 @@ impl Device for FileDevice {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The memory page size (4096 if unknown).
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads system configuration.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
 /// A new descriptor on the file behind `file`, opened for writing with O_DIRECT through

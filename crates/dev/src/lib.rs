@@ -66,8 +66,8 @@ pub trait Device: Send + Sync {
     fn start_writeback(&self, _offset: u64, _len: u64) {}
 
     /// Writes all of `buf` at byte `offset` past the operating system's cache (O_DIRECT)
-    /// when the device can and `buf`'s address, `offset` and length are multiples of
-    /// [`ALIGN`]; otherwise exactly [`Device::write_at`]. For bulk data nobody reads back
+    /// when the device can and `buf`'s address, `offset` and length are multiples of the
+    /// page size (at least [`ALIGN`]); otherwise exactly [`Device::write_at`]. For bulk data nobody reads back
     /// soon: it saves the copy into the page cache and the write-back after it.
     /// [`Device::flush`] still makes it durable. Callers must not write the same pages
     /// through `write_at` at the same time.

@@ -10,9 +10,29 @@
 /// Largest single memcpy.
 pub const STEP: usize = 64 << 10;
 
+/// Copies up to this size first ask for every cache line of the source at once
+/// (prefetch), so the memory system fetches them in parallel instead of as the copy
+/// reaches them: a small read of data not in the CPU caches is mostly waiting for
+/// memory. Measured with `usfs run` random 4 KiB preads of a 256 MiB file in an ext4
+/// image (1 thread): 6.4-7.8 -> 8.7-9.0 GB/s; 1 KiB: 2.8 -> 3.4 GB/s. Past 8 KiB the
+/// hardware prefetcher does as well (16 KiB was slower with it in a C test).
+const PREFETCH_MAX: usize = 8 << 10;
+
 /// Copies `src` into `dst` (of the same length).
 #[inline]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if src.len() <= PREFETCH_MAX {
+        for off in (0..src.len()).step_by(64) {
+            // SAFETY: prefetch is a hint; the address is inside src.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    src.as_ptr().add(off) as *const i8,
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+        }
+    }
     if src.len() <= STEP {
         dst.copy_from_slice(src);
         return;

@@ -126,10 +126,11 @@ impl OpenFile {
             return Err(libc::EBADF);
         }
         let size = self.node.meta.size;
-        let sequential = self
-            .last_end
-            .swap(offset + buf.len() as u64, Ordering::Relaxed)
-            == offset;
+        // A hint only (threads sharing the descriptor may race on it): a plain load and
+        // store, not a locked read-modify-write, which would stall every read.
+        let sequential = self.last_end.load(Ordering::Relaxed) == offset;
+        self.last_end
+            .store(offset + buf.len() as u64, Ordering::Relaxed);
         let mut done = 0;
         while done < buf.len() && offset + (done as u64) < size {
             let pos = offset + done as u64;

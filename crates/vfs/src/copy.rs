@@ -13,9 +13,11 @@ pub const STEP: usize = 64 << 10;
 /// Copies up to this size first ask for every cache line of the source at once
 /// (prefetch), so the memory system fetches them in parallel instead of as the copy
 /// reaches them: a small read of data not in the CPU caches is mostly waiting for
-/// memory. Measured with `usfs run` random 4 KiB preads of a 256 MiB file in an ext4
-/// image (1 thread): 6.4-7.8 -> 8.7-9.0 GB/s; 1 KiB: 2.8 -> 3.4 GB/s. Past 8 KiB the
-/// hardware prefetcher does as well (16 KiB was slower with it in a C test).
+/// memory. A small gain, measured with `usfs run` random preads of a 256 MiB file in
+/// an ext4 image, 1 thread, builds with and without it alternating: 4 KiB 6.9-8.3 vs
+/// 6.6-7.9 GB/s, 1 KiB 2.7-3.1 vs 2.3-3.1 GB/s (the copy itself, waiting for memory,
+/// is most of the time). Past 8 KiB the hardware prefetcher does as well (16 KiB was
+/// slower with it in a C test).
 const PREFETCH_MAX: usize = 8 << 10;
 
 /// Copies `src` into `dst` (of the same length).

@@ -5,6 +5,8 @@
 # Prints wall times and their ratio, then allocation quality for both images:
 # non-contiguous files and directories (e2fsck -fnv), extents per file (filefrag on a
 # read-only mount, root only) and free-space fragments (e2freefrag), with ratios.
+# Each run of each tool starts from the same state: the source read into the page cache
+# just before, no image in the page cache (the other tool's is dropped from it).
 # Usage: bench/mkfs-ext4.sh [FILES] [RUNS]   (defaults 200000, 1; best of RUNS)
 # Environment: BENCH_DIR (work directory, default a new /tmp directory), USR_SHARE
 # (the tree to copy, default /usr/share), TREES (default "usr-share gen").
@@ -41,6 +43,14 @@ best() { sort -n | head -1; }
 # (`tar cf /dev/null` does not: GNU tar skips reading data when writing to /dev/null),
 # right before each run: the machine may page out cache idle for ~30 s (DAMON reclaim).
 warm() { find "$1" -type f -print0 | xargs -0 -r cat >/dev/null 2>&1 || true; }
+# Drops a file's pages from the page cache, so the next tool does not run with the other
+# tool's freshly written image cached (the kernel, and this machine's DAMON reclaim,
+# would be busy evicting it during the run: same starting state for both tools).
+evict() {
+    [ -e "$1" ] || return 0
+    sync "$1"
+    python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+}
 # Image size: twice the data plus 1 GiB, in whole GiB, the same for both tools.
 size_for() { echo "$(( ( $(du -sb "$1" | cut -f1) * 2 / 1073741824 ) + 1 ))G"; }
 
@@ -81,6 +91,7 @@ for tree in ${TREES:-usr-share gen}; do
         rm -f "$work/mke2fs.img" "$work/usfs.img"
         warm "$src"
         t_mk+=("$(timeit mke2fs -q -F -t ext4 -N "$inodes" -d "$src" "$work/mke2fs.img" "$size")")
+        evict "$work/mke2fs.img"
         warm "$src"
         t_us+=("$(timeit "$bin/usfs" mkfs.ext4 -q -N "$inodes" -d "$src" "$work/usfs.img" "$size")")
     done

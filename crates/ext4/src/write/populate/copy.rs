@@ -1,8 +1,11 @@
-//! Phase 3 of populate: file data to the image, while placement goes on. Jobs come in
-//! placement order, which is physical order for the small files packed together, in
-//! batches of about [`BATCH_BYTES`] ([`Batcher`]); workers take batches and gather
-//! pieces that are contiguous on the image into one write of up to [`BUF`] bytes. Kept files are copied from memory; the others are opened again
-//! (relative to their directory, opened once per batch) and read.
+//! Stage 3 of populate: file data (and the blocks placement made between files) to the
+//! image, while the scan and placement go on. Jobs come in placement order, which is
+//! physical order for the small files packed together, in batches of about
+//! [`BATCH_BYTES`] ([`Batcher`]); workers take batches and gather pieces that are
+//! contiguous on the image into one write of up to [`BUF`] bytes, past the page cache
+//! when aligned ([`Device::write_direct`]). Kept files are copied from memory and
+//! released; the others are opened again (relative to their directory, opened once per
+//! batch) and read.
 
 use super::scan::{io_err, Tree};
 use super::source::{self, Dir};

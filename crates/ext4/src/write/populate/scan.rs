@@ -1,9 +1,9 @@
-//! Phase 1 of populate: one parallel walk of the source that gathers everything the
-//! placement needs — attributes, xattrs, symlink targets, and for regular files which
+//! Stage 1 of populate: one parallel walk of the source, running while placement and the
+//! copy already use what it found ([`Tree`]), that gathers everything placement needs — attributes, xattrs, symlink targets, and for regular files which
 //! blocks hold data that is not all zeros (mke2fs -d makes the others holes, and so do
 //! we). Each regular file is opened and read once here; the bytes of files up to
-//! [`HOLD_MAX`] are kept in memory (up to a budget) so the copy phase writes them without
-//! touching the source again, larger files are read again by the copy.
+//! [`HOLD_MAX`] are kept in memory ([`super::hold`], recycled) so the copy writes them
+//! without touching the source again, larger files are read again by the copy.
 
 pub use super::hold::Hold;
 use super::hold::{Filler, Held};

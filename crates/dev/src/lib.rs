@@ -11,12 +11,14 @@ mod aligned;
 mod file;
 mod mem;
 mod mmap;
+mod pages;
 mod stats;
 
 pub use aligned::{AlignedBuf, ALIGN};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use mmap::MmapDevice;
+pub use pages::Pages;
 pub use stats::{IoSnapshot, IoStats};
 
 use std::io;

@@ -16,6 +16,7 @@ mod dir;
 mod extent;
 mod file;
 mod format;
+mod itable;
 mod options;
 pub mod populate;
 mod writer;

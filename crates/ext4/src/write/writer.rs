@@ -1,6 +1,7 @@
 //! The writer's state: superblock, descriptors, allocators and the inode tables being
 //! filled, on a device. [`Writer::finish`] writes every piece of metadata.
 
+use super::itable::{self, InodeTable, TableLayout};
 use super::xattr::XattrBlocks;
 use crate::alloc::{BlockAllocator, InodeAllocator, InodeKind, NoSpace, Purpose, Request};
 use crate::format::features::{incompat, ro_compat};
@@ -27,8 +28,8 @@ pub struct Writer {
     pub blocks: BlockAllocator,
     /// The inode allocator.
     pub inodes: InodeAllocator,
-    /// Inode table contents per group, up to the highest inode touched.
-    itables: Vec<Vec<u8>>,
+    /// Inode tables of the groups that have inodes (mapped on first use).
+    itables: Vec<Option<InodeTable>>,
     /// Metadata checksum seed (metadata_csum), else `None`.
     pub(crate) csum_seed: Option<u32>,
     pub(crate) xattr_blocks: XattrBlocks,
@@ -77,7 +78,7 @@ impl Writer {
             dev,
             inodes: InodeAllocator::new(geo.group_count, geo.inodes_per_group, groups_per_flex),
             descs: vec![GroupDesc::from_raw(&[0u8; 64]); n],
-            itables: vec![Vec::new(); n],
+            itables: (0..n).map(|_| None).collect(),
             sb,
             geo,
             blocks,
@@ -153,16 +154,14 @@ impl Writer {
         i.set_i_extra_isize(EXTRA_ISIZE);
     }
 
-    /// The record of inode `ino`, writable (the table buffer grows as needed).
+    /// The record of inode `ino`, writable (the group's table is mapped on first use).
     pub fn inode_mut(&mut self, ino: u32) -> Inode<&mut [u8]> {
         let isz = self.geo.inode_size as usize;
         let g = self.inode_group(ino) as usize;
         let idx = ((ino - 1) % self.geo.inodes_per_group) as usize;
-        let t = &mut self.itables[g];
-        if t.len() < (idx + 1) * isz {
-            t.resize((idx + 1) * isz, 0);
-        }
-        Inode::new(&mut t[idx * isz..(idx + 1) * isz]).expect("inode records are >= 160 bytes")
+        let bytes = self.table_bytes();
+        let t = self.itables[g].get_or_insert_with(|| InodeTable::new(bytes));
+        Inode::new(t.record_mut(idx, isz)).expect("inode records are >= 160 bytes")
     }
 
     /// The record of inode `ino` (zeros if never written).
@@ -170,9 +169,8 @@ impl Writer {
         let isz = self.geo.inode_size as usize;
         let g = self.inode_group(ino) as usize;
         let idx = ((ino - 1) % self.geo.inodes_per_group) as usize;
-        let t = &self.itables[g];
-        match t.get(idx * isz..(idx + 1) * isz) {
-            Some(b) => Inode::from_raw(b),
+        match &self.itables[g] {
+            Some(t) => Inode::from_raw(t.record(idx, isz)),
             None => Inode::from_raw(&vec![0u8; isz]),
         }
     }
@@ -288,37 +286,29 @@ impl Writer {
         Ok(self.dev)
     }
 
+    /// Checksums and writes the inode tables, two groups at a time where there are two
+    /// CPUs (one checksummed while another is written).
     fn write_inode_tables(&mut self) -> Result<()> {
-        let isz = self.geo.inode_size as usize;
-        let ipg = self.geo.inodes_per_group;
-        for g in 0..self.geo.group_count {
-            let mut t = std::mem::take(&mut self.itables[g as usize]);
-            if t.is_empty() {
-                continue;
-            }
-            if let Some(seed) = self.csum_seed {
-                for (idx, rec) in t.chunks_exact_mut(isz).enumerate() {
-                    let ino = g * ipg + idx as u32 + 1;
-                    let mut i = Inode::new(rec).expect("record size");
-                    if i.i_mode() == 0 && i.i_links_count() == 0 && ino >= self.geo.first_ino {
-                        continue; // unused
-                    }
-                    i.update_checksum(seed, ino, isz);
-                }
-            }
-            // Past the page cache when the device allows (the table is rounded up to
-            // whole pages with zeros: the rest of a fresh table is zeros too).
-            let table = self.descs[g as usize].inode_table();
-            let mut buf = usfs_dev::AlignedBuf::with_capacity(t.len());
-            buf.extend_from_slice(&t);
-            let whole = buf.capacity().min(self.table_bytes());
-            if whole > buf.len() {
-                buf.extend_zeroed(whole - buf.len());
-            }
-            self.dev
-                .write_direct(buf.as_slice(), table << self.geo.block_size_log)
-                .map_err(Error::Io)?;
-        }
+        let layout = TableLayout {
+            inode_size: self.geo.inode_size as usize,
+            inodes_per_group: self.geo.inodes_per_group,
+            first_ino: self.geo.first_ino,
+            table_bytes: self.table_bytes(),
+            csum_seed: self.csum_seed,
+        };
+        let bs_log = self.geo.block_size_log;
+        let tables: Vec<_> = self
+            .itables
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(g, t)| {
+                let at = self.descs[g].inode_table() << bs_log;
+                t.as_mut().map(|t| (g as u32, t, at))
+            })
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+        itable::write_tables(self.dev.as_ref(), &layout, tables, threads)?;
+        self.itables.clear();
         Ok(())
     }
 

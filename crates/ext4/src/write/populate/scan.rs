@@ -70,12 +70,15 @@ impl Meta {
     }
 }
 
+/// Block ranges `(lblk, count)`: most files have one, kept inline (no allocation).
+pub type Runs = smallvec::SmallVec<[(u64, u64); 1]>;
+
 /// A regular file's data as the scan found it.
 #[derive(Debug, Default)]
 pub struct FileData {
     /// Block ranges `(lblk, count)`, sorted, that hold data other than zeros: what gets
     /// allocated (everything else is a hole).
-    pub blocks: Vec<(u64, u64)>,
+    pub blocks: Runs,
     /// The file's bytes, when kept in memory.
     pub held: Option<Held>,
 }
@@ -90,7 +93,7 @@ pub struct DirScan {
 
 pub enum Kind {
     /// Set once the directory has been scanned ([`Tree::dir`]).
-    Dir(OnceLock<DirScan>),
+    Dir(OnceLock<Box<DirScan>>),
     File(FileData),
     Symlink(Vec<u8>),
     Special,
@@ -193,7 +196,7 @@ impl Tree {
         };
         let stopped = || Error::Io(std::io::Error::other("the scan of the source stopped"));
         if let Some(ds) = once.get() {
-            return Ok(ds);
+            return Ok(&**ds);
         }
         // Scan workers must not wait for memory while this waits for them.
         self.hold.set_starved(true);
@@ -204,13 +207,13 @@ impl Tree {
 
     fn wait_dir<'t>(
         &self,
-        once: &'t OnceLock<DirScan>,
+        once: &'t OnceLock<Box<DirScan>>,
         stopped: impl Fn() -> Error,
     ) -> Result<&'t DirScan> {
         let mut p = self.progress.lock().map_err(|_| stopped())?;
         loop {
             if let Some(ds) = once.get() {
-                return Ok(ds);
+                return Ok(&**ds);
             }
             if p.failed.is_some() || p.stopped || (p.todo.is_empty() && p.busy == 0) {
                 return Err(stopped());
@@ -326,11 +329,11 @@ impl Tree {
                         idx.push(i);
                     }
                     if let Kind::Dir(once) = &self.nodes[d].kind {
-                        let _ = once.set(DirScan {
+                        let _ = once.set(Box::new(DirScan {
                             meta,
                             xattrs,
                             kids: idx,
-                        });
+                        }));
                     }
                 }
                 Err(e) => {
@@ -393,8 +396,8 @@ pub fn io_err(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// Block ranges `(lblk, count)` covering byte ranges.
-pub fn block_ranges(ranges: &[(u64, u64)], bs: u64) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
+pub fn block_ranges(ranges: &[(u64, u64)], bs: u64) -> Runs {
+    let mut out = Runs::new();
     for &(s, e) in ranges {
         if e <= s {
             continue;
@@ -406,7 +409,7 @@ pub fn block_ranges(ranges: &[(u64, u64)], bs: u64) -> Vec<(u64, u64)> {
 }
 
 /// Appends blocks `[a, a+n)` to sorted runs, joining a run it touches or overlaps.
-fn push_run(out: &mut Vec<(u64, u64)>, a: u64, n: u64) {
+fn push_run(out: &mut Runs, a: u64, n: u64) {
     match out.last_mut() {
         Some(r) if r.0 + r.1 >= a => r.1 = r.1.max(a + n - r.0),
         _ => out.push((a, n)),
@@ -415,7 +418,7 @@ fn push_run(out: &mut Vec<(u64, u64)>, a: u64, n: u64) {
 
 /// Adds to `out` the blocks of `data` (the file's bytes from block `first`) that are not
 /// all zeros; the last block may be short (the end of the file).
-fn nonzero_blocks(data: &[u8], first: u64, bs: usize, out: &mut Vec<(u64, u64)>) {
+fn nonzero_blocks(data: &[u8], first: u64, bs: usize, out: &mut Runs) {
     for (i, b) in data.chunks(bs).enumerate() {
         if b != &ZEROS[..b.len()] {
             push_run(out, first + i as u64, 1);
@@ -598,24 +601,24 @@ mod tests {
         let mut data = vec![0u8; 4096 * 5 + 100];
         data[4096] = 1; // block 1
         data[4096 * 3 + 4095] = 2; // block 3
-        let mut out = Vec::new();
+        let mut out = Runs::new();
         nonzero_blocks(&data, 10, 4096, &mut out);
-        assert_eq!(out, [(11, 1), (13, 1)]);
+        assert_eq!(out[..], [(11, 1), (13, 1)]);
         data[4096 * 5 + 99] = 3; // the short last block
         data[4096 * 2] = 4;
-        let mut out = Vec::new();
+        let mut out = Runs::new();
         nonzero_blocks(&data, 0, 4096, &mut out);
-        assert_eq!(out, [(1, 3), (5, 1)]);
+        assert_eq!(out[..], [(1, 3), (5, 1)]);
     }
 
     #[test]
     fn ranges_join() {
         assert_eq!(
-            block_ranges(&[(0, 10), (4000, 5000), (9000, 9001)], 4096),
+            block_ranges(&[(0, 10), (4000, 5000), (9000, 9001)], 4096)[..],
             [(0, 3)]
         );
         assert_eq!(
-            block_ranges(&[(0, 1), (8192, 8193)], 4096),
+            block_ranges(&[(0, 1), (8192, 8193)], 4096)[..],
             [(0, 1), (2, 1)]
         );
     }

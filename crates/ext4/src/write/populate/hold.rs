@@ -38,12 +38,19 @@ struct Slot {
     live: AtomicU32,
 }
 
+/// Chunks ready to be filled again, and how many workers wait for one.
+#[derive(Default)]
+struct FreeList {
+    ids: Vec<u32>,
+    waiting: usize,
+}
+
 /// The chunks, shared by every thread of a populate.
 pub struct Hold {
     slots: boxcar::Vec<Slot>,
     /// Chunks with no reference left, ready to be filled again.
-    free: Mutex<Vec<u32>>,
-    /// Signalled when a chunk is freed or waiting must stop.
+    free: Mutex<FreeList>,
+    /// Signalled when a chunk is freed or waiting must stop, if someone waits.
     freed: Condvar,
     /// Chunks mapped so far.
     made: AtomicU64,
@@ -65,7 +72,7 @@ impl Hold {
         let chunks = |b: u64| b / CHUNK_BYTES as u64;
         Hold {
             slots: boxcar::Vec::new(),
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(FreeList::default()),
             freed: Condvar::new(),
             made: AtomicU64::new(0),
             soft: chunks(soft),
@@ -79,8 +86,7 @@ impl Hold {
     /// chunk that is not already placed); waiting workers stop waiting.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let _guard = self.free.lock();
-        self.freed.notify_all();
+        self.wake_all();
     }
 
     /// Placement is (`true`) or is no longer waiting for the scan. While it is, scan
@@ -88,8 +94,16 @@ impl Hold {
     pub fn set_starved(&self, starved: bool) {
         self.starved.store(starved, Ordering::Release);
         if starved {
-            let _guard = self.free.lock();
-            self.freed.notify_all();
+            self.wake_all();
+        }
+    }
+
+    /// Wakes every worker waiting for a chunk (they look at the flags again).
+    fn wake_all(&self) {
+        if let Ok(f) = self.free.lock() {
+            if f.waiting > 0 {
+                self.freed.notify_all();
+            }
         }
     }
 
@@ -103,7 +117,7 @@ impl Hold {
         let mut free = self.free.lock().ok()?;
         let mut waited = false;
         loop {
-            if let Some(id) = free.pop() {
+            if let Some(id) = free.ids.pop() {
                 self.slots[id as usize].live.store(1, Ordering::Release);
                 return Some(id);
             }
@@ -117,7 +131,9 @@ impl Hold {
             if waited || starved || self.closed.load(Ordering::Acquire) {
                 return None;
             }
+            free.waiting += 1;
             free = self.freed.wait_timeout(free, MAX_WAIT).ok()?.0;
+            free.waiting -= 1;
             waited = true;
         }
         drop(free);
@@ -136,8 +152,10 @@ impl Hold {
         };
         if slot.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Ok(mut f) = self.free.lock() {
-                f.push(id);
-                self.freed.notify_one();
+                f.ids.push(id);
+                if f.waiting > 0 {
+                    self.freed.notify_one();
+                }
             }
         }
     }
@@ -252,7 +270,7 @@ mod tests {
         assert!(f.reserve(1).is_none());
         hold.release(b);
         drop(f);
-        assert_eq!(hold.free.lock().unwrap().len(), 1);
+        assert_eq!(hold.free.lock().unwrap().ids.len(), 1);
     }
 
     #[test]
@@ -265,6 +283,6 @@ mod tests {
         assert_eq!(a, b);
         hold.release(b);
         drop(f);
-        assert_eq!(hold.free.lock().unwrap().len(), 1);
+        assert_eq!(hold.free.lock().unwrap().ids.len(), 1);
     }
 }

@@ -131,7 +131,26 @@ struct Progress {
     failed: Option<Error>,
     /// Every worker has stopped (after the last directory, or an error).
     stopped: bool,
+    /// Workers waiting for a directory to scan (on [`Tree::work_cv`]).
+    idle: usize,
+    /// Directories scanned so far.
+    done: u64,
+    /// Placement waits (on [`Tree::ready_cv`]) for this directory node, and to be woken
+    /// once it is scanned and `done` has reached the count given.
+    placement_waits: Option<(usize, u64)>,
 }
+
+impl Progress {
+    /// Nothing more will be scanned: every directory is, or the scan failed or stopped.
+    fn over(&self) -> bool {
+        self.failed.is_some() || self.stopped || (self.todo.is_empty() && self.busy == 0)
+    }
+}
+
+/// Directories placement lets the scan finish past the one it waits for before it is
+/// woken (unless the scan runs dry first): it then places a run of directories per
+/// wake-up instead of sleeping and waking once per directory.
+const PLACEMENT_LAG: u64 = 16;
 
 /// The source tree, filled in by the scan while placement and copy already use it:
 /// nodes never change once added (index 0 is the root), a directory's entries appear
@@ -142,8 +161,13 @@ pub struct Tree {
     /// Memory of kept files.
     pub hold: Hold,
     progress: Mutex<Progress>,
-    /// Signalled whenever a directory has been scanned or the scan stopped.
-    wake: Condvar,
+    /// Idle scan workers wait here for directories to scan (or the end).
+    work_cv: Condvar,
+    /// Placement waits here for a directory (see [`Progress::placement_waits`]).
+    ready_cv: Condvar,
+    /// Held while a directory's entries are added to `nodes`, so they get consecutive
+    /// indexes (placement walks them in order).
+    adding: Mutex<()>,
     bs: usize,
 }
 
@@ -172,8 +196,13 @@ impl Tree {
                 busy: 0,
                 failed: None,
                 stopped: false,
+                idle: 0,
+                done: 0,
+                placement_waits: None,
             }),
-            wake: Condvar::new(),
+            work_cv: Condvar::new(),
+            ready_cv: Condvar::new(),
+            adding: Mutex::new(()),
             bs: bs as usize,
         }
     }
@@ -200,25 +229,58 @@ impl Tree {
         }
         // Scan workers must not wait for memory while this waits for them.
         self.hold.set_starved(true);
-        let r = self.wait_dir(once, stopped);
+        let r = self.wait_dir(d, once, stopped);
         self.hold.set_starved(false);
         r
     }
 
     fn wait_dir<'t>(
         &self,
+        d: usize,
         once: &'t OnceLock<Box<DirScan>>,
         stopped: impl Fn() -> Error,
     ) -> Result<&'t DirScan> {
         let mut p = self.progress.lock().map_err(|_| stopped())?;
-        loop {
+        let r = loop {
             if let Some(ds) = once.get() {
-                return Ok(&**ds);
+                break Ok(&**ds);
             }
-            if p.failed.is_some() || p.stopped || (p.todo.is_empty() && p.busy == 0) {
-                return Err(stopped());
+            if p.over() {
+                break Err(stopped());
             }
-            p = self.wake.wait(p).map_err(|_| stopped())?;
+            p.placement_waits = Some((d, p.done + PLACEMENT_LAG));
+            p = match self.ready_cv.wait(p) {
+                Ok(p) => p,
+                Err(_) => return Err(stopped()),
+            };
+        };
+        p.placement_waits = None;
+        r
+    }
+
+    /// Wakes whoever should act on the scan's progress (with `p` locked): idle workers,
+    /// one per directory waiting; placement when its directory is ready and either
+    /// [`PLACEMENT_LAG`] more are or the queue is empty; everybody when the scan is over.
+    /// Condition variables are only signalled when someone waits (a signal is a system
+    /// call even then).
+    fn wake(&self, p: &Progress) {
+        if p.over() {
+            if p.idle > 0 {
+                self.work_cv.notify_all();
+            }
+            if p.placement_waits.is_some() {
+                self.ready_cv.notify_one();
+            }
+            return;
+        }
+        for _ in 0..p.idle.min(p.todo.len()) {
+            self.work_cv.notify_one();
+        }
+        if let Some((d, until)) = p.placement_waits {
+            let ready = matches!(&self.nodes[d].kind, Kind::Dir(o) if o.get().is_some());
+            if ready && (p.done >= until || p.todo.is_empty()) {
+                self.ready_cv.notify_one();
+            }
         }
     }
 
@@ -253,7 +315,7 @@ impl Tree {
         // Placement may be waiting for a directory nobody will scan now.
         let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
         p.stopped = true;
-        self.wake.notify_all();
+        self.wake(&p);
         match p.failed.take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -298,49 +360,60 @@ impl Tree {
                     }
                     // Its partly filled chunk must not stay pinned while it idles.
                     w.slot.retire();
-                    q = match self.wake.wait(q) {
+                    q.idle += 1;
+                    q = match self.work_cv.wait(q) {
                         Ok(q) => q,
                         Err(_) => return,
                     };
+                    q.idle -= 1;
                 }
             };
-            let result = w.scan_dir(d, &dpath);
+            let result = w.scan_dir(d, &dpath).map(|(meta, xattrs, kids)| {
+                // Published before the progress lock is taken below, where placement
+                // (checking under that lock) is woken.
+                let mut idx = Vec::with_capacity(kids.len());
+                let mut subdirs = Vec::new();
+                {
+                    let _adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
+                    for (rank, (k, sub)) in kids.into_iter().enumerate() {
+                        let i = self.nodes.push(k);
+                        if let Some(path) = sub {
+                            subdirs.push((rank, i, path));
+                        }
+                        idx.push(i);
+                    }
+                }
+                if let Kind::Dir(once) = &self.nodes[d].kind {
+                    let _ = once.set(Box::new(DirScan {
+                        meta,
+                        xattrs,
+                        kids: idx,
+                    }));
+                }
+                subdirs.into_iter().map(move |(rank, i, path)| {
+                    let mut o = order.clone();
+                    o.push(rank as u32);
+                    Reverse(Pending {
+                        order: o,
+                        node: i,
+                        path,
+                    })
+                })
+            });
+            let result = result.map(|subdirs| subdirs.collect::<Vec<_>>());
             let Ok(mut q) = self.progress.lock() else {
                 return;
             };
             q.busy -= 1;
             guard.busy = false;
+            q.done += 1;
             match result {
-                Ok((meta, xattrs, kids)) => {
-                    // Added under the lock, so a directory's children get consecutive
-                    // indexes.
-                    let mut idx = Vec::with_capacity(kids.len());
-                    for (rank, (k, sub)) in kids.into_iter().enumerate() {
-                        let i = self.nodes.push(k);
-                        if let Some(path) = sub {
-                            let mut o = order.clone();
-                            o.push(rank as u32);
-                            q.todo.push(Reverse(Pending {
-                                order: o,
-                                node: i,
-                                path,
-                            }));
-                        }
-                        idx.push(i);
-                    }
-                    if let Kind::Dir(once) = &self.nodes[d].kind {
-                        let _ = once.set(Box::new(DirScan {
-                            meta,
-                            xattrs,
-                            kids: idx,
-                        }));
-                    }
-                }
+                Ok(subdirs) => q.todo.extend(subdirs),
                 Err(e) => {
                     q.failed.get_or_insert(e);
                 }
             }
-            self.wake.notify_all();
+            self.wake(&q);
         }
     }
 }
@@ -364,7 +437,7 @@ impl Drop for PanicGuard<'_> {
         }
         q.failed
             .get_or_insert_with(|| Error::Io(std::io::Error::other("scan: a worker panicked")));
-        self.tree.wake.notify_all();
+        self.tree.wake(&q);
     }
 }
 

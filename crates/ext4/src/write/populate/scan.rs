@@ -258,30 +258,28 @@ impl Tree {
         r
     }
 
-    /// Wakes whoever should act on the scan's progress (with `p` locked): idle workers,
+    /// Who should act on the scan's progress, decided with `p` locked: idle workers,
     /// one per directory waiting; placement when its directory is ready and either
     /// [`PLACEMENT_LAG`] more are or the queue is empty; everybody when the scan is over.
     /// Condition variables are only signalled when someone waits (a signal is a system
-    /// call even then).
-    fn wake(&self, p: &Progress) {
+    /// call even then), and after the lock is let go ([`Wake::send`]).
+    fn wake(&self, p: &Progress) -> Wake<'_> {
+        let mut w = Wake {
+            tree: self,
+            workers: 0,
+            placement: false,
+        };
         if p.over() {
-            if p.idle > 0 {
-                self.work_cv.notify_all();
-            }
-            if p.placement_waits.is_some() {
-                self.ready_cv.notify_one();
-            }
-            return;
+            w.workers = if p.idle > 0 { usize::MAX } else { 0 };
+            w.placement = p.placement_waits.is_some();
+            return w;
         }
-        for _ in 0..p.idle.min(p.todo.len()) {
-            self.work_cv.notify_one();
-        }
+        w.workers = p.idle.min(p.todo.len());
         if let Some((d, until)) = p.placement_waits {
             let ready = matches!(&self.nodes[d].kind, Kind::Dir(o) if o.get().is_some());
-            if ready && (p.done >= until || p.todo.is_empty()) {
-                self.ready_cv.notify_one();
-            }
+            w.placement = ready && (p.done >= until || p.todo.is_empty());
         }
+        w
     }
 
     /// Placement is over (done, failed or panicked): from now on the scan keeps no
@@ -315,11 +313,14 @@ impl Tree {
         // Placement may be waiting for a directory nobody will scan now.
         let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
         p.stopped = true;
-        self.wake(&p);
-        match p.failed.take() {
+        let wake = self.wake(&p);
+        let r = match p.failed.take() {
             Some(e) => Err(e),
             None => Ok(()),
-        }
+        };
+        drop(p);
+        wake.send();
+        r
     }
 
     /// One scan worker: takes directories until none is left.
@@ -413,7 +414,33 @@ impl Tree {
                     q.failed.get_or_insert(e);
                 }
             }
-            self.wake(&q);
+            let wake = self.wake(&q);
+            drop(q);
+            wake.send();
+        }
+    }
+}
+
+/// Signals to send once the progress lock is let go ([`Tree::wake`]).
+#[must_use]
+struct Wake<'a> {
+    tree: &'a Tree,
+    /// Idle workers to wake (`usize::MAX`: all).
+    workers: usize,
+    placement: bool,
+}
+
+impl Wake<'_> {
+    fn send(self) {
+        if self.workers == usize::MAX {
+            self.tree.work_cv.notify_all();
+        } else {
+            for _ in 0..self.workers {
+                self.tree.work_cv.notify_one();
+            }
+        }
+        if self.placement {
+            self.tree.ready_cv.notify_one();
         }
     }
 }
@@ -437,7 +464,9 @@ impl Drop for PanicGuard<'_> {
         }
         q.failed
             .get_or_insert_with(|| Error::Io(std::io::Error::other("scan: a worker panicked")));
-        self.tree.wake(&q);
+        let wake = self.tree.wake(&q);
+        drop(q);
+        wake.send();
     }
 }
 

@@ -7,11 +7,7 @@
 # read-only mount, root only) and free-space fragments (e2freefrag), with ratios.
 # Each run of each tool starts from the same state: the source read into the page cache
 # just before, no image in the page cache (the other tool's is dropped from it).
-# A DAMON page-out scheme (kdamond, as on the machine these figures come from) evicts
-# page-cache pages it samples as idle at random, including parts of a source read a
-# moment ago: a usfs run then re-read 50-100 MB from disk. While the bench runs, running
-# kdamonds are switched off (as root) and switched back on at exit, so both tools really
-# start with the source cached; KEEP_DAMON=1 leaves them alone.
+# Running DAMON page-out kdamonds are paused meanwhile (bench/damon.sh; KEEP_DAMON=1).
 # Usage: bench/mkfs-ext4.sh [FILES] [RUNS]   (defaults 200000, 1; best of RUNS)
 # Environment: BENCH_DIR (work directory, default a new /tmp directory), USR_SHARE
 # (the tree to copy, default /usr/share), TREES (default "usr-share gen"), KEEP_DAMON.
@@ -24,21 +20,14 @@ bin=$PWD/target/release
 work=${BENCH_DIR:-$(mktemp -d /tmp/usfs-bench-mkfs.XXXXXX)}
 mnt=$work/mnt
 mkdir -p "$mnt"
-paused=()
+. bench/damon.sh
 cleanup() {
     mountpoint -q "$mnt" && umount "$mnt"
     rm -rf "$work"
-    local st
-    for st in "${paused[@]}"; do echo on >"$st" || echo "could not switch $st back on" >&2; done
+    damon_restore
 }
 trap cleanup EXIT
-if [ -z "${KEEP_DAMON:-}" ] && [ -w /sys/kernel/mm/damon/admin ]; then
-    for st in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
-        [ "$(cat "$st" 2>/dev/null)" = on ] || continue
-        echo off >"$st" && paused+=("$st")
-    done
-    [ ${#paused[@]} = 0 ] || echo "DAMON page-out paused during the bench: ${paused[*]}"
-fi
+damon_pause
 
 echo "copying ${USR_SHARE:-/usr/share}..."
 cp -a "${USR_SHARE:-/usr/share}" "$work/usr-share"

@@ -22,6 +22,7 @@
 # main thread cannot shorten the interval); each case is the best of REPS (default 3)
 # runs, as the machine may be shared. Prints MB/s per case, the
 # ratios the issue sets targets for, and whether each target is met.
+# Running DAMON page-out kdamonds are paused meanwhile (bench/damon.sh; KEEP_DAMON=1).
 # Usage: bench/read-paths.sh   (root: mounts; env SIZE_MB, KINDS, METHODS, REPS, BENCH_DIR,
 # USFS_BIN: another usfs binary, with its libusfs_preload.so beside it, to compare builds)
 set -euo pipefail
@@ -42,11 +43,14 @@ mkdir -p "$mnt" "$work/src"
 export USFS_SHARED_CACHE_DIR=/var/tmp/usfs-bench-cache-$$
 export USFS_SHARED_CACHE_MB=$((size_mb * 4 > 1024 ? size_mb * 4 : 1024))
 rm -rf "$USFS_SHARED_CACHE_DIR"
+. bench/damon.sh
 cleanup() {
     mountpoint -q "$mnt" && umount "$mnt"
     rm -rf "$work" "$USFS_SHARED_CACHE_DIR"
+    damon_restore
 }
 trap cleanup EXIT
+damon_pause
 
 # The reader: T threads, each opens the file and preads BS-byte blocks; sequential
 # threads each read their own slice in order, random ones pick aligned offsets over the

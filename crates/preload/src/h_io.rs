@@ -15,16 +15,13 @@ use usfs_vfs::OpenFile;
 pub fn on_vfile<R>(
     fd: c_int,
     fail: R,
-    f: impl FnOnce(&'static State, Arc<OpenFile>) -> R,
+    f: impl FnOnce(&'static State, &Arc<OpenFile>) -> R,
 ) -> Option<R> {
     let st = state()?;
     if !st.fds.is_virtual(fd) {
         return None;
     }
-    hooked(fail, |st| {
-        let file = st.fds.get(fd)?;
-        Some(f(st, file))
-    })
+    hooked(fail, |st| st.fds.with(fd, |file| f(st, file)))
 }
 
 fn slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {

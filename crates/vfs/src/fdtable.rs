@@ -106,8 +106,8 @@ impl FdTable {
         }
         let gen = self.generation.load(Ordering::Acquire);
         let cached = LAST
-            .try_with(|c| match &*c.borrow() {
-                Some((id, g, f, file)) if *id == self.id && *g == gen && *f == fd => {
+            .try_with(|c| match c.try_borrow().as_deref() {
+                Ok(Some((id, g, f, file))) if *id == self.id && *g == gen && *f == fd => {
                     Some(Arc::clone(file))
                 }
                 _ => None,
@@ -121,11 +121,43 @@ impl FdTable {
         // Stamped with the generation read before the lookup: a change in between makes
         // the entry stale at once.
         let old = LAST
-            .try_with(|c| c.replace(Some((self.id, gen, fd, Arc::clone(&file)))))
+            .try_with(|c| {
+                // Borrowed when called from inside `with` on this thread: not cached then.
+                c.try_borrow_mut()
+                    .ok()
+                    .and_then(|mut b| b.replace((self.id, gen, fd, Arc::clone(&file))))
+            })
             .ok()
             .flatten();
         drop(old);
         Some(file)
+    }
+
+    /// Runs `f` on the description behind `fd`, if virtual. When the thread's cache
+    /// holds it, `f` runs on the cached reference: no reference is taken (no locked
+    /// instruction), which matters on the read path. `f` may look up descriptors itself
+    /// (those lookups are then not cached).
+    #[inline]
+    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&Arc<OpenFile>) -> R) -> Option<R> {
+        if !self.is_virtual(fd) {
+            return None;
+        }
+        let gen = self.generation.load(Ordering::Acquire);
+        let mut f = Some(f);
+        let hit = LAST
+            .try_with(|c| match c.try_borrow().as_deref() {
+                Ok(Some((id, g, d, file))) if *id == self.id && *g == gen && *d == fd => {
+                    f.take().map(|f| f(file))
+                }
+                _ => None,
+            })
+            .ok()
+            .flatten();
+        if hit.is_some() {
+            return hit;
+        }
+        let file = self.get(fd)?;
+        f.take().map(|f| f(&file))
     }
 
     /// [`get`](Self::get) through the locks.

@@ -4,8 +4,8 @@
 use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
-use crate::runs::Run;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use crate::runs::{Run, RunCell};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use usfs_fs::{FileSystem, FileType, Ino};
 
@@ -43,8 +43,11 @@ pub struct OpenFile {
     offset: Mutex<u64>,
     /// The runs of the file ([`Node::run_at`]) the last reads used: sequential reads,
     /// and random ones over a file of a few extents, find theirs here without touching
-    /// the map shared with other descriptions (and threads).
-    runs: Mutex<RecentRuns>,
+    /// the map shared with other descriptions (and threads). Read without a locked
+    /// instruction ([`RunCell`]): a read is then a few loads and the copy.
+    runs: [RunCell; RECENT],
+    /// The cell the next new run replaces (round-robin; a hint, plain loads and stores).
+    next_run: AtomicUsize,
     /// Where the last read through this description ended (sequential reads are those
     /// that start there).
     last_end: AtomicU64,
@@ -53,12 +56,6 @@ pub struct OpenFile {
 /// Runs an open-file description keeps to itself.
 const RECENT: usize = 4;
 
-/// The last [`RECENT`] runs a description used, replaced round-robin.
-#[derive(Default)]
-struct RecentRuns {
-    runs: [Run; RECENT],
-    next: usize,
-}
 
 impl OpenFile {
     /// A description of `node` opened at `vpath` with `flags`.
@@ -74,7 +71,8 @@ impl OpenFile {
             kind,
             flags: AtomicI32::new(flags),
             offset: Mutex::new(0),
-            runs: Mutex::new(RecentRuns::default()),
+            runs: Default::default(),
+            next_run: AtomicUsize::new(0),
             last_end: AtomicU64::new(0),
         }
     }
@@ -206,18 +204,17 @@ impl OpenFile {
     /// same moment, or a lock a fork left held in the child): the node answers then.
     #[inline]
     fn run_at(&self, pos: u64) -> Result<Run, Errno> {
-        let mut recent = match self.runs.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return self.node.run_at(pos),
-        };
-        if let Some(r) = recent.runs.iter().find(|r| r.contains(pos)) {
-            return Ok(*r);
+        for cell in &self.runs {
+            if let Some(r) = cell.get() {
+                if r.contains(pos) {
+                    return Ok(r);
+                }
+            }
         }
         let r = self.node.run_at(pos)?;
-        let i = recent.next;
-        recent.runs[i] = r;
-        recent.next = (i + 1) % RECENT;
+        let i = self.next_run.load(Ordering::Relaxed) % RECENT;
+        self.runs[i].set(r);
+        self.next_run.store(i + 1, Ordering::Relaxed);
         Ok(r)
     }
 

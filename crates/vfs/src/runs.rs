@@ -16,6 +16,7 @@
 //! thread never blocks behind another here, and a child forked while some thread held
 //! the lock (which would then never be released in the child) still reads.
 
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, TryLockError};
 
 /// Entries kept per file before the map starts over.
@@ -258,5 +259,57 @@ mod tests {
             );
             assert_eq!(map.find(i * 10 + 4), None);
         }
+    }
+}
+
+/// One [`Run`] that threads read without writing anything they share (a sequence lock:
+/// a read is a few plain loads, checked against a version the writer makes odd while
+/// it changes the run). A read that meets a change in progress is a miss, and a write
+/// that meets another is dropped: neither ever waits.
+#[derive(Default)]
+pub struct RunCell {
+    /// Even: the fields below are a whole run; odd: being changed.
+    seq: AtomicU64,
+    start: AtomicU64,
+    len: AtomicU64,
+    addr: AtomicUsize,
+    hole: AtomicBool,
+}
+
+impl RunCell {
+    /// The run held, unless it is empty or being changed.
+    #[inline]
+    pub fn get(&self) -> Option<Run> {
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 & 1 != 0 {
+            return None;
+        }
+        let r = Run {
+            start: self.start.load(Ordering::Relaxed),
+            len: self.len.load(Ordering::Relaxed),
+            addr: self.addr.load(Ordering::Relaxed),
+            hole: self.hole.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == s1 && r.len != 0).then_some(r)
+    }
+
+    /// Replaces the run held (dropped if another thread is replacing it right now).
+    pub fn set(&self, r: Run) {
+        let s = self.seq.load(Ordering::Relaxed);
+        if s & 1 != 0
+            || self
+                .seq
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        fence(Ordering::Release);
+        self.start.store(r.start, Ordering::Relaxed);
+        self.len.store(r.len, Ordering::Relaxed);
+        self.addr.store(r.addr, Ordering::Relaxed);
+        self.hole.store(r.hole, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
     }
 }

@@ -171,6 +171,48 @@ mod tests {
     }
 
     #[test]
+    fn run_cells_are_never_read_half_written() {
+        // Writers store runs whose fields all derive from one number; readers must see
+        // whole runs (or nothing), never fields of two different ones.
+        let cell = RunCell::default();
+        assert_eq!(cell.get(), None);
+        let whole = |r: &Run| {
+            r.len == r.start + 1 && r.addr == (r.start as usize) * 2 && r.hole == (r.start % 2 == 1)
+        };
+        std::thread::scope(|s| {
+            for w in 0..2u64 {
+                let cell = &cell;
+                s.spawn(move || {
+                    for k in 0..200_000u64 {
+                        let v = k * 2 + w;
+                        cell.set(Run {
+                            start: v,
+                            len: v + 1,
+                            addr: v as usize * 2,
+                            hole: v % 2 == 1,
+                        });
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let cell = &cell;
+                s.spawn(move || {
+                    let mut seen = 0;
+                    for _ in 0..400_000 {
+                        if let Some(r) = cell.get() {
+                            assert!(whole(&r), "torn run {r:?}");
+                            seen += 1;
+                        }
+                    }
+                    assert!(seen > 0);
+                });
+            }
+        });
+        let last = cell.get().expect("a run is held");
+        assert!(whole(&last));
+    }
+
+    #[test]
     fn finds_what_was_inserted_and_nothing_else() {
         let map = RunMap::default();
         assert_eq!(map.find(0), None);

@@ -101,36 +101,7 @@ impl FdTable {
 
     /// The description behind `fd`, if virtual.
     pub fn get(&self, fd: i32) -> Option<Arc<OpenFile>> {
-        if !self.is_virtual(fd) {
-            return None;
-        }
-        let gen = self.generation.load(Ordering::Acquire);
-        let cached = LAST
-            .try_with(|c| match c.try_borrow().as_deref() {
-                Ok(Some((id, g, f, file))) if *id == self.id && *g == gen && *f == fd => {
-                    Some(Arc::clone(file))
-                }
-                _ => None,
-            })
-            .ok()
-            .flatten();
-        if cached.is_some() {
-            return cached;
-        }
-        let file = self.get_locked(fd)?;
-        // Stamped with the generation read before the lookup: a change in between makes
-        // the entry stale at once.
-        let old = LAST
-            .try_with(|c| {
-                // Borrowed when called from inside `with` on this thread: not cached then.
-                c.try_borrow_mut()
-                    .ok()
-                    .and_then(|mut b| b.replace((self.id, gen, fd, Arc::clone(&file))))
-            })
-            .ok()
-            .flatten();
-        drop(old);
-        Some(file)
+        self.with(fd, Arc::clone)
     }
 
     /// Runs `f` on the description behind `fd`, if virtual. When the thread's cache
@@ -156,7 +127,19 @@ impl FdTable {
         if hit.is_some() {
             return hit;
         }
-        let file = self.get(fd)?;
+        let file = self.get_locked(fd)?;
+        // Stamped with the generation read before the lookup: a change in between makes
+        // the entry stale at once.
+        let old = LAST
+            .try_with(|c| {
+                // Borrowed when called from inside `with` on this thread: not cached then.
+                c.try_borrow_mut()
+                    .ok()
+                    .and_then(|mut b| b.replace((self.id, gen, fd, Arc::clone(&file))))
+            })
+            .ok()
+            .flatten();
+        drop(old);
         f.take().map(|f| f(&file))
     }
 

@@ -4,7 +4,9 @@
 //!
 //! The mount table travels in the environment (usfs_vfs::MountTable::ENV), the library in
 //! LD_PRELOAD (libusfs_preload.so next to the usfs binary, or $USFS_PRELOAD_LIB), so
-//! every child inherits both. usfs then execs CMD: its exit status is CMD's.
+//! every child inherits both. usfs then execs CMD: its exit status is CMD's. A CMD that
+//! is (or, by PATH, may be) inside a mount is started by `/bin/sh -c 'exec "$0" "$@"'`:
+//! usfs itself runs without the library, the shell with it finds and runs the program.
 
 use crate::image::{CliError, CliResult};
 use std::os::unix::process::CommandExt;
@@ -81,10 +83,69 @@ pub fn run(args: &RunArgs) -> CliResult {
         }
         _ => lib.into_os_string(),
     };
-    let err = std::process::Command::new(&args.cmd[0])
-        .args(&args.cmd[1..])
+    let prefixes: Vec<&[u8]> = specs.iter().map(|s| &s.prefix[..]).collect();
+    let mut cmd = if may_be_in_mount(&args.cmd[0], &prefixes)? {
+        let mut c = std::process::Command::new("/bin/sh");
+        c.arg("-c").arg("exec \"$0\" \"$@\"").args(&args.cmd);
+        c
+    } else {
+        let mut c = std::process::Command::new(&args.cmd[0]);
+        c.args(&args.cmd[1..]);
+        c
+    };
+    let err = cmd
         .env("LD_PRELOAD", preload)
         .env(MountTable::ENV, MountTable::env_value(&specs))
         .exec();
     Err(CliError::at(args.cmd[0].to_string_lossy(), err))
+}
+
+/// Is `path` (absolute) one of `prefixes` or below one?
+fn under(path: &[u8], prefixes: &[&[u8]]) -> bool {
+    prefixes.iter().any(|p| {
+        let p = p.strip_suffix(b"/").unwrap_or(p);
+        path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/' || p.is_empty())
+    })
+}
+
+/// Might `cmd` name a program inside a mount: a path under a prefix, or a name looked up
+/// in PATH (execvp's, "/bin:/usr/bin" when unset) where a PATH directory is under one?
+fn may_be_in_mount(cmd: &std::ffi::OsStr, prefixes: &[&[u8]]) -> CliResult<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let b = cmd.as_bytes();
+    if b.contains(&b'/') {
+        return Ok(under(
+            absolute(&cmd.to_string_lossy())?.as_bytes(),
+            prefixes,
+        ));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    for dir in path.as_bytes().split(|&c| c == b':') {
+        let d = if dir.is_empty() {
+            "."
+        } else {
+            std::str::from_utf8(dir).unwrap_or("/")
+        };
+        if under(absolute(d)?.as_bytes(), prefixes) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_in_mounts_are_recognised() {
+        let p: [&[u8]; 2] = [b"/img", b"/opt/x/"];
+        assert!(under(b"/img", &p));
+        assert!(under(b"/img/bin/tool", &p));
+        assert!(under(b"/opt/x/bin", &p));
+        assert!(!under(b"/imgs/bin", &p));
+        assert!(!under(b"/usr/bin", &p));
+        assert!(may_be_in_mount("/img/bin/tool".as_ref(), &p).unwrap());
+        assert!(!may_be_in_mount("/bin/true".as_ref(), &p).unwrap());
+    }
 }

@@ -931,6 +931,11 @@ python3 -c 'import os, sys; sys.stdout.flush(); os.execv(sys.argv[1], [sys.argv[
 "$R/bin/noexec"; echo "noexec status $?"
 python3 -c 'import os, sys; p = sys.argv[1]; os.waitpid(os.posix_spawn(p, [p, "spawned"], os.environ), 0)' "$R/bin/echo"
 python3 -c 'import os, sys; p = sys.argv[1]; os.waitpid(os.posix_spawn(p, [p, "three"], os.environ), 0)' "$R/bin/hello.sh"
+env PATH="/nonexistent:$R/bin:/usr/bin:/bin" hello.sh via-path | head -1
+env PATH="$R/bin:/usr/bin:/bin" noexec; echo "path noexec status $?"
+env PATH="/nonexistent:$R/bin" no-such-program; echo "path missing status $?"
+env PATH="$R/bin:/usr/bin:/bin" sh -c 'echo host sh found'
+PATH="$R/bin:/usr/bin:/bin" python3 -c 'import os; os.waitpid(os.posix_spawnp("hello.sh", ["hello.sh", "spawnp"], os.environ), 0)'
 "#;
     let home = s.path("home");
     let kernel = {
@@ -942,7 +947,11 @@ python3 -c 'import os, sys; p = sys.argv[1]; os.waitpid(os.posix_spawn(p, [p, "t
     assert!(
         k.contains("absolute\n")
             && k.contains("script says two")
-            && k.contains("noexec status 126"),
+            && k.contains("noexec status 126")
+            && k.contains("script says via-path")
+            && k.contains("path noexec status 126")
+            && k.contains("path missing status 127")
+            && k.contains("script says spawnp"),
         "{k}\n{}",
         String::from_utf8_lossy(&kernel.2)
     );
@@ -952,6 +961,41 @@ python3 -c 'import os, sys; p = sys.argv[1]; os.waitpid(os.posix_spawn(p, [p, "t
         "stderr under usfs run: {}",
         String::from_utf8_lossy(&run.2)
     );
+    // The command usfs run starts may itself be in the image, by path or through PATH.
+    let top = |path_env: Option<String>, cmd: &[&str]| {
+        let mut c = Command::new(usfs());
+        c.arg("run")
+            .arg("-m")
+            .arg(format!("{}={}", root.display(), img.display()))
+            .arg("--")
+            .args(cmd)
+            .env("LC_ALL", "C");
+        if let Some(p) = path_env {
+            c.env("PATH", p);
+        }
+        let (code, out, err) = run_limited(&mut c, Duration::from_secs(60));
+        (
+            code,
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        )
+    };
+    let script_path = format!("{}/bin/hello.sh", root.display());
+    let (code, out, err) = top(None, &[&script_path, "top"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "script says top\n"),
+        "{err}"
+    );
+    let path = format!("{}/bin:/usr/bin:/bin", root.display());
+    let (code, out, err) = top(Some(path.clone()), &["hello.sh", "by-path"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "script says by-path\n"),
+        "{err}"
+    );
+    let (code, _, _) = top(Some(path), &["no-such-program"]);
+    assert_eq!(code, Some(127));
 }
 
 /// An unprivileged caller gets EACCES where the kernel says so (search permission on

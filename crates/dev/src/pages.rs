@@ -26,9 +26,8 @@ impl Pages {
     /// `populate` every page is backed at once.
     pub fn new(len: usize, populate: bool) -> io::Result<Pages> {
         let len = len.max(1).div_ceil(ALIGN) * ALIGN;
-        let flags = libc::MAP_PRIVATE
-            | libc::MAP_ANONYMOUS
-            | if populate { libc::MAP_POPULATE } else { 0 };
+        let flags =
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing
         // touches no existing memory.
         let p = unsafe {

@@ -6,6 +6,7 @@
 //!
 //! After exec the descriptors are copies: the offset is no longer shared with the parent.
 
+use crate::exec_path::{self, Found};
 use crate::state::{lock, sys_close, State, Target};
 use crate::sys::{call_real, hooked, real, ret, set_errno};
 use libc::{c_char, c_int, pid_t};
@@ -158,32 +159,44 @@ impl Env {
 }
 
 /// Runs an exec-like call with the prepared environment. A program inside a mount (named
-/// with a `/`, or by execve/execv) is run from a private copy: a memfd executed with
-/// execveat(AT_EMPTY_PATH) (a `#!` script gets its interpreter with `/dev/fd/N`, which the
-/// memfd stays open for).
+/// with a `/`, by execve/execv, or found in a PATH directory inside a mount, see
+/// [`exec_path`]) is run from a private copy: a memfd executed with execveat(AT_EMPTY_PATH)
+/// (a `#!` script gets its interpreter with `/dev/fd/N`, which the memfd stays open for).
+/// `f` runs libc's function on the path given (the one found on the host, after our own
+/// PATH search) and the environment.
 fn exec_with(
     path: *const c_char,
     check_path: bool,
     argv: *const *const c_char,
     envp: *const *const c_char,
-    f: impl FnOnce(*const *const c_char) -> c_int,
+    f: impl FnOnce(*const c_char, *const *const c_char) -> c_int,
 ) -> Option<c_int> {
     hooked(-1, |st| {
         let mut program = None;
+        let mut host = None;
         // SAFETY: exec paths are NUL-terminated (null is left to libc).
-        let names_file = check_path
-            || (!path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/'));
+        let name = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_bytes());
+        let names_file = check_path || name.is_some_and(|n| n.contains(&b'/'));
         if names_file {
             match st.classify(libc::AT_FDCWD, path, true) {
                 Ok(Target::Virt(vp)) => program = Some(vp),
                 Err(e) => return Some(ret(Err(e))),
                 _ => {}
             }
+        } else if let Some(found) = name.and_then(|n| exec_path::search(st, n)) {
+            match found {
+                Found::Virt(vp) => program = Some(vp),
+                Found::Host(p) => host = Some(p),
+                Found::Missing(e) => return Some(ret(Err(e))),
+            }
         }
         let env = build_env(st, envp);
         let r = match program {
             Some(vp) => ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr())),
-            None => f(env.ptrs.as_ptr()),
+            None => f(
+                host.as_ref().map_or(path, |h| h.as_ptr()),
+                env.ptrs.as_ptr(),
+            ),
         };
         env.failed();
         Some(r)
@@ -196,11 +209,7 @@ fn exec_with(
 fn program_copy(st: &State, vp: usfs_vfs::VPath) -> Result<c_int, c_int> {
     let fs = st.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
     let meta = fs.getattr(vp.ino()).map_err(|e| usfs_vfs::errno_of(&e))?;
-    let may_exec = match &st.creds {
-        Some(c) => c.may(&meta, usfs_vfs::creds::MAY_EXEC),
-        None => meta.perm & 0o111 != 0,
-    };
-    if meta.file_type != usfs_fs::FileType::Regular || !may_exec {
+    if meta.file_type != usfs_fs::FileType::Regular || !exec_path::may_exec(st, &meta) {
         return Err(libc::EACCES);
     }
     let mfd = crate::copy::to_memfd(st, vp, false)?;
@@ -266,10 +275,8 @@ unsafe fn exec_via(
     };
     // SAFETY (both calls): the caller's arguments, passed on unchanged (or with the
     // environment replaced by one of the same shape); the contract is libc's.
-    exec_with(target, by_path, argv, envp, |e| unsafe {
-        f(target, argv, e)
-    })
-    .unwrap_or_else(|| unsafe { f(target, argv, envp) })
+    exec_with(target, by_path, argv, envp, |t, e| unsafe { f(t, argv, e) })
+        .unwrap_or_else(|| unsafe { f(target, argv, envp) })
 }
 
 /// execve(2).
@@ -331,18 +338,34 @@ macro_rules! spawn_hooks {
                 // A program inside a mount is spawned from its memfd copy through
                 // /proc/self/fd/N (the child inherits the descriptor).
                 let mut copy = None;
+                let mut host = None;
                 // SAFETY: spawn paths are NUL-terminated (null is left to libc).
-                let names_file = $check || (!path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes().contains(&b'/'));
-                if names_file {
-                    if let Ok(Target::Virt(vp)) = st.classify(libc::AT_FDCWD, path, true) {
-                        match program_copy(st, vp) {
-                            Ok(mfd) => copy = Some(mfd),
-                            Err(e) => return Some(e),
+                let name = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_bytes());
+                let names_file = $check || name.is_some_and(|n| n.contains(&b'/'));
+                let program = if names_file {
+                    match st.classify(libc::AT_FDCWD, path, true) {
+                        Ok(Target::Virt(vp)) => Some(vp),
+                        _ => None,
+                    }
+                } else {
+                    match name.and_then(|n| exec_path::search(st, n)) {
+                        Some(Found::Virt(vp)) => Some(vp),
+                        Some(Found::Host(p)) => {
+                            host = Some(p);
+                            None
                         }
+                        Some(Found::Missing(e)) => return Some(e),
+                        None => None,
+                    }
+                };
+                if let Some(vp) = program {
+                    match program_copy(st, vp) {
+                        Ok(mfd) => copy = Some(mfd),
+                        Err(e) => return Some(e),
                     }
                 }
                 let proc_path = copy.map(|m| CString::new(format!("/proc/self/fd/{m}")).expect("no NUL"));
-                let spawn_path = proc_path.as_ref().map_or(path, |p| p.as_ptr());
+                let spawn_path = proc_path.as_ref().or(host.as_ref()).map_or(path, |p| p.as_ptr());
                 let env = build_env(st, envp);
                 let r = call_real!($name: SpawnFn, libc::ENOSYS; pid, spawn_path, fa, attr, argv, env.ptrs.as_ptr());
                 if r != 0 {

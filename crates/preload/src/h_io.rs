@@ -127,7 +127,7 @@ fn readv_virtual(f: &OpenFile, iov: *const iovec, cnt: c_int, off: Option<i64>) 
 /// readv(2).
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, None)) {
+    match on_vfile(fd, -1, |_, f| readv_virtual(f, iov, cnt, None)) {
         Some(r) => r,
         None => {
             call_real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t, -1; fd, iov, cnt)
@@ -396,7 +396,7 @@ pub unsafe extern "C" fn copy_file_range(
         }
         // SAFETY: null or a valid pointer, as copy_file_range's contract says.
         let (oi, oo) = unsafe { (off_in.as_mut(), off_out.as_mut()) };
-        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(&f, oi, fd_out, oo, len)) {
+        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(f, oi, fd_out, oo, len)) {
             return r;
         }
     }

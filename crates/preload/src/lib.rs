@@ -23,6 +23,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod copy;
+mod exec_path;
 mod h_cwd;
 mod h_dir;
 mod h_exec;

@@ -56,7 +56,6 @@ pub struct OpenFile {
 /// Runs an open-file description keeps to itself.
 const RECENT: usize = 4;
 
-
 impl OpenFile {
     /// A description of `node` opened at `vpath` with `flags`.
     pub fn new(node: Arc<Node>, vpath: VPath, flags: i32) -> OpenFile {

@@ -112,7 +112,9 @@ pub fn write_tables(
     match failed.into_inner() {
         Ok(Some(e)) => Err(e),
         Ok(None) => Ok(()),
-        Err(_) => Err(Error::Io(std::io::Error::other("an inode-table writer failed"))),
+        Err(_) => Err(Error::Io(std::io::Error::other(
+            "an inode-table writer failed",
+        ))),
     }
 }
 
@@ -142,7 +144,13 @@ mod tests {
             i.set_i_extra_isize(32);
         }
         assert_eq!(a.used, 12 * 256);
-        write_tables(&dev, &layout, vec![(0, &mut a, 0), (1, &mut b, 64 * 256)], 2).unwrap();
+        write_tables(
+            &dev,
+            &layout,
+            vec![(0, &mut a, 0), (1, &mut b, 64 * 256)],
+            2,
+        )
+        .unwrap();
         let img = dev.into_inner();
         // written: group 0's first page (12 records = 3 KiB, rounded up), group 1's
         // first page; the rest untouched

@@ -172,38 +172,47 @@ mod tests {
 
     #[test]
     fn run_cells_are_never_read_half_written() {
-        // Writers store runs whose fields all derive from one number; readers must see
-        // whole runs (or nothing), never fields of two different ones.
+        // Writers store runs whose fields all derive from one number; readers, running
+        // until both writers are done, must see whole runs (or nothing), never fields of
+        // two different ones.
         let cell = RunCell::default();
         assert_eq!(cell.get(), None);
         let whole = |r: &Run| {
             r.len == r.start + 1 && r.addr == (r.start as usize) * 2 && r.hole == (r.start % 2 == 1)
         };
+        let run = |v: u64| Run {
+            start: v,
+            len: v + 1,
+            addr: v as usize * 2,
+            hole: v % 2 == 1,
+        };
+        cell.set(run(1000));
+        let writing = std::sync::atomic::AtomicUsize::new(2);
         std::thread::scope(|s| {
             for w in 0..2u64 {
-                let cell = &cell;
+                let (cell, writing) = (&cell, &writing);
                 s.spawn(move || {
                     for k in 0..200_000u64 {
-                        let v = k * 2 + w;
-                        cell.set(Run {
-                            start: v,
-                            len: v + 1,
-                            addr: v as usize * 2,
-                            hole: v % 2 == 1,
-                        });
+                        cell.set(run(k * 2 + w));
                     }
+                    writing.fetch_sub(1, Ordering::Release);
                 });
             }
             for _ in 0..2 {
-                let cell = &cell;
+                let (cell, writing) = (&cell, &writing);
                 s.spawn(move || {
-                    let mut seen = 0;
-                    for _ in 0..400_000 {
+                    let mut seen = 0u64;
+                    loop {
+                        let last = writing.load(Ordering::Acquire) == 0;
                         if let Some(r) = cell.get() {
                             assert!(whole(&r), "torn run {r:?}");
                             seen += 1;
                         }
+                        if last {
+                            break;
+                        }
                     }
+                    // After the writers, a whole run is there to read.
                     assert!(seen > 0);
                 });
             }

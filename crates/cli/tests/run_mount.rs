@@ -741,6 +741,48 @@ print(os.fstat(fd).st_size, os.path.getsize(R + "/fx/big.bin"))
     );
 }
 
+/// A description shared by fork or exec shares its offset, as the kernel's do: what a
+/// child reads moves the parent's offset (`{ head; cat; } < FILE`, a shell's `read`
+/// builtin before a command, a forked Python child).
+#[test]
+fn offsets_are_shared_between_processes() {
+    let test = "run_mount-offsets";
+    if !need_root(test) || !need_tool(test, "python3") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = small_image(&s);
+    let root = s.path("root");
+    let script = r#"{ head -c 6 >/dev/null; cat; } < "$R/fx/hello.txt"
+echo ---
+{ read a; echo "read:$a"; cat; } < "$R/fx/hello.txt"
+echo ---
+exec 3< "$R/fx/hello.txt"; head -c 11 <&3 >/dev/null; dd bs=4 count=1 status=none <&3; echo; exec 3<&-
+python3 -c '
+import os
+fd = os.open(os.environ["R"] + "/fx/hello.txt", os.O_RDONLY)
+os.read(fd, 6)
+pid = os.fork()
+if pid == 0:
+    os.read(fd, 5)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.lseek(fd, 0, os.SEEK_CUR), os.read(fd, 4))
+'"#;
+    let (code, out, err) = under_run(&img, &root, script);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "from usfs\nsecond line\n\
+         ---\n\
+         read:hello from usfs\n\
+         second line\n\
+         ---\n\
+         usfs\n\
+         11 b'usfs'\n"
+    );
+}
+
 /// glibc walks with internal calls our hooks never see: nftw and glob must still list the
 /// image under `usfs run` as they do on a kernel mount.
 #[test]

@@ -27,7 +27,7 @@ fn fill(st: &State, fd: c_int, cloexec: bool) -> Result<c_int, c_int> {
     }
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = match f.read(&mut buf) {
+        let n = match f.read_fd(fd, &mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) => {

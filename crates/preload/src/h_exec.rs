@@ -4,7 +4,12 @@
 //! /dev/shm named by USFS_HANDOVER (SplitFS hands its state over the same way), and put
 //! the mount table and LD_PRELOAD back into the environment if the program dropped them.
 //!
-//! After exec the descriptors are copies: the offset is no longer shared with the parent.
+//! Offsets: a regular file's description that fork or exec shares with another process
+//! gets its offset moved into the kernel first ([`share_offsets`]): its placeholders are
+//! replaced by dups of one sealed memfd whose file offset is the description's, so dup,
+//! fork and exec share it as they share any kernel file's, and reads and seeks through
+//! the description use it from then on (`OpenFile::read_fd`). Descriptions nobody else
+//! shares keep their offset in memory (no system call per read).
 
 use crate::exec_path::{self, Found};
 use crate::state::{lock, sys_close, State, Target};
@@ -20,10 +25,85 @@ use usfs_vfs::{OpenFile, Resolved};
 /// The environment variable naming the handover file.
 const HANDOVER: &str = "USFS_HANDOVER";
 
+/// The seals that mark an offset carrier (and keep it empty).
+const CARRIER_SEALS: c_int =
+    libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+
+/// A new offset carrier at offset `off`: an empty sealed memfd (raw system calls).
+fn offset_carrier(off: u64) -> Option<c_int> {
+    // SAFETY: memfd_create with a static NUL-terminated name; fcntl and lseek on the new
+    // descriptor take integers.
+    unsafe {
+        let fd = libc::syscall(
+            libc::SYS_memfd_create,
+            c"usfs-offset".as_ptr(),
+            libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC,
+        ) as c_int;
+        if fd < 0 {
+            return None;
+        }
+        if libc::syscall(libc::SYS_fcntl, fd, libc::F_ADD_SEALS, CARRIER_SEALS) < 0
+            || libc::syscall(libc::SYS_lseek, fd, off as i64, libc::SEEK_SET) < 0
+        {
+            sys_close(fd);
+            return None;
+        }
+        Some(fd)
+    }
+}
+
+/// True when `fd` is an offset carrier.
+fn is_carrier(fd: c_int) -> bool {
+    // SAFETY: F_GET_SEALS on a descriptor number.
+    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GET_SEALS) == CARRIER_SEALS as i64 }
+}
+
+/// Moves the offset of every regular file's description into the kernel (see the module
+/// text), before fork or exec shares the descriptions: each description's descriptors
+/// become dups of one offset carrier (close-on-exec as they were). A description that
+/// cannot be moved keeps its own offset (then not shared).
+fn share_offsets(st: &State) {
+    let mut by_file: HashMap<usize, (Arc<OpenFile>, Vec<c_int>)> = HashMap::new();
+    for (fd, f) in st.fds.snapshot() {
+        if f.kind == usfs_vfs::FileKind::File && !f.offset_in_kernel() {
+            by_file
+                .entry(Arc::as_ptr(&f) as usize)
+                .or_insert_with(|| (Arc::clone(&f), Vec::new()))
+                .1
+                .push(fd);
+        }
+    }
+    for (f, fds) in by_file.into_values() {
+        let Some(carrier) = offset_carrier(f.offset()) else {
+            continue;
+        };
+        let mut all = true;
+        for fd in fds {
+            // SAFETY: fcntl and dup3 on descriptor numbers: the placeholder `fd` is
+            // replaced by a dup of the carrier, keeping its close-on-exec flag.
+            let ok = unsafe {
+                let fdflags = libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD);
+                let cloexec = if fdflags >= 0 && fdflags & libc::FD_CLOEXEC as i64 != 0 {
+                    libc::O_CLOEXEC
+                } else {
+                    0
+                };
+                fdflags >= 0 && libc::syscall(libc::SYS_dup3, carrier, fd, cloexec) == fd as i64
+            };
+            all &= ok;
+        }
+        sys_close(carrier);
+        if all {
+            f.keep_offset_in_kernel();
+        }
+    }
+}
+
 /// fork(2).
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
     let r = hooked(-1, |st| {
+        share_offsets(st);
         let _fds = st.fds.lock_all();
         let _paths = st.paths.lock_all();
         let _dirs = lock(&st.dirs);
@@ -63,6 +143,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// Writes the handover file if there is anything to hand over; returns its path.
 fn write_handover(st: &State) -> Option<CString> {
+    share_offsets(st);
     let mut text = String::new();
     if let Some(vp) = st.vcwd.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
         text.push_str(&format!("cwd {}\n", hex(&vp.host_path(&st.table))));
@@ -78,7 +159,7 @@ fn write_handover(st: &State) -> Option<CString> {
         let id = *ids.entry(Arc::as_ptr(&f) as usize).or_insert(n);
         text.push_str(&format!(
             "fd {fd} {id} {} {} {}\n",
-            f.offset(),
+            f.offset_fd(fd).unwrap_or_else(|_| f.offset()),
             f.flags(),
             hex(&f.vpath.host_path(&st.table))
         ));
@@ -430,7 +511,8 @@ pub fn restore_handover(st: &State) {
                 ) else {
                     continue;
                 };
-                if !is_placeholder(fd) {
+                let carried = is_carrier(fd);
+                if !carried && !is_placeholder(fd) {
                     continue;
                 }
                 if let Some(f) = objs.get(&id) {
@@ -448,6 +530,9 @@ pub fn restore_handover(st: &State) {
                 };
                 if let Some(f) = st.fds.remove(tmp) {
                     let _ = f.seek(off as i64, libc::SEEK_SET);
+                    if carried {
+                        f.keep_offset_in_kernel();
+                    }
                     st.fds.insert(fd, Arc::clone(&f));
                     objs.insert(id, f);
                 }

@@ -36,7 +36,7 @@ fn slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match on_vfile(fd, -1, |_, f| {
-        ret(f.read(slice(buf, n)).map(|n| n as ssize_t))
+        ret(f.read_fd(fd, slice(buf, n)).map(|n| n as ssize_t))
     }) {
         Some(r) => r,
         None => {
@@ -95,7 +95,13 @@ macro_rules! pread_chk_hooks {
 pread_chk_hooks!(__pread_chk, __pread64_chk);
 
 /// Scatter read into `iov` at `off` (or the file offset when `off` is None).
-fn readv_virtual(f: &OpenFile, iov: *const iovec, cnt: c_int, off: Option<i64>) -> ssize_t {
+fn readv_virtual(
+    f: &OpenFile,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    off: Option<i64>,
+) -> ssize_t {
     if cnt < 0 || (cnt > 0 && iov.is_null()) {
         return ret(Err(libc::EINVAL));
     }
@@ -106,7 +112,7 @@ fn readv_virtual(f: &OpenFile, iov: *const iovec, cnt: c_int, off: Option<i64>) 
     let n = match off {
         Some(o) if o < 0 => return ret(Err(libc::EINVAL)),
         Some(o) => f.pread(&mut tmp, o as u64),
-        None => f.read(&mut tmp),
+        None => f.read_fd(fd, &mut tmp),
     };
     let n = match n {
         Ok(n) => n,
@@ -127,7 +133,7 @@ fn readv_virtual(f: &OpenFile, iov: *const iovec, cnt: c_int, off: Option<i64>) 
 /// readv(2).
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    match on_vfile(fd, -1, |_, f| readv_virtual(f, iov, cnt, None)) {
+    match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, None)) {
         Some(r) => r,
         None => {
             call_real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t, -1; fd, iov, cnt)
@@ -140,7 +146,7 @@ macro_rules! preadv_hooks {
         /// preadv(2).
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
-            match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, Some(off))) {
+            match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, Some(off))) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t, -1; fd, iov, cnt, off),
             }
@@ -154,7 +160,7 @@ macro_rules! preadv2_hooks {
         /// preadv2(2): offset -1 means the file offset.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
-            match on_vfile(fd, -1, |_, f| readv_virtual(&f, iov, cnt, if off == -1 { None } else { Some(off) })) {
+            match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, if off == -1 { None } else { Some(off) })) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t, -1; fd, iov, cnt, off, flags),
             }
@@ -168,7 +174,7 @@ macro_rules! lseek_hooks {
         /// lseek(2).
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, off: off_t, whence: c_int) -> off_t {
-            match on_vfile(fd, -1, |_, f| ret(f.seek(off, whence).map(|o| o as off_t))) {
+            match on_vfile(fd, -1, |_, f| ret(f.seek_fd(fd, off, whence).map(|o| o as off_t))) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t, -1; fd, off, whence),
             }
@@ -329,6 +335,7 @@ mmap_hooks!(mmap, mmap64);
 /// where the data is stored uncompressed. Returns the bytes written.
 fn copy_out(
     f: &OpenFile,
+    fd: c_int,
     off: Option<&mut i64>,
     out: c_int,
     out_off: Option<&mut i64>,
@@ -337,7 +344,10 @@ fn copy_out(
     let start = match &off {
         Some(o) if **o < 0 => return ret(Err(libc::EINVAL)),
         Some(o) => **o as u64,
-        None => f.offset(),
+        None => match f.offset_fd(fd) {
+            Ok(o) => o,
+            Err(e) => return ret(Err(e)),
+        },
     };
     let len = len.min(1 << 20);
     let size = f.node.meta.size;
@@ -369,7 +379,7 @@ fn copy_out(
         match off {
             Some(o) => *o += n as i64,
             None => {
-                let _ = f.seek(start as i64 + n as i64, libc::SEEK_SET);
+                let _ = f.seek_fd(fd, start as i64 + n as i64, libc::SEEK_SET);
             }
         }
         if let Some(o) = out_off {
@@ -396,7 +406,7 @@ pub unsafe extern "C" fn copy_file_range(
         }
         // SAFETY: null or a valid pointer, as copy_file_range's contract says.
         let (oi, oo) = unsafe { (off_in.as_mut(), off_out.as_mut()) };
-        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(f, oi, fd_out, oo, len)) {
+        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(f, fd_in, oi, fd_out, oo, len)) {
             return r;
         }
     }
@@ -415,7 +425,7 @@ macro_rules! sendfile_hooks {
                 }
                 // SAFETY: null or a valid pointer, as sendfile's contract says.
                 let o = unsafe { off.as_mut() };
-                if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(&f, o, out, None, count)) {
+                if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(f, fd_in, o, out, None, count)) {
                     return r;
                 }
             }

@@ -29,7 +29,7 @@ unsafe extern "C" fn ck_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -
         let f = st.fds.get(fd)?;
         // SAFETY: glibc hands us its buffer of n bytes.
         let b = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) };
-        Some(crate::sys::ret(f.read(b).map(|n| n as ssize_t)))
+        Some(crate::sys::ret(f.read_fd(fd, b).map(|n| n as ssize_t)))
     });
     r.unwrap_or_else(|| {
         set_errno(libc::EBADF);
@@ -43,7 +43,7 @@ unsafe extern "C" fn ck_seek(cookie: *mut c_void, pos: *mut Off64, whence: c_int
         let f = st.fds.get(fd)?;
         // SAFETY: glibc passes a valid position pointer.
         let p = unsafe { &mut *pos };
-        Some(match f.seek(*p, whence) {
+        Some(match f.seek_fd(fd, *p, whence) {
             Ok(o) => {
                 *p = o as Off64;
                 0

@@ -6,7 +6,9 @@
 //! there) are served in user space through usfs_vfs and the back end's FileSystem trait;
 //! everything else goes to the next definition (dlsym RTLD_NEXT) after one atomic load or
 //! a prefix comparison. Virtual descriptors are real kernel descriptors (O_PATH on
-//! /dev/null) used as placeholders, so numbers stay unique and dup2 onto 0/1/2 works.
+//! /dev/null) used as placeholders, so numbers stay unique and dup2 onto 0/1/2 works;
+//! once fork or exec shares a regular file's description, its placeholders become dups of
+//! one sealed memfd that keeps the offset for every process (h_exec).
 //!
 //! Never crashing the host: every hook body runs under `catch_unwind` (a panic becomes
 //! EIO), panic messages are silenced, and a thread-local guard sends calls made from
@@ -16,7 +18,8 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec, h_walk (glob, nftw, ftw), h_fts.
+//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec (with exec_path: PATH
+//! lookups), h_walk (glob, nftw, ftw), h_fts.
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.

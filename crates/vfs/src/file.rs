@@ -5,7 +5,7 @@ use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
 use crate::runs::{Run, RunCell};
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use usfs_fs::{FileSystem, FileType, Ino};
 
@@ -51,6 +51,10 @@ pub struct OpenFile {
     /// Where the last read through this description ended (sequential reads are those
     /// that start there).
     last_end: AtomicU64,
+    /// The offset is the kernel's: the description is shared with other processes (by
+    /// fork, or handed over by exec), its descriptors are dups of one kernel file that
+    /// keeps the offset for all of them, and the `*_fd` methods use it ([`Self::read_fd`]).
+    in_kernel: AtomicBool,
 }
 
 /// Runs an open-file description keeps to itself.
@@ -73,6 +77,7 @@ impl OpenFile {
             runs: Default::default(),
             next_run: AtomicUsize::new(0),
             last_end: AtomicU64::new(0),
+            in_kernel: AtomicBool::new(false),
         }
     }
 
@@ -273,10 +278,63 @@ fn copy_mapped(node: &Node, run: &Run, pos: u64, dst: &mut [u8]) -> usize {
 }
 
 impl OpenFile {
+    /// Is the offset kept by the kernel ([`Self::keep_offset_in_kernel`])?
+    pub fn offset_in_kernel(&self) -> bool {
+        self.in_kernel.load(Ordering::Acquire)
+    }
+
+    /// From now on the offset is the kernel's offset of this description's descriptors
+    /// (the caller made them dups of one kernel file and set its offset to ours). Only
+    /// regular files: directory positions stay ours.
+    pub fn keep_offset_in_kernel(&self) {
+        if self.kind == FileKind::File {
+            self.in_kernel.store(true, Ordering::Release);
+        }
+    }
+
+    /// [`Self::offset`] of the description behind descriptor `fd`.
+    pub fn offset_fd(&self, fd: i32) -> Result<u64, Errno> {
+        if !self.offset_in_kernel() {
+            return Ok(self.offset());
+        }
+        crate::sysio::lseek(fd, 0, libc::SEEK_CUR)
+    }
+
+    /// [`Self::read`] through descriptor `fd`: at the kernel's offset when it keeps it.
+    pub fn read_fd(&self, fd: i32, buf: &mut [u8]) -> Result<usize, Errno> {
+        if !self.offset_in_kernel() {
+            return self.read(buf);
+        }
+        // Our lock makes read+advance atomic between this process's threads.
+        let _g = self.lock_offset();
+        let off = crate::sysio::lseek(fd, 0, libc::SEEK_CUR)?;
+        let n = self.pread(buf, off)?;
+        if n > 0 {
+            crate::sysio::lseek(fd, (off + n as u64) as i64, libc::SEEK_SET)?;
+        }
+        Ok(n)
+    }
+
+    /// [`Self::seek`] through descriptor `fd`: moves the kernel's offset when it keeps it.
+    pub fn seek_fd(&self, fd: i32, off: i64, whence: i32) -> Result<u64, Errno> {
+        if !self.offset_in_kernel() {
+            return self.seek(off, whence);
+        }
+        let mut cur = self.lock_offset();
+        *cur = crate::sysio::lseek(fd, 0, libc::SEEK_CUR)?;
+        let new = self.seek_locked(&mut cur, off, whence)?;
+        crate::sysio::lseek(fd, new as i64, libc::SEEK_SET)
+    }
+
     /// lseek(2) with SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. On a directory
     /// only SEEK_SET to a position from `tell`/`d_off` (or 0) and SEEK_CUR by 0 work.
     pub fn seek(&self, off: i64, whence: i32) -> Result<u64, Errno> {
         let mut cur = self.lock_offset();
+        self.seek_locked(&mut cur, off, whence)
+    }
+
+    /// [`Self::seek`] with the offset locked (`cur`).
+    fn seek_locked(&self, cur: &mut u64, off: i64, whence: i32) -> Result<u64, Errno> {
         let size = self.node.meta.size;
         let new: i128 = match (self.kind, whence) {
             (FileKind::Dir, libc::SEEK_SET) => off as i128,
@@ -308,7 +366,7 @@ impl OpenFile {
             return Err(libc::EINVAL);
         }
         *cur = new as u64;
-        Ok(*cur)
+        Ok(new as u64)
     }
 
     /// Lists the directory from its position: `f(name, ino, d_type, next_position)` for

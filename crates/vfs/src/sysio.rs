@@ -40,3 +40,16 @@ fn transfer(nr: libc::c_long, fd: i32, ptr: *mut u8, len: usize, off: u64) -> us
     }
     done
 }
+
+/// lseek(2) as a raw system call: the new offset, or the errno.
+pub fn lseek(fd: i32, off: i64, whence: i32) -> Result<u64, i32> {
+    // SAFETY: lseek takes integers only.
+    let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    } else {
+        Ok(r as u64)
+    }
+}

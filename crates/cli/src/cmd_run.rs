@@ -19,7 +19,8 @@ pub struct RunArgs {
     /// Show IMAGE at host path PREFIX (repeatable; prefixes must not nest).
     #[arg(long = "mount", short = 'm', value_name = "PREFIX=IMAGE")]
     mounts: Vec<String>,
-    /// The command and its arguments.
+    /// The command and its arguments. The command may itself be stored in an image (a path
+    /// under a prefix, or a name found through a PATH directory under one).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     cmd: Vec<std::ffi::OsString>,
 }

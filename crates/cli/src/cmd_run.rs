@@ -72,7 +72,7 @@ pub fn run(args: &RunArgs) -> CliResult {
         }
         specs.push(spec);
     }
-    MountTable::new(specs.iter().cloned().map(usfs_vfs::Mount::new).collect())
+    let table = MountTable::new(specs.iter().cloned().map(usfs_vfs::Mount::new).collect())
         .map_err(|e| CliError(format!("run: {e}")))?;
     let lib = preload_lib()?;
     let preload = match std::env::var_os("LD_PRELOAD") {
@@ -84,8 +84,7 @@ pub fn run(args: &RunArgs) -> CliResult {
         }
         _ => lib.into_os_string(),
     };
-    let prefixes: Vec<&[u8]> = specs.iter().map(|s| &s.prefix[..]).collect();
-    let mut cmd = if may_be_in_mount(&args.cmd[0], &prefixes)? {
+    let mut cmd = if may_be_in_mount(&args.cmd[0], &table)? {
         let mut c = std::process::Command::new("/bin/sh");
         c.arg("-c").arg("exec \"$0\" \"$@\"").args(&args.cmd);
         c
@@ -101,24 +100,13 @@ pub fn run(args: &RunArgs) -> CliResult {
     Err(CliError::at(args.cmd[0].to_string_lossy(), err))
 }
 
-/// Is `path` (absolute) one of `prefixes` or below one?
-fn under(path: &[u8], prefixes: &[&[u8]]) -> bool {
-    prefixes.iter().any(|p| {
-        let p = p.strip_suffix(b"/").unwrap_or(p);
-        path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/' || p.is_empty())
-    })
-}
-
-/// Might `cmd` name a program inside a mount: a path under a prefix, or a name looked up
-/// in PATH (execvp's, "/bin:/usr/bin" when unset) where a PATH directory is under one?
-fn may_be_in_mount(cmd: &std::ffi::OsStr, prefixes: &[&[u8]]) -> CliResult<bool> {
+/// Might `cmd` name a program inside a mount: a path that may lie in one, or a name
+/// looked up in PATH (execvp's, "/bin:/usr/bin" when unset) where a PATH directory may?
+fn may_be_in_mount(cmd: &std::ffi::OsStr, table: &MountTable) -> CliResult<bool> {
     use std::os::unix::ffi::OsStrExt;
-    let b = cmd.as_bytes();
-    if b.contains(&b'/') {
-        return Ok(under(
-            absolute(&cmd.to_string_lossy())?.as_bytes(),
-            prefixes,
-        ));
+    let touches = |p: &str| -> CliResult<bool> { Ok(table.may_touch(absolute(p)?.as_bytes())) };
+    if cmd.as_bytes().contains(&b'/') {
+        return touches(&cmd.to_string_lossy());
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
     for dir in path.as_bytes().split(|&c| c == b':') {
@@ -127,7 +115,7 @@ fn may_be_in_mount(cmd: &std::ffi::OsStr, prefixes: &[&[u8]]) -> CliResult<bool>
         } else {
             std::str::from_utf8(dir).unwrap_or("/")
         };
-        if under(absolute(d)?.as_bytes(), prefixes) {
+        if touches(d)? {
             return Ok(true);
         }
     }
@@ -140,13 +128,20 @@ mod tests {
 
     #[test]
     fn commands_in_mounts_are_recognised() {
-        let p: [&[u8]; 2] = [b"/img", b"/opt/x/"];
-        assert!(under(b"/img", &p));
-        assert!(under(b"/img/bin/tool", &p));
-        assert!(under(b"/opt/x/bin", &p));
-        assert!(!under(b"/imgs/bin", &p));
-        assert!(!under(b"/usr/bin", &p));
-        assert!(may_be_in_mount("/img/bin/tool".as_ref(), &p).unwrap());
-        assert!(!may_be_in_mount("/bin/true".as_ref(), &p).unwrap());
+        let spec = |s: &str| usfs_vfs::Mount::new(MountSpec::parse(s).unwrap());
+        let table = MountTable::new(vec![spec("/img=/x.img"), spec("/opt/x/=/y.img")]).unwrap();
+        for (cmd, inside) in [
+            ("/img/bin/tool", true),
+            ("/opt/x/bin/tool", true),
+            ("/img/../img/tool", true),
+            ("/imgs/bin/tool", false),
+            ("/bin/true", false),
+        ] {
+            assert_eq!(
+                may_be_in_mount(cmd.as_ref(), &table).unwrap(),
+                inside,
+                "{cmd}"
+            );
+        }
     }
 }

@@ -57,7 +57,7 @@ pub fn search(st: &State, name: &[u8]) -> Option<Found> {
         let Ok(c) = CString::new(cand) else { continue };
         match st.classify(libc::AT_FDCWD, c.as_ptr(), true) {
             Ok(Target::Virt(vp)) => match st.meta(&vp) {
-                Ok(m) if m.file_type == usfs_fs::FileType::Regular && may_exec(st, &m) => {
+                Ok(m) if executable(st, &m) => {
                     return Some(Found::Virt(vp));
                 }
                 Ok(_) => denied = true,
@@ -83,12 +83,14 @@ pub fn search(st: &State, name: &[u8]) -> Option<Found> {
     }))
 }
 
-/// May the caller execute the file with these attributes (the kernel's check for exec)?
-pub fn may_exec(st: &State, m: &usfs_fs::Metadata) -> bool {
-    match &st.creds {
-        Some(c) => c.may(m, usfs_vfs::creds::MAY_EXEC),
-        None => m.perm & 0o111 != 0,
-    }
+/// May the caller execute the file with these attributes (the kernel's check for exec:
+/// a regular file with execute permission for the caller)?
+pub fn executable(st: &State, m: &usfs_fs::Metadata) -> bool {
+    m.file_type == usfs_fs::FileType::Regular
+        && match &st.creds {
+            Some(c) => c.may(m, usfs_vfs::creds::MAY_EXEC),
+            None => m.perm & 0o111 != 0,
+        }
 }
 
 /// A host file that exists: found when it is a regular file the caller may execute,

@@ -288,9 +288,7 @@ fn exec_with(
 /// the caller may execute, EACCES otherwise). A binary's copy is close-on-exec; a `#!`
 /// script's stays open, as its interpreter reads it through `/dev/fd/N`.
 fn program_copy(st: &State, vp: usfs_vfs::VPath) -> Result<c_int, c_int> {
-    let fs = st.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
-    let meta = fs.getattr(vp.ino()).map_err(|e| usfs_vfs::errno_of(&e))?;
-    if meta.file_type != usfs_fs::FileType::Regular || !exec_path::may_exec(st, &meta) {
+    if !exec_path::executable(st, &st.meta(&vp)?) {
         return Err(libc::EACCES);
     }
     let mfd = crate::copy::to_memfd(st, vp, false)?;

@@ -204,8 +204,8 @@ impl OpenFile {
 
     /// The run holding `pos` (`pos < size`): one a recent read used, or the node's.
     ///
-    /// Never waits for the lock (another thread of the same description reading at the
-    /// same moment, or a lock a fork left held in the child): the node answers then.
+    /// Never waits: a cell being replaced by another thread (or left mid-change by a
+    /// fork in the child) is a miss, and the node answers then.
     #[inline]
     fn run_at(&self, pos: u64) -> Result<Run, Errno> {
         for cell in &self.runs {

@@ -307,9 +307,7 @@ impl Writer {
             })
             .collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
-        itable::write_tables(self.dev.as_ref(), &layout, tables, threads)?;
-        self.itables.clear();
-        Ok(())
+        itable::write_tables(self.dev.as_ref(), &layout, tables, threads)
     }
 
     /// Bytes of one group's inode table.

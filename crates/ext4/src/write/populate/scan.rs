@@ -374,16 +374,21 @@ impl Tree {
                 // (checking under that lock) is woken.
                 let mut idx = Vec::with_capacity(kids.len());
                 let mut subdirs = Vec::new();
-                {
-                    let _adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
-                    for (rank, (k, sub)) in kids.into_iter().enumerate() {
-                        let i = self.nodes.push(k);
-                        if let Some(path) = sub {
-                            subdirs.push((rank, i, path));
-                        }
-                        idx.push(i);
+                let adding = self.adding.lock().unwrap_or_else(|e| e.into_inner());
+                for (rank, (k, sub)) in kids.into_iter().enumerate() {
+                    let i = self.nodes.push(k);
+                    if let Some(path) = sub {
+                        let mut o = order.clone();
+                        o.push(rank as u32);
+                        subdirs.push(Reverse(Pending {
+                            order: o,
+                            node: i,
+                            path,
+                        }));
                     }
+                    idx.push(i);
                 }
+                drop(adding);
                 if let Kind::Dir(once) = &self.nodes[d].kind {
                     let _ = once.set(Box::new(DirScan {
                         meta,
@@ -391,17 +396,8 @@ impl Tree {
                         kids: idx,
                     }));
                 }
-                subdirs.into_iter().map(move |(rank, i, path)| {
-                    let mut o = order.clone();
-                    o.push(rank as u32);
-                    Reverse(Pending {
-                        order: o,
-                        node: i,
-                        path,
-                    })
-                })
+                subdirs
             });
-            let result = result.map(|subdirs| subdirs.collect::<Vec<_>>());
             let Ok(mut q) = self.progress.lock() else {
                 return;
             };

@@ -7,6 +7,8 @@
 //! every child inherits both. usfs then execs CMD: its exit status is CMD's. A CMD that
 //! is (or, by PATH, may be) inside a mount is started by `/bin/sh -c 'exec "$0" "$@"'`:
 //! usfs itself runs without the library, the shell with it finds and runs the program.
+//! A CMD on the host that is statically linked gets a warning: no preload library reaches
+//! it, so it sees the host's files under the prefixes.
 
 use crate::image::{CliError, CliResult};
 use std::os::unix::process::CommandExt;
@@ -84,7 +86,17 @@ pub fn run(args: &RunArgs) -> CliResult {
         }
         _ => lib.into_os_string(),
     };
-    let mut cmd = if may_be_in_mount(&args.cmd[0], &table)? {
+    let in_mount = may_be_in_mount(&args.cmd[0], &table)?;
+    if !in_mount {
+        if let Some(prog) = host_program(&args.cmd[0]).filter(|p| statically_linked(p)) {
+            eprintln!(
+                "usfs: warning: {}: statically linked: LD_PRELOAD cannot reach it, so it \
+                 sees the host's files, not the images (use `usfs mount`)",
+                prog.display()
+            );
+        }
+    }
+    let mut cmd = if in_mount {
         let mut c = std::process::Command::new("/bin/sh");
         c.arg("-c").arg("exec \"$0\" \"$@\"").args(&args.cmd);
         c
@@ -122,9 +134,143 @@ fn may_be_in_mount(cmd: &std::ffi::OsStr, table: &MountTable) -> CliResult<bool>
     Ok(false)
 }
 
+/// The host file `cmd` runs: itself when it has a '/', else the first executable regular
+/// file named `cmd` in PATH ("/bin:/usr/bin" when unset), as execvp looks it up.
+fn host_program(cmd: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if cmd.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(cmd));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                d
+            }
+            .join(cmd)
+        })
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Is `path` an ELF executable with no program interpreter (PT_INTERP), i.e. one the
+/// dynamic loader never runs for, so LD_PRELOAD has no effect? False for anything that
+/// cannot be read or is not ELF (scripts, which run an interpreter that may be dynamic).
+fn statically_linked(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    // Program headers lie near the start of every executable the toolchains make.
+    if f.take(64 << 10).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    elf_without_interp(&head).unwrap_or(false)
+}
+
+/// For the first bytes of an ELF file (header and program headers): `Some(true)` when it
+/// is an executable or shared object with no PT_INTERP entry, `None` when these bytes are
+/// not such an ELF header or its program headers lie beyond them.
+fn elf_without_interp(b: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    const ET_EXEC: u16 = 2;
+    const ET_DYN: u16 = 3;
+    if b.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let wide = match b.get(4)? {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let le = *b.get(5)? == 1;
+    let u16_at = |o: usize| -> Option<u16> {
+        let x: [u8; 2] = b.get(o..o + 2)?.try_into().ok()?;
+        Some(if le {
+            u16::from_le_bytes(x)
+        } else {
+            u16::from_be_bytes(x)
+        })
+    };
+    let u32_at = |o: usize| -> Option<u32> {
+        let x: [u8; 4] = b.get(o..o + 4)?.try_into().ok()?;
+        Some(if le {
+            u32::from_le_bytes(x)
+        } else {
+            u32::from_be_bytes(x)
+        })
+    };
+    let u64_at = |o: usize| -> Option<u64> {
+        let x: [u8; 8] = b.get(o..o + 8)?.try_into().ok()?;
+        Some(if le {
+            u64::from_le_bytes(x)
+        } else {
+            u64::from_be_bytes(x)
+        })
+    };
+    if !matches!(u16_at(16)?, ET_EXEC | ET_DYN) {
+        return None;
+    }
+    // e_phoff, e_phentsize, e_phnum (ELF32 / ELF64 header layouts).
+    let (phoff, phentsize, phnum) = if wide {
+        (u64_at(32)?, u16_at(54)?, u16_at(56)?)
+    } else {
+        (u64::from(u32_at(28)?), u16_at(42)?, u16_at(44)?)
+    };
+    let phoff = usize::try_from(phoff).ok()?;
+    let mut interp = false;
+    for i in 0..usize::from(phnum) {
+        let at = phoff.checked_add(i.checked_mul(usize::from(phentsize))?)?;
+        if u32_at(at)? == PT_INTERP {
+            interp = true;
+        }
+    }
+    // A shared object without PT_INTERP is a library, or a static-pie executable (it has
+    // no PT_DYNAMIC-driven loader either); both run without ld.so when exec'd.
+    Some(!interp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A minimal little-endian ELF64 header with one program header of type `pt`.
+    fn elf64(pt: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+        b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        b[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        b[64..68].copy_from_slice(&pt.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn static_executables_are_told_from_dynamic_ones() {
+        assert_eq!(elf_without_interp(&elf64(3)), Some(false)); // PT_INTERP
+        assert_eq!(elf_without_interp(&elf64(1)), Some(true)); // PT_LOAD only
+        assert_eq!(elf_without_interp(b"#!/bin/sh\n"), None);
+        let cut = elf64(3);
+        assert_eq!(elf_without_interp(&cut[..66]), None); // program header cut off
+                                                          // The host's own programs: the shell is dynamic; ldconfig is static on Debian.
+        assert!(!statically_linked(Path::new("/bin/sh")));
+        if Path::new("/sbin/ldconfig").exists() {
+            assert!(statically_linked(Path::new("/sbin/ldconfig")));
+        }
+        assert!(!statically_linked(Path::new("/nonexistent")));
+        assert_eq!(
+            host_program("sh".as_ref()).map(|p| statically_linked(&p)),
+            Some(false)
+        );
+    }
 
     #[test]
     fn commands_in_mounts_are_recognised() {

@@ -952,6 +952,205 @@ int main(int argc, char **argv) {
     );
 }
 
+/// Every call that would change a file system, on names in the image, fails with the
+/// errno a read-only kernel mount gives (EEXIST, ENOENT, ENOTDIR, EISDIR, EINVAL,
+/// ENOTEMPTY, EXDEV, EOPNOTSUPP where the kernel's checks come before EROFS), including
+/// the `*at`, `l*` and mkstemp spellings and open's O_CREAT/O_TMPFILE cases; host names
+/// reached from a working directory inside the image through ".." are changed on the host
+/// (not relative to the kernel's working directory); AT_EMPTY_PATH with AT_FDCWD stats the
+/// virtual working directory; descriptor links read as the open file's path.
+#[test]
+fn modifying_calls_fail_like_the_kernel_and_leave_through_dotdot() {
+    let test = "run_mount-modify";
+    if !need_root(test) || !need_tool(test, "gcc") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let prog = s.path("modify");
+    std::fs::write(s.path("modify.c"), MODIFY_C).unwrap();
+    let k = c_program_agrees(&s, &prog, r#""$R" "$(dirname "$R")""#);
+    for line in [
+        "mkdir existing               EEXIST",
+        "mkdir no parent              ENOENT",
+        "unlink missing               EROFS",
+        "rename to host               EXDEV",
+        "open tmpfile dir             EROFS",
+        "mkstemp in cwd               EROFS",
+        "  host d2         exists",
+        "  filled: 1",
+        "readlink fd link 2: the file",
+        "  same as '.': 1",
+    ] {
+        assert!(k.lines().any(|l| l == line), "no {line:?} in:\n{k}");
+    }
+    // Nothing was left behind: not in the scratch directory, not in the test's cwd.
+    for name in [
+        "v1", "d1", "d2", "l1", "l2", "h1", "f1", "n1", "hostfile", "never",
+    ] {
+        assert!(!s.path(name).exists(), "{name} left behind");
+    }
+}
+
+const MODIFY_C: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <utime.h>
+/* Every call a program can make to change a file system, on names in a read-only mount
+   (R) and on host names reached from a working directory inside it through "..": prints
+   each call's result (ok or the errno's name) and whether the host names exist after. */
+static const char *R, *H;
+static char p1[4096], p2[4096];
+static const char *at(const char *base, const char *rel, char *buf) {
+    snprintf(buf, 4096, "%s/%s", base, rel);
+    return buf;
+}
+static void show(const char *what, long r) {
+    printf("%-28s %s\n", what, r < 0 ? strerrorname_np(errno) : "ok");
+}
+static void exists(const char *rel) {
+    struct stat st;
+    printf("  host %-10s %s\n", rel, lstat(at(H, rel, p1), &st) == 0 ? "exists" : "missing");
+}
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    R = argv[1]; H = argv[2];
+    char b[4096];
+    /* Names in the mount. */
+    show("mkdir existing", mkdir(at(R, "fx/sub", p1), 0755));
+    show("mkdir new", mkdir(at(R, "fx/newdir", p1), 0755));
+    show("mkdir no parent", mkdir(at(R, "nodir/x", p1), 0755));
+    show("mkdir parent is file", mkdir(at(R, "fx/hello.txt/x", p1), 0755));
+    show("mkdir dot", mkdir(at(R, "fx/.", p1), 0755));
+    show("mkdir dotdot", mkdir(at(R, "fx/sub/..", p1), 0755));
+    show("mkdirat new", mkdirat(AT_FDCWD, at(R, "fx/n2", p1), 0755));
+    show("mkfifo existing", mkfifo(at(R, "fx/hello.txt", p1), 0644));
+    show("mkfifo new", mkfifo(at(R, "fx/ff", p1), 0644));
+    show("mkfifoat new", mkfifoat(AT_FDCWD, at(R, "fx/ff2", p1), 0644));
+    show("mknod new", mknod(at(R, "fx/nod", p1), S_IFREG | 0644, 0));
+    show("symlink existing", symlink("x", at(R, "fx/hello.txt", p1)));
+    show("symlink new", symlink("x", at(R, "fx/newl", p1)));
+    show("symlinkat new", symlinkat("x", AT_FDCWD, at(R, "fx/newl2", p1)));
+    show("chmod missing", chmod(at(R, "fx/missing", p1), 0600));
+    show("chmod file", chmod(at(R, "fx/hello.txt", p1), 0600));
+    show("fchmodat nofollow link", fchmodat(AT_FDCWD, at(R, "fx/abs", p1), 0600, AT_SYMLINK_NOFOLLOW));
+    show("chown missing", chown(at(R, "fx/missing", p1), 1, 1));
+    show("lchown link", lchown(at(R, "fx/abs", p1), 1, 1));
+    show("truncate missing", truncate(at(R, "fx/missing", p1), 0));
+    show("truncate dir", truncate(at(R, "fx/sub", p1), 0));
+    show("truncate file", truncate(at(R, "fx/hello.txt", p1), 0));
+    show("setxattr missing", setxattr(at(R, "fx/missing", p1), "user.x", "1", 1, 0));
+    show("removexattr file", removexattr(at(R, "fx/hello.txt", p1), "user.x"));
+    show("utime file", utime(at(R, "fx/hello.txt", p1), NULL));
+    show("utime missing", utime(at(R, "fx/missing", p1), NULL));
+    show("lutimes file", lutimes(at(R, "fx/hello.txt", p1), NULL));
+    show("futimesat file", futimesat(AT_FDCWD, at(R, "fx/hello.txt", p1), NULL));
+    show("utimensat missing", utimensat(AT_FDCWD, at(R, "fx/missing", p1), NULL, 0));
+    show("unlink missing", unlink(at(R, "fx/missing", p1)));
+    show("unlink dot", unlink(at(R, "fx/.", p1)));
+    show("unlink file", unlink(at(R, "fx/hello.txt", p1)));
+    show("rmdir dot", rmdir(at(R, "fx/.", p1)));
+    show("rmdir dotdot", rmdir(at(R, "fx/sub/..", p1)));
+    show("rmdir missing", rmdir(at(R, "fx/missing", p1)));
+    show("rmdir no parent", rmdir(at(R, "nodir/x", p1)));
+    show("unlinkat removedir", unlinkat(AT_FDCWD, at(R, "fx/sub", p1), AT_REMOVEDIR));
+    int hf = open(at(H, "hostfile", p1), O_CREAT | O_WRONLY, 0644);
+    show("host file", hf);
+    close(hf);
+    show("rename in mount", rename(at(R, "fx/hello.txt", p1), at(R, "fx/x", p2)));
+    show("rename missing", rename(at(R, "fx/missing", p1), at(R, "fx/x", p2)));
+    show("rename to host", rename(at(R, "fx/hello.txt", p1), at(H, "never", p2)));
+    show("renameat from host", renameat(AT_FDCWD, at(H, "hostfile", p1), AT_FDCWD, at(R, "fx/x", p2)));
+    exists("hostfile");
+    show("link missing", link(at(R, "fx/missing", p1), at(R, "fx/x", p2)));
+    show("link onto existing", link(at(R, "fx/hello.txt", p1), at(R, "fx/sub", p2)));
+    show("link from host", link(at(H, "hostfile", p1), at(R, "fx/x", p2)));
+    show("linkat to host", linkat(AT_FDCWD, at(R, "fx/hello.txt", p1), AT_FDCWD, at(H, "never", p2), 0));
+    exists("never");
+    show("open create no parent", open(at(R, "nodir/x", p1), O_WRONLY | O_CREAT, 0644));
+    show("open create new", open(at(R, "fx/new.txt", p1), O_WRONLY | O_CREAT, 0644));
+    show("open create dir", open(at(R, "fx/sub", p1), O_RDONLY | O_CREAT, 0644));
+    show("open creat+directory", open(R, O_RDONLY | O_DIRECTORY | O_CREAT, 0644));
+    show("open tmpfile dir", open(at(R, "fx", p1), O_TMPFILE | O_RDWR, 0600));
+    show("open tmpfile file", open(at(R, "fx/hello.txt", p1), O_TMPFILE | O_RDWR, 0600));
+    show("open tmpfile rdonly", open(at(R, "fx", p1), O_TMPFILE | O_RDONLY, 0600));
+    strcpy(b, R); strcat(b, "/fx/tXXXXXX");
+    show("mkstemp in mount", mkstemp(b));
+    strcpy(b, R); strcat(b, "/fx/tXXXXXX.s");
+    show("mkstemps in mount", mkstemps(b, 2));
+    strcpy(b, R); strcat(b, "/fx/tXXXXXX");
+    show("mkostemp in mount", mkostemp(b, O_CLOEXEC));
+    strcpy(b, R); strcat(b, "/fx/dXXXXXX");
+    show("mkdtemp in mount", mkdtemp(b) ? 0 : -1);
+    show("readlink size 0", readlink(at(R, "fx/abs", p1), b, 0));
+    /* Descriptor links: the path of the open file. */
+    int fd = open(at(R, "fx/hello.txt", p1), O_RDONLY);
+    const char *links[] = { "/proc/self/fd/%d", "/dev/fd/%d", "/proc/%d/fd/%d" };
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) snprintf(p2, sizeof p2, links[i], (int)getpid(), fd);
+        else snprintf(p2, sizeof p2, links[i], fd);
+        ssize_t n = readlink(p2, b, sizeof b - 1);
+        b[n < 0 ? 0 : n] = 0;
+        printf("readlink fd link %d: %s\n", i, strcmp(b, at(R, "fx/hello.txt", p1)) == 0 ? "the file" : b);
+    }
+    char *rp = realpath(p2, NULL);
+    printf("realpath fd link: %s\n", rp && !strcmp(rp, at(R, "fx/hello.txt", p1)) ? "the file" : rp ? rp : strerrorname_np(errno));
+    /* The working directory inside the mount. */
+    if (chdir(at(R, "fx/sub", p1))) return 3;
+    struct stat st, st2;
+    stat(".", &st2);
+    show("fstatat empty cwd", fstatat(AT_FDCWD, "", &st, AT_EMPTY_PATH));
+    printf("  same as '.': %d\n", st.st_ino == st2.st_ino && st.st_nlink == st2.st_nlink);
+    struct statx sx;
+    show("statx empty cwd", statx(AT_FDCWD, "", AT_EMPTY_PATH, STATX_INO, &sx));
+    printf("  same as '.': %d\n", sx.stx_ino == st2.st_ino);
+    strcpy(b, "tXXXXXX");
+    show("mkstemp in cwd", mkstemp(b));
+    /* Host names reached from the mount's root through "..". */
+    if (chdir(R)) return 3;
+    show("open ../v1", hf = open("../v1", O_CREAT | O_WRONLY, 0644));
+    close(hf);
+    show("mkdir ../d1", mkdir("../d1", 0755));
+    show("rename ../d1 ../d2", rename("../d1", "../d2"));
+    exists("d1"); exists("d2");
+    show("symlink ../l1", symlink("x", "../l1"));
+    show("symlinkat ../l2", symlinkat("x", AT_FDCWD, "../l2"));
+    show("link ../v1 ../h1", link("../v1", "../h1"));
+    show("chmod ../v1", chmod("../v1", 0600));
+    show("truncate ../v1", truncate("../v1", 0));
+    show("utimes ../v1", utimes("../v1", NULL));
+    show("mkfifo ../f1", mkfifo("../f1", 0644));
+    show("mknod ../n1", mknod("../n1", S_IFREG | 0644, 0));
+    show("setxattr ../v1", setxattr("../v1", "user.t", "1", 1, 0));
+    show("removexattr ../v1", removexattr("../v1", "user.t"));
+    exists("v1"); exists("l1"); exists("l2"); exists("h1"); exists("f1"); exists("n1");
+    strcpy(b, "../tXXXXXX");
+    int t = mkstemp(b);
+    show("mkstemp ../tXXXXXX", t);
+    printf("  filled: %d\n", strcmp(b, "../tXXXXXX") != 0); /* the name may hold an X */
+    show("unlink it", unlink(b));
+    strcpy(b, "../dXXXXXX");
+    show("mkdtemp ../dXXXXXX", mkdtemp(b) ? 0 : -1);
+    show("rmdir it", rmdir(b));
+    show("unlink ../l1", unlink("../l1"));
+    show("unlinkat ../l2", unlinkat(AT_FDCWD, "../l2", 0));
+    show("unlink ../h1", unlink("../h1"));
+    show("unlink ../f1", unlink("../f1"));
+    show("unlink ../n1", unlink("../n1"));
+    show("unlink ../v1", unlink("../v1"));
+    show("rmdir ../d2", rmdir("../d2"));
+    show("unlink hostfile", unlink(at(H, "hostfile", p1)));
+    exists("v1"); exists("d2"); exists("l1");
+    return 0;
+}
+"#;
+
 /// Programs stored in an image run: a binary and a `#!` script, by absolute path, by a
 /// relative path from a `cd` into the image, through execv and posix_spawn from Python; a file without
 /// execute permission gives EACCES, as on a kernel mount.

@@ -1,6 +1,6 @@
 //! Attribute calls: the stat family (stat/lstat/fstat/fstatat with 64 spellings, the
-//! pre-2.33 __xstat family, statx), access/faccessat, statfs/statvfs, readlink, the
-//! xattr readers, and the path calls that would modify a mount (EROFS).
+//! pre-2.33 __xstat family, statx), access/faccessat, statfs/statvfs, readlink and the
+//! xattr readers. Calls that would change a mount are in h_modify.
 
 use crate::h_io::on_vfile;
 use crate::state::{fill_stat, fill_statx, State, Target};
@@ -48,6 +48,16 @@ fn stat_virtual(st: &State, vp: &VPath, buf: *mut libc::stat) -> Result<c_int, i
 fn is_empty(path: *const c_char) -> bool {
     // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
     !path.is_null() && unsafe { *path } == 0
+}
+
+/// The path an `*at` call with AT_EMPTY_PATH and "" names: `dirfd` itself, which for
+/// AT_FDCWD is the working directory, "." (virtual or not); other descriptors keep "".
+fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *const c_char {
+    if flags & libc::AT_EMPTY_PATH != 0 && is_empty(path) && dirfd == libc::AT_FDCWD {
+        c".".as_ptr()
+    } else {
+        path
+    }
 }
 
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
@@ -105,7 +115,7 @@ fn fstatat_common(
     }
     path_hook(
         dirfd,
-        path,
+        empty_path_target(dirfd, path, flags),
         flags & libc::AT_SYMLINK_NOFOLLOW == 0,
         |p, d| real(d, p),
         |st, vp| stat_virtual(st, &vp, buf),
@@ -184,7 +194,7 @@ pub unsafe extern "C" fn statx(
     }
     path_hook(
         dirfd,
-        path,
+        empty_path_target(dirfd, path, flags),
         flags & libc::AT_SYMLINK_NOFOLLOW == 0,
         |p, d| call_real!(statx: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint, *mut libc::statx) -> c_int, -1; d, p, flags, mask, buf),
         |st, vp| {
@@ -317,6 +327,15 @@ fn readlink_virtual(
         return Err(libc::EINVAL);
     }
     let t = fs.readlink(vp.ino()).map_err(|e| errno_of(&e))?;
+    copy_link(&t, buf, size)
+}
+
+/// Copies a link's target into readlink's buffer (truncated to `size`, no NUL); a zero
+/// size is EINVAL, as the kernel says.
+fn copy_link(t: &[u8], buf: *mut c_char, size: size_t) -> Result<ssize_t, i32> {
+    if size == 0 {
+        return Err(libc::EINVAL);
+    }
     let n = t.len().min(size);
     if n > 0 {
         if buf.is_null() {
@@ -328,16 +347,41 @@ fn readlink_virtual(
     Ok(n as ssize_t)
 }
 
+/// readlink(2) on a magic link to a virtual descriptor (/dev/fd/N, /proc/self/fd/N,
+/// /proc/PID/fd/N): the host path of its file; `None` for anything else. /dev/stdin is a
+/// plain symbolic link (to /proc/self/fd/0) that the host answers: `Some` of the real call.
+fn readlink_fd(
+    path: *const c_char,
+    buf: *mut c_char,
+    size: size_t,
+    real: impl Fn() -> ssize_t,
+) -> Option<ssize_t> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null path argument is NUL-terminated.
+    let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    if p == b"/dev/stdin" {
+        return Some(real());
+    }
+    if !p.starts_with(b"/dev/fd/") && !p.starts_with(b"/proc/") {
+        return None;
+    }
+    hooked(-1, |st| {
+        st.fd_link(p).map(|t| ret(copy_link(&t, buf, size)))
+    })
+}
+
 /// readlink(2).
 #[no_mangle]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
-    path_hook(
-        libc::AT_FDCWD,
-        path,
-        false,
-        |p, d| call_real!(readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t, -1; d, p, buf, size),
-        |st, vp| readlink_virtual(st, &vp, buf, size),
-    )
+    let real = |p, d| call_real!(readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t, -1; d, p, buf, size);
+    if let Some(r) = readlink_fd(path, buf, size, || real(path, libc::AT_FDCWD)) {
+        return r;
+    }
+    path_hook(libc::AT_FDCWD, path, false, real, |st, vp| {
+        readlink_virtual(st, &vp, buf, size)
+    })
 }
 
 /// The fortified readlink.
@@ -360,13 +404,13 @@ pub unsafe extern "C" fn readlinkat(
     buf: *mut c_char,
     size: size_t,
 ) -> ssize_t {
-    path_hook(
-        dirfd,
-        path,
-        false,
-        |p, d| call_real!(readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t, -1; d, p, buf, size),
-        |st, vp| readlink_virtual(st, &vp, buf, size),
-    )
+    let real = |p, d| call_real!(readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t, -1; d, p, buf, size);
+    if let Some(r) = readlink_fd(path, buf, size, || real(path, dirfd)) {
+        return r;
+    }
+    path_hook(dirfd, path, false, real, |st, vp| {
+        readlink_virtual(st, &vp, buf, size)
+    })
 }
 
 /// Copies an xattr answer out: the size when `size` is 0, ERANGE when too small.
@@ -471,121 +515,6 @@ pub unsafe extern "C" fn flistxattr(fd: c_int, buf: *mut c_char, size: size_t) -
         Some(r) => r,
         None => {
             call_real!(flistxattr: unsafe extern "C" fn(c_int, *mut c_char, size_t) -> ssize_t, -1; fd, buf, size)
-        }
-    }
-}
-
-/// Path calls that would change a mount: EROFS for any path that reaches one (existing or
-/// not: creating a name in a read-only directory is EROFS too).
-macro_rules! erofs_path_hooks {
-    ($($name:ident($p:ident $(, $a:ident: $t:ty)*) -> $r:ty;)*) => {$(
-        /// Refused inside mounts (read-only file system); passed to libc otherwise.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($p: *const c_char $(, $a: $t)*) -> $r {
-            let r = hooked(-1, |st| match st.classify(libc::AT_FDCWD, $p, false) {
-                Ok(Target::Pass) | Ok(Target::HostAbs(_)) => None,
-                Ok(Target::Virt(_)) | Err(libc::ENOENT) => Some(ret(Err(libc::EROFS))),
-                Err(e) => Some(ret(Err(e))),
-            });
-            match r {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(*const c_char $(, $t)*) -> $r, -1; $p $(, $a)*),
-            }
-        }
-    )*};
-}
-erofs_path_hooks! {
-    mkdir(path, mode: libc::mode_t) -> c_int;
-    rmdir(path) -> c_int;
-    unlink(path) -> c_int;
-    chmod(path, mode: libc::mode_t) -> c_int;
-    chown(path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
-    lchown(path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
-    truncate(path, len: libc::off_t) -> c_int;
-    truncate64(path, len: libc::off_t) -> c_int;
-    utimes(path, t: *const libc::timeval) -> c_int;
-    setxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int;
-    lsetxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int;
-    removexattr(path, name: *const c_char) -> c_int;
-    lremovexattr(path, name: *const c_char) -> c_int;
-    mknod(path, mode: libc::mode_t, dev: libc::dev_t) -> c_int;
-    mkfifo(path, mode: libc::mode_t) -> c_int;
-}
-
-/// Like [`erofs_path_hooks`] for `*at` calls (directory descriptor first).
-macro_rules! erofs_at_hooks {
-    ($($name:ident($d:ident, $p:ident $(, $a:ident: $t:ty)*) -> $r:ty;)*) => {$(
-        /// Refused inside mounts (read-only file system); passed to libc otherwise.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($d: c_int, $p: *const c_char $(, $a: $t)*) -> $r {
-            let r = hooked(-1, |st| match st.classify($d, $p, false) {
-                Ok(Target::Pass) => None,
-                Ok(Target::HostAbs(c)) => Some(call_real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> $r, -1; libc::AT_FDCWD, c.as_ptr() $(, $a)*)),
-                Ok(Target::Virt(_)) | Err(libc::ENOENT) => Some(ret(Err(libc::EROFS))),
-                Err(e) => Some(ret(Err(e))),
-            });
-            match r {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> $r, -1; $d, $p $(, $a)*),
-            }
-        }
-    )*};
-}
-erofs_at_hooks! {
-    mkdirat(d, path, mode: libc::mode_t) -> c_int;
-    unlinkat(d, path, fl: c_int) -> c_int;
-    renameat(d, path, d2: c_int, to: *const c_char) -> c_int;
-    renameat2(d, path, d2: c_int, to: *const c_char, fl: c_uint) -> c_int;
-    linkat(d, path, d2: c_int, to: *const c_char, fl: c_int) -> c_int;
-    fchmodat(d, path, mode: libc::mode_t, fl: c_int) -> c_int;
-    fchownat(d, path, uid: libc::uid_t, gid: libc::gid_t, fl: c_int) -> c_int;
-    utimensat(d, path, t: *const libc::timespec, fl: c_int) -> c_int;
-    mknodat(d, path, mode: libc::mode_t, dev: libc::dev_t) -> c_int;
-}
-
-/// rename(2)/link(2) have two paths: either inside a mount makes the call fail, as the
-/// kernel decides: EROFS when both are inside (and for link, whenever the new name is:
-/// the kernel checks the target's mount first), EXDEV when only one is.
-macro_rules! two_path_hooks {
-    ($($name:ident),*) => {$(
-        /// Refused when either path is inside a mount; passed to libc otherwise.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(from: *const c_char, to: *const c_char) -> c_int {
-            let r = hooked(-1, |st| {
-                let virt = |p| match st.classify(libc::AT_FDCWD, p, false) {
-                    Ok(Target::Virt(_)) | Err(libc::ENOENT) => Some(true),
-                    Ok(_) => Some(false),
-                    Err(_) => None,
-                };
-                let is_link = stringify!($name) == "link";
-                match (virt(from).unwrap_or(true), virt(to).unwrap_or(true)) {
-                    (true, true) => Some(ret(Err(libc::EROFS))),
-                    (false, true) if is_link => Some(ret(Err(libc::EROFS))),
-                    (true, false) | (false, true) => Some(ret(Err(libc::EXDEV))),
-                    (false, false) => None,
-                }
-            });
-            match r {
-                Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int, -1; from, to),
-            }
-        }
-    )*};
-}
-two_path_hooks!(rename, link);
-
-/// symlink(2): the new name is the second argument.
-#[no_mangle]
-pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
-    let r = hooked(-1, |st| match st.classify(libc::AT_FDCWD, path, false) {
-        Ok(Target::Pass) | Ok(Target::HostAbs(_)) => None,
-        Ok(Target::Virt(_)) | Err(libc::ENOENT) => Some(ret(Err(libc::EROFS))),
-        Err(e) => Some(ret(Err(e))),
-    });
-    match r {
-        Some(r) => r,
-        None => {
-            call_real!(symlink: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int, -1; target, path)
         }
     }
 }

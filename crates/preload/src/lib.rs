@@ -18,7 +18,7 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec (with exec_path: PATH
+//! of calls: h_open, h_io, h_stat, h_modify (calls that would change a mount), h_dir, h_cwd, h_stdio, h_exec (with exec_path: PATH
 //! lookups), h_walk (glob, nftw, ftw), h_fts.
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
@@ -32,6 +32,7 @@ mod h_dir;
 mod h_exec;
 mod h_fts;
 mod h_io;
+mod h_modify;
 mod h_open;
 mod h_stat;
 mod h_stdio;

@@ -235,6 +235,14 @@ impl State {
         }
     }
 
+    /// What readlink(2) gives for `path` when it is a magic link to a virtual descriptor
+    /// (/dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N): the host path of the open file, as
+    /// the kernel gives the path of the file a descriptor has open.
+    pub fn fd_link(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let f = self.fds.get(fd_link_number(path)?)?;
+        Some(f.vpath.host_path(&self.table))
+    }
+
     /// Attributes of a place in a mount.
     pub fn meta(&self, vp: &VPath) -> Result<Metadata, i32> {
         let fs = self.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
@@ -253,6 +261,9 @@ impl State {
         }
         if flags & libc::O_DIRECTORY != 0 && !is_dir {
             return Err(libc::ENOTDIR);
+        }
+        if flags & libc::O_CREAT != 0 && is_dir {
+            return Err(libc::EISDIR);
         }
         if flags & libc::O_PATH == 0 {
             if meta.file_type == FileType::Symlink {
@@ -347,13 +358,29 @@ pub fn sys_close(fd: c_int) -> c_int {
 
 /// The descriptor a path like /dev/stdin, /dev/fd/N or /proc/self/fd/N names.
 fn fd_alias(p: &[u8]) -> Option<c_int> {
-    let num = match p {
-        b"/dev/stdin" => return Some(0),
-        _ => p
-            .strip_prefix(b"/dev/fd/")
-            .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
-            .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))?,
-    };
+    match p {
+        b"/dev/stdin" => Some(0),
+        _ => fd_link_number(p),
+    }
+}
+
+/// The descriptor number of a magic link to a descriptor of this process: /dev/fd/N,
+/// /proc/self/fd/N, /proc/thread-self/fd/N or /proc/PID/fd/N with our own PID.
+fn fd_link_number(p: &[u8]) -> Option<c_int> {
+    let num = p
+        .strip_prefix(b"/dev/fd/")
+        .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
+        .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))
+        .or_else(|| {
+            let rest = p.strip_prefix(b"/proc/")?;
+            let slash = rest.iter().position(|&c| c == b'/')?;
+            let pid: u32 = std::str::from_utf8(&rest[..slash]).ok()?.parse().ok()?;
+            (pid == std::process::id()).then_some(())?;
+            rest[slash..].strip_prefix(b"/fd/")
+        })?;
+    if num.is_empty() || !num.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
     std::str::from_utf8(num).ok()?.parse().ok()
 }
 

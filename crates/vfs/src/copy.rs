@@ -48,8 +48,7 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if (VEC_MIN..=PREFETCH_MAX).contains(&src.len()) && std::is_x86_feature_detected!("avx2")
-    {
+    if (VEC_MIN..=PREFETCH_MAX).contains(&src.len()) && std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked above).
         unsafe { copy_avx2(dst, src) };
         return;

@@ -159,6 +159,9 @@ static void dlopens(void) {
     answer = h ? (int (*)(int))dlsym(h, "usfs_answer") : 0;
     printf("dlopen again %d\n", answer ? answer(1) : -1);
     printf("libm by name %d\n", dlopen("libm.so.6", RTLD_NOW) != NULL);
+    /* Found only through the program's own RUNPATH: glibc must see the program as the
+       caller. */
+    printf("host library by RUNPATH %d\n", dlopen("libusfs_host.so", RTLD_NOW) != NULL);
 }
 
 int main(int argc, char **argv) {
@@ -172,13 +175,28 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "getfl")) getfl(fd);
     else if (!strcmp(argv[1], "tty")) ttys(fd);
     else if (!strcmp(argv[1], "dlopen")) dlopens();
+    else if (!strcmp(argv[1], "pyext")) {
+        /* Python imports a C extension module stored in the image (copied there from
+           the host's lib-dynload when it has one). */
+        fflush(stdout);
+        execlp("python3", "python3", "-c",
+               "import glob, os, sys\n"
+               "M = os.environ['M']\n"
+               "if not glob.glob(M + '/mods/_json*.so'): print('no _json'); sys.exit(0)\n"
+               "sys.path.insert(0, M + '/mods')\n"
+               "import _json\n"
+               "print(_json.__file__.startswith(M), _json.encode_basestring_ascii('caf\\xe9'))\n",
+               (char *)0);
+        return 3;
+    }
     else return 2;
     return 0;
 }
 "#;
 
-/// A library for dlopen: `usfs_answer`, and a second library that needs the first (found
-/// through its RUNPATH, $ORIGIN).
+/// A library for dlopen: `usfs_answer`, and a second library that needs the first (by
+/// soname; its RUNPATH `$ORIGIN` finds it on a kernel mount, the loaded copy under `usfs
+/// run`).
 const LIB_C: &str = "int usfs_answer(int x) { return 2 * x + 2; }\n";
 const USER_C: &str =
     "extern int usfs_answer(int); int usfs_twice(int x) { return usfs_answer(x) * 2; }\n";
@@ -199,17 +217,30 @@ fn make_source(s: &Scratch) -> PathBuf {
     std::fs::write(s.path("user.c"), USER_C).unwrap();
     run_ok(
         Command::new("gcc")
-            .args(["-shared", "-fPIC", "-o"])
+            .args(["-shared", "-fPIC", "-Wl,-soname,libusfs_calls.so", "-o"])
             .arg(&lib)
             .arg(s.path("lib.c")),
     );
     run_ok(
         Command::new("gcc")
-            .args(["-shared", "-fPIC", "-o"])
+            .args(["-shared", "-fPIC", "-Wl,-rpath,$ORIGIN", "-o"])
             .arg(src.join("mods/libusfs_user.so"))
             .arg(s.path("user.c"))
-            .arg(&lib),
+            .arg("-L")
+            .arg(src.join("mods"))
+            .arg("-lusfs_calls"),
     );
+    // A C extension module of the host's Python, if it has one as a file.
+    let ext = Command::new("sh")
+        .arg("-c")
+        .arg("ls /usr/lib/python3*/lib-dynload/_json*.so 2>/dev/null | head -1")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if !ext.is_empty() {
+        let name = Path::new(&ext).file_name().unwrap();
+        std::fs::copy(&ext, src.join("mods").join(name)).unwrap();
+    }
     src
 }
 
@@ -262,11 +293,22 @@ fn probe_agrees(test: &str, section: &str) -> Option<String> {
     let src = make_source(&s);
     let prog = s.path("probe");
     std::fs::write(s.path("probe.c"), PROBE_C).unwrap();
+    // A host library the probe finds by name through its RUNPATH only.
+    let hostlib = s.path("hostlib");
+    std::fs::create_dir_all(&hostlib).unwrap();
+    run_ok(
+        Command::new("gcc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(hostlib.join("libusfs_host.so"))
+            .arg(s.path("lib.c")),
+    );
     run_ok(
         Command::new("gcc")
             .arg("-o")
             .arg(&prog)
             .arg(s.path("probe.c"))
+            .arg("-Wl,--enable-new-dtags")
+            .arg(format!("-Wl,-rpath,{}", hostlib.display()))
             .arg("-ldl"),
     );
     let mut images = vec![("ext4", s.path("ext4.img"))];
@@ -358,5 +400,29 @@ fn fcntl_getfl_matches_the_kernel() {
 fn terminal_queries_say_enotty() {
     if let Some(k) = probe_agrees("run_calls-tty", "tty") {
         assert!(k.contains("isatty 0 Inappropriate ioctl for device"), "{k}");
+    }
+}
+
+/// dlopen of a library stored in an image loads it (from a memfd copy): its symbols work,
+/// a second dlopen (RTLD_NOLOAD, another spelling of the path) gives the same handle, a
+/// library needing it resolves it, a missing file and a file that is not a library fail,
+/// it loads again after dlclose, and names without '/' still go to glibc's search.
+#[test]
+fn dlopen_loads_libraries_stored_in_an_image() {
+    if let Some(k) = probe_agrees("run_calls-dlopen", "dlopen") {
+        assert!(k.contains("dlopen ok, answer 42\nsame handle 1\n"), "{k}");
+        assert!(k.contains("with a dependency: ok 20"), "{k}");
+        assert!(k.contains("host library by RUNPATH 1\n"), "{k}");
+    }
+}
+
+/// Python imports a C extension module stored in an image, as on a kernel mount.
+#[test]
+fn python_imports_a_c_extension_from_an_image() {
+    if !need_tool("run_calls-pyext", "python3") {
+        return;
+    }
+    if let Some(k) = probe_agrees("run_calls-pyext", "pyext") {
+        assert!(k.contains("True") || k.contains("no _json"), "{k}");
     }
 }

@@ -467,7 +467,7 @@ mmap_hooks!(mmap, mmap64);
 /// Copies up to `len` bytes of virtual file `f` from `off` (or its offset) to the real
 /// descriptor `out` (at `out_off`, or its offset), writing straight from the image mapping
 /// where the data is stored uncompressed. Returns the bytes written.
-fn copy_out(
+pub(crate) fn copy_out(
     f: &OpenFile,
     fd: c_int,
     off: Option<&mut i64>,

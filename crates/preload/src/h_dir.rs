@@ -1,7 +1,7 @@
 //! Directory streams: opendir/fdopendir/readdir(64)(_r)/closedir/dirfd/rewinddir/
-//! seekdir/telldir, getdents64, scandir(64). glibc's own opendir and scandir do not call
-//! the interposable open, so virtual directories get DIR objects of ours (told apart from
-//! glibc's by address).
+//! seekdir/telldir, getdents64, scandir(64), scandirat(64). glibc's own opendir and
+//! scandir do not call the interposable open, so virtual directories get DIR objects of
+//! ours (told apart from glibc's by address).
 
 use crate::h_io::on_vfile;
 use crate::state::{sys_close, State, Target};
@@ -37,6 +37,10 @@ fn fail_null<T>(e: i32) -> *mut T {
     null_mut()
 }
 
+/// The flags glibc's opendir opens a directory with (O_LARGEFILE is the kernel's to add).
+const OPENDIR_FLAGS: c_int =
+    libc::O_RDONLY | libc::O_NONBLOCK | libc::O_DIRECTORY | libc::O_CLOEXEC;
+
 /// opendir(3).
 #[no_mangle]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
@@ -46,12 +50,11 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
             Ok(Target::HostAbs(c)) => Some(
                 call_real!(opendir: unsafe extern "C" fn(*const c_char) -> *mut DIR, null_mut(); c.as_ptr()),
             ),
-            Ok(Target::Virt(vp)) => Some(
-                match st.open_virtual(vp, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) {
-                    Ok(fd) => new_vdir(st, fd),
-                    Err(e) => fail_null(e),
-                },
-            ),
+            // glibc's opendir opens with O_NONBLOCK too (F_GETFL on dirfd shows it).
+            Ok(Target::Virt(vp)) => Some(match st.open_virtual(vp, OPENDIR_FLAGS) {
+                Ok(fd) => new_vdir(st, fd),
+                Err(e) => fail_null(e),
+            }),
             Err(e) => Some(fail_null(e)),
         }
     });
@@ -345,30 +348,68 @@ fn scandir_virtual(
     n as c_int
 }
 
+/// The common body of scandir and scandirat: `None` when the directory is not ours; a
+/// host path reached through a mount (`..` out of it) goes to `real` as an absolute path.
+fn scandir_common(
+    dirfd: c_int,
+    path: *const c_char,
+    list: *mut *mut *mut dirent64,
+    filter: Filter,
+    compar: Compar,
+    real: impl FnOnce(*const c_char) -> c_int,
+) -> Option<c_int> {
+    hooked(-1, |st| match st.classify(dirfd, path, true) {
+        Ok(Target::Pass) => None,
+        Ok(Target::HostAbs(c)) => Some(real(c.as_ptr())),
+        Ok(Target::Virt(vp)) => Some(
+            match st.open_virtual(vp, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) {
+                Ok(fd) => {
+                    let r = scandir_virtual(st, fd, list, filter, compar);
+                    st.fds.remove(fd);
+                    sys_close(fd);
+                    r
+                }
+                Err(e) => ret(Err(e)),
+            },
+        ),
+        Err(e) => Some(ret(Err(e))),
+    })
+}
+
+type ScandirFn =
+    unsafe extern "C" fn(*const c_char, *mut *mut *mut dirent64, Filter, Compar) -> c_int;
+type ScandiratFn =
+    unsafe extern "C" fn(c_int, *const c_char, *mut *mut *mut dirent64, Filter, Compar) -> c_int;
+
 macro_rules! scandir_hooks {
     ($($name:ident),*) => {$(
         /// scandir(3).
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
-            let r = hooked(-1, |st| match st.classify(libc::AT_FDCWD, path, true) {
-                Ok(Target::Pass) => None,
-                Ok(Target::HostAbs(c)) => Some(call_real!($name: unsafe extern "C" fn(*const c_char, *mut *mut *mut dirent64, Filter, Compar) -> c_int, -1; c.as_ptr(), list, filter, compar)),
-                Ok(Target::Virt(vp)) => Some(match st.open_virtual(vp, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) {
-                    Ok(fd) => {
-                        let r = scandir_virtual(st, fd, list, filter, compar);
-                        st.fds.remove(fd);
-                        sys_close(fd);
-                        r
-                    }
-                    Err(e) => ret(Err(e)),
-                }),
-                Err(e) => Some(ret(Err(e))),
-            });
-            match r {
+            let real = |p| call_real!($name: ScandirFn, -1; p, list, filter, compar);
+            match scandir_common(libc::AT_FDCWD, path, list, filter, compar, real) {
                 Some(r) => r,
-                None => call_real!($name: unsafe extern "C" fn(*const c_char, *mut *mut *mut dirent64, Filter, Compar) -> c_int, -1; path, list, filter, compar),
+                None => real(path),
             }
         }
     )*};
 }
 scandir_hooks!(scandir, scandir64);
+
+macro_rules! scandirat_hooks {
+    ($($name:ident),*) => {$(
+        /// scandirat(3): glibc's opens the directory with its internal openat, which
+        /// never reaches our hooks, so a directory in a mount (by a virtual `dirfd`, an
+        /// absolute path, or a path relative to a directory above the mount) is read here.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
+            match scandir_common(dirfd, path, list, filter, compar, |p| {
+                call_real!($name: ScandiratFn, -1; libc::AT_FDCWD, p, list, filter, compar)
+            }) {
+                Some(r) => r,
+                None => call_real!($name: ScandiratFn, -1; dirfd, path, list, filter, compar),
+            }
+        }
+    )*};
+}
+scandirat_hooks!(scandirat, scandirat64);

@@ -1,7 +1,8 @@
 //! Data calls on descriptors: the read family (by memcpy from the image mapping through
-//! usfs_vfs::read_file), lseek, mmap of virtual descriptors, copy_file_range/sendfile
-//! (emulated: written to the destination straight from the image mapping), and the
-//! calls that would change a file (EBADF: virtual descriptors are read-only).
+//! usfs_vfs::read_file), lseek, mmap of virtual descriptors (a private copy), sendfile
+//! and splice into a pipe (emulated: written to the destination straight from the image
+//! mapping), copy_file_range (the kernel's EXDEV/EINVAL), the terminal queries (ENOTTY),
+//! and the calls that would change a file (EBADF: virtual descriptors are read-only).
 
 use crate::state::{state, State};
 use crate::sys::{call_real, hooked, ret, set_errno};
@@ -259,11 +260,138 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
     }
 }
 
+/// The errno of a terminal query on a virtual descriptor: EBADF for an O_PATH one (the
+/// kernel refuses any ioctl on it), ENOTTY otherwise (a file in an image is no terminal).
+/// glibc's isatty, ttyname and tcgetattr ask with its internal ioctl, which would reach the
+/// placeholder (EBADF) without these hooks.
+fn not_a_tty(f: &OpenFile) -> i32 {
+    if f.flags() & libc::O_PATH != 0 {
+        libc::EBADF
+    } else {
+        libc::ENOTTY
+    }
+}
+
+/// isatty(3): 0 with errno ENOTTY (or EBADF) on a virtual descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+    match on_vfile(fd, 0, |_, f| {
+        set_errno(not_a_tty(f));
+        0
+    }) {
+        Some(r) => r,
+        None => call_real!(isatty: unsafe extern "C" fn(c_int) -> c_int, 0; fd),
+    }
+}
+
+/// ttyname(3): NULL with errno ENOTTY (or EBADF) on a virtual descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn ttyname(fd: c_int) -> *mut libc::c_char {
+    match on_vfile(fd, std::ptr::null_mut(), |_, f| {
+        set_errno(not_a_tty(f));
+        std::ptr::null_mut()
+    }) {
+        Some(r) => r,
+        None => {
+            call_real!(ttyname: unsafe extern "C" fn(c_int) -> *mut libc::c_char, std::ptr::null_mut(); fd)
+        }
+    }
+}
+
+/// ttyname_r on a virtual descriptor: glibc's checks of the buffer first (EINVAL for none,
+/// ERANGE for one shorter than "/dev/pts/"), then ENOTTY (or EBADF); errno is set too.
+fn ttyname_r_virtual(f: &OpenFile, buf: *mut libc::c_char, len: size_t) -> c_int {
+    let e = if buf.is_null() {
+        libc::EINVAL
+    } else if len < b"/dev/pts/\0".len() {
+        libc::ERANGE
+    } else {
+        not_a_tty(f)
+    };
+    set_errno(e);
+    e
+}
+
+/// ttyname_r(3).
+#[no_mangle]
+pub unsafe extern "C" fn ttyname_r(fd: c_int, buf: *mut libc::c_char, len: size_t) -> c_int {
+    match on_vfile(fd, libc::EIO, |_, f| ttyname_r_virtual(f, buf, len)) {
+        Some(r) => r,
+        None => {
+            call_real!(ttyname_r: unsafe extern "C" fn(c_int, *mut libc::c_char, size_t) -> c_int, libc::ENOSYS; fd, buf, len)
+        }
+    }
+}
+
+/// The fortified ttyname_r.
+#[no_mangle]
+pub unsafe extern "C" fn __ttyname_r_chk(
+    fd: c_int,
+    buf: *mut libc::c_char,
+    len: size_t,
+    buflen: size_t,
+) -> c_int {
+    match on_vfile(fd, libc::EIO, |_, f| ttyname_r_virtual(f, buf, len)) {
+        Some(r) => r,
+        None => {
+            call_real!(__ttyname_r_chk: unsafe extern "C" fn(c_int, *mut libc::c_char, size_t, size_t) -> c_int, libc::ENOSYS; fd, buf, len, buflen)
+        }
+    }
+}
+
+/// The termios calls: `tty_hooks!(name(args) -> ret; ...)` defines each `name` to fail
+/// with ENOTTY (EBADF for O_PATH) on virtual descriptors and to call libc's otherwise.
+macro_rules! tty_hooks {
+    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+        /// A terminal call: ENOTTY (EBADF for O_PATH) on virtual descriptors; passed to
+        /// libc otherwise.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+            match on_vfile(fd, -1, |_, f| ret(Err(not_a_tty(f)))) {
+                Some(r) => r,
+                None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
+            }
+        }
+    )*};
+}
+tty_hooks! {
+    tcgetattr(t: *mut libc::termios) -> c_int;
+    tcsetattr(act: c_int, t: *const libc::termios) -> c_int;
+    tcgetpgrp() -> libc::pid_t;
+    tcgetsid() -> libc::pid_t;
+}
+
 type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
 
+/// The mmap flags a MAP_SHARED_VALIDATE mapping may carry (the kernel's LEGACY_MAP_MASK;
+/// MAP_SYNC, the one extra flag ext4 knows, needs DAX): any other bit is EOPNOTSUPP.
+const LEGACY_MAP_MASK: c_int = libc::MAP_SHARED
+    | libc::MAP_PRIVATE
+    | libc::MAP_FIXED
+    | libc::MAP_ANONYMOUS
+    | libc::MAP_DENYWRITE
+    | libc::MAP_EXECUTABLE
+    | 0x400_0000 // MAP_UNINITIALIZED
+    | libc::MAP_GROWSDOWN
+    | libc::MAP_LOCKED
+    | libc::MAP_NORESERVE
+    | libc::MAP_POPULATE
+    | libc::MAP_NONBLOCK
+    | libc::MAP_STACK
+    | libc::MAP_HUGETLB;
+
+/// The map type bits of mmap's flags (MAP_SHARED 1, MAP_PRIVATE 2, MAP_SHARED_VALIDATE 3;
+/// the kernel's MAP_TYPE).
+const MAP_TYPE: c_int = 0x0f;
+
 /// A private copy of a virtual file's bytes: an anonymous mapping filled from the file
-/// (zeros past its end), then given the protection asked for. Writable shared mappings
-/// are refused (EACCES), as on a descriptor opened read-only.
+/// (zeros past its end), then given the protection asked for. The checks are the
+/// kernel's, in its order: a misaligned offset or an empty length is EINVAL, a map type
+/// other than shared, private or shared-validate is EINVAL, unknown flags with
+/// MAP_SHARED_VALIDATE are EOPNOTSUPP, a writable shared mapping is EACCES (the
+/// descriptor is open read-only), a directory is ENODEV. A private mapping may be
+/// writable: its pages are copy-on-write in the kernel, here they are ours from the start,
+/// and writes never reach the image either way.
 fn mmap_virtual(
     f: &OpenFile,
     addr: *mut c_void,
@@ -276,19 +404,25 @@ fn mmap_virtual(
         set_errno(e);
         libc::MAP_FAILED
     };
-    let shared = flags & (libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE) != 0;
+    if off < 0 || off % 4096 != 0 || len == 0 {
+        return fail(libc::EINVAL);
+    }
+    let shared = match flags & MAP_TYPE {
+        libc::MAP_SHARED => true,
+        libc::MAP_SHARED_VALIDATE if flags & !(LEGACY_MAP_MASK | MAP_TYPE) != 0 => {
+            return fail(libc::EOPNOTSUPP)
+        }
+        libc::MAP_SHARED_VALIDATE => true,
+        libc::MAP_PRIVATE => false,
+        _ => return fail(libc::EINVAL),
+    };
     if shared && prot & libc::PROT_WRITE != 0 {
         return fail(libc::EACCES);
     }
     if f.kind != usfs_vfs::FileKind::File {
         return fail(libc::ENODEV);
     }
-    if len == 0 || off < 0 || off % 4096 != 0 {
-        return fail(libc::EINVAL);
-    }
-    let anon_flags = (flags & !(libc::MAP_SHARED | libc::MAP_SHARED_VALIDATE))
-        | libc::MAP_PRIVATE
-        | libc::MAP_ANONYMOUS;
+    let anon_flags = (flags & !MAP_TYPE) | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let p = call_real!(mmap: MmapFn, libc::MAP_FAILED; addr, len, libc::PROT_READ | libc::PROT_WRITE, anon_flags, -1, 0);
     if p == libc::MAP_FAILED {
         return p;
@@ -333,7 +467,7 @@ mmap_hooks!(mmap, mmap64);
 /// Copies up to `len` bytes of virtual file `f` from `off` (or its offset) to the real
 /// descriptor `out` (at `out_off`, or its offset), writing straight from the image mapping
 /// where the data is stored uncompressed. Returns the bytes written.
-fn copy_out(
+pub(crate) fn copy_out(
     f: &OpenFile,
     fd: c_int,
     off: Option<&mut i64>,
@@ -389,7 +523,83 @@ fn copy_out(
     n
 }
 
-/// copy_file_range(2): from a virtual descriptor, emulated; into one, EBADF.
+/// What the kernel's checks of copy_file_range and splice look at in one descriptor.
+struct Ends {
+    /// S_IFMT of the file.
+    fmt: libc::mode_t,
+    /// Open for reading (not O_PATH, not write-only).
+    readable: bool,
+    /// Open for writing and not O_APPEND.
+    writable: bool,
+}
+
+/// [`Ends`] of a descriptor, virtual (read-only, never writable) or real (fstat and
+/// F_GETFL, raw system calls); EBADF when it is not open.
+fn ends(st: &State, fd: c_int) -> Result<Ends, i32> {
+    if let Some(f) = st.fds.get(fd) {
+        if f.flags() & libc::O_PATH != 0 {
+            return Err(libc::EBADF);
+        }
+        let fmt = match f.kind {
+            usfs_vfs::FileKind::Dir => libc::S_IFDIR,
+            usfs_vfs::FileKind::File => libc::S_IFREG,
+            usfs_vfs::FileKind::Other => libc::S_IFLNK,
+        };
+        return Ok(Ends {
+            fmt,
+            readable: true,
+            writable: false,
+        });
+    }
+    // SAFETY: struct stat is plain old data; all-zero is valid.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat and fcntl(F_GETFL) on a descriptor number, writing into `sb`.
+    let (r, fl) = unsafe {
+        (
+            libc::syscall(libc::SYS_fstat, fd, &mut sb as *mut libc::stat),
+            libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL),
+        )
+    };
+    if r != 0 || fl < 0 {
+        return Err(libc::EBADF);
+    }
+    let fl = fl as c_int;
+    let acc = fl & libc::O_ACCMODE;
+    Ok(Ends {
+        fmt: sb.st_mode & libc::S_IFMT,
+        readable: fl & libc::O_PATH == 0 && acc != libc::O_WRONLY,
+        writable: fl & libc::O_PATH == 0 && acc != libc::O_RDONLY && fl & libc::O_APPEND == 0,
+    })
+}
+
+/// copy_file_range(2) with a virtual descriptor on either side: the kernel's answer.
+/// Flags are EINVAL; a directory on either side is EISDIR, anything else but regular files
+/// EINVAL (a pipe, for one); then a source not open for reading or a destination not open
+/// for writing (a virtual one never is) is EBADF; and a copy between two file systems
+/// without a shared copy method is EXDEV, which is every copy out of a mount (the
+/// destination is never on the same read-only image). Programs then fall back to
+/// read/write or sendfile, as on a kernel mount.
+fn copy_file_range_virtual(st: &State, fd_in: c_int, fd_out: c_int, flags: c_uint) -> ssize_t {
+    let (i, o) = match (ends(st, fd_in), ends(st, fd_out)) {
+        (Ok(i), Ok(o)) => (i, o),
+        (Err(e), _) | (_, Err(e)) => return ret(Err(e)),
+    };
+    let e = if flags != 0 {
+        libc::EINVAL
+    } else if i.fmt == libc::S_IFDIR || o.fmt == libc::S_IFDIR {
+        libc::EISDIR
+    } else if i.fmt != libc::S_IFREG || o.fmt != libc::S_IFREG {
+        libc::EINVAL
+    } else if !i.readable || !o.writable {
+        libc::EBADF
+    } else {
+        libc::EXDEV
+    };
+    ret(Err(e))
+}
+
+/// copy_file_range(2): a virtual descriptor on either side gets the kernel's errors
+/// ([`copy_file_range_virtual`]); others go to libc.
 #[no_mangle]
 pub unsafe extern "C" fn copy_file_range(
     fd_in: c_int,
@@ -400,14 +610,12 @@ pub unsafe extern "C" fn copy_file_range(
     flags: c_uint,
 ) -> ssize_t {
     if let Some(st) = state() {
-        if st.fds.is_virtual(fd_out) {
-            set_errno(libc::EBADF);
-            return -1;
-        }
-        // SAFETY: null or a valid pointer, as copy_file_range's contract says.
-        let (oi, oo) = unsafe { (off_in.as_mut(), off_out.as_mut()) };
-        if let Some(r) = on_vfile(fd_in, -1, |_, f| copy_out(f, fd_in, oi, fd_out, oo, len)) {
-            return r;
+        if st.fds.is_virtual(fd_in) || st.fds.is_virtual(fd_out) {
+            if let Some(r) = hooked(-1, |st| {
+                Some(copy_file_range_virtual(st, fd_in, fd_out, flags))
+            }) {
+                return r;
+            }
         }
     }
     call_real!(copy_file_range: unsafe extern "C" fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t, -1; fd_in, off_in, fd_out, off_out, len, flags)
@@ -435,8 +643,92 @@ macro_rules! sendfile_hooks {
 }
 sendfile_hooks!(sendfile, sendfile64);
 
-/// splice(2): needs a pipe on one side; virtual descriptors are not pipes (EINVAL, and
-/// programs fall back to read/write).
+/// splice(2)'s flags (SPLICE_F_MOVE | NONBLOCK | MORE | GIFT).
+const SPLICE_F_ALL: c_uint = 0x0f;
+
+/// Bytes a splice into pipe `p` may add without waiting: the free slots of the pipe, a
+/// page each (the kernel's splice_file_to_pipe counts slots, not bytes).
+fn pipe_room(p: c_int) -> usize {
+    let mut queued: c_int = 0;
+    // SAFETY: F_GETPIPE_SZ and FIONREAD on a descriptor number; FIONREAD writes an int.
+    let (cap, r) = unsafe {
+        (
+            libc::syscall(libc::SYS_fcntl, p, libc::F_GETPIPE_SZ),
+            libc::syscall(
+                libc::SYS_ioctl,
+                p,
+                libc::FIONREAD,
+                &mut queued as *mut c_int,
+            ),
+        )
+    };
+    if cap <= 0 || r != 0 {
+        return 0;
+    }
+    (cap as usize).saturating_sub((queued.max(0) as usize).next_multiple_of(4096))
+}
+
+/// splice(2) with a virtual descriptor on either side, checked in the kernel's order:
+/// len 0 is 0, unknown flags EINVAL, an offset given for a pipe ESPIPE, a side not open
+/// for reading or writing (a virtual destination) EBADF, no pipe on either side EINVAL.
+/// A virtual file into a pipe is emulated: the bytes at `*off_in` (advanced) or at the
+/// file offset (moved) are written into the pipe, as many as fit (a page per free slot);
+/// a full pipe is EAGAIN with SPLICE_F_NONBLOCK or an O_NONBLOCK pipe, and otherwise
+/// waits for room (a write of at most a page); the end of the file gives 0.
+fn splice_virtual(
+    st: &State,
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if len == 0 {
+        return 0;
+    }
+    if flags & !SPLICE_F_ALL != 0 {
+        return ret(Err(libc::EINVAL));
+    }
+    let (i, o) = match (ends(st, fd_in), ends(st, fd_out)) {
+        (Ok(i), Ok(o)) => (i, o),
+        (Err(e), _) | (_, Err(e)) => return ret(Err(e)),
+    };
+    let (in_pipe, out_pipe) = (i.fmt == libc::S_IFIFO, o.fmt == libc::S_IFIFO);
+    if (in_pipe && !off_in.is_null()) || (out_pipe && !off_out.is_null()) {
+        return ret(Err(libc::ESPIPE));
+    }
+    if !i.readable || !o.writable {
+        return ret(Err(libc::EBADF));
+    }
+    if !out_pipe || i.fmt != libc::S_IFREG {
+        // Only a virtual source can get here with a pipe out; a directory cannot be
+        // spliced (no splice_read), and a file-to-file splice needs a pipe.
+        return ret(Err(libc::EINVAL));
+    }
+    let Some(f) = st.fds.get(fd_in) else {
+        return ret(Err(libc::EBADF));
+    };
+    // SAFETY: splice's contract: null or a valid loff_t pointer.
+    let off = unsafe { off_in.as_mut() };
+    if off.as_deref().is_some_and(|o| *o < 0) {
+        return ret(Err(libc::EINVAL));
+    }
+    // SAFETY: F_GETFL on a descriptor number.
+    let pipe_fl = unsafe { libc::syscall(libc::SYS_fcntl, fd_out, libc::F_GETFL) } as c_int;
+    let nonblock = flags & libc::SPLICE_F_NONBLOCK != 0 || pipe_fl & libc::O_NONBLOCK != 0;
+    let room = pipe_room(fd_out);
+    let n = match room {
+        0 if nonblock => return ret(Err(libc::EAGAIN)),
+        // Full: a write of up to a page waits for room (atomic, at most PIPE_BUF).
+        0 => len.min(4096),
+        r => len.min(r),
+    };
+    copy_out(&f, fd_in, off, fd_out, None, n)
+}
+
+/// splice(2): from a virtual file into a pipe, emulated; every other use of a virtual
+/// descriptor gets the kernel's error ([`splice_virtual`]); others go to libc.
 #[no_mangle]
 pub unsafe extern "C" fn splice(
     fd_in: c_int,
@@ -448,8 +740,13 @@ pub unsafe extern "C" fn splice(
 ) -> ssize_t {
     if let Some(st) = state() {
         if st.fds.is_virtual(fd_in) || st.fds.is_virtual(fd_out) {
-            set_errno(libc::EINVAL);
-            return -1;
+            if let Some(r) = hooked(-1, |st| {
+                Some(splice_virtual(
+                    st, fd_in, off_in, fd_out, off_out, len, flags,
+                ))
+            }) {
+                return r;
+            }
         }
     }
     call_real!(splice: unsafe extern "C" fn(c_int, *mut i64, c_int, *mut i64, size_t, c_uint) -> ssize_t, -1; fd_in, off_in, fd_out, off_out, len, flags)

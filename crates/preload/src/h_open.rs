@@ -230,8 +230,24 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
+/// The kernel's O_LARGEFILE (the libc crate spells it 0 on 64-bit, as glibc's headers do).
+const O_LARGEFILE: c_int = 0o100000;
+
+/// F_GETFL of an open-file description opened with `flags`, as the kernel reports it: the
+/// open(2) path adds O_LARGEFILE on 64-bit (force_o_largefile) and keeps neither the
+/// creation flags (O_CREAT, O_EXCL, O_NOCTTY, O_TRUNC) nor O_CLOEXEC; an O_PATH
+/// description keeps only O_PATH, O_DIRECTORY and O_NOFOLLOW.
+fn status_flags(flags: c_int) -> c_int {
+    if flags & libc::O_PATH != 0 {
+        return flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW);
+    }
+    let dropped = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_TRUNC | libc::O_CLOEXEC;
+    (flags | O_LARGEFILE) & !dropped
+}
+
 /// fcntl on a virtual descriptor: duplication on the placeholder, flags from the
-/// open-file description, record locks granted for reading (the image cannot change).
+/// open-file description (as the kernel reports them, [`status_flags`]), record locks
+/// granted for reading (the image cannot change).
 fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
     hooked(-1, |st| {
         let f = st.fds.get(fd)?;
@@ -244,7 +260,7 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
                 new
             }
             libc::F_GETFD | libc::F_SETFD => call_real!(fcntl: FcntlFn, -1; fd, cmd, arg),
-            libc::F_GETFL => f.flags(),
+            libc::F_GETFL => status_flags(f.flags()),
             libc::F_SETFL => {
                 f.set_status_flags(arg as c_int);
                 0

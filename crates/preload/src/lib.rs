@@ -18,8 +18,9 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_modify (calls that would change a mount), h_dir, h_cwd, h_stdio, h_exec (with exec_path: PATH
-//! lookups), h_walk (glob, nftw, ftw), h_fts.
+//! of calls: h_open, h_io, h_stat, h_modify (calls that would change a mount), h_dir,
+//! h_cwd, h_stdio, h_exec (with exec_path: PATH lookups), h_walk (glob, nftw, ftw), h_fts,
+//! h_dl (dlopen).
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.
@@ -29,6 +30,7 @@ mod copy;
 mod exec_path;
 mod h_cwd;
 mod h_dir;
+mod h_dl;
 mod h_exec;
 mod h_fts;
 mod h_io;

@@ -1112,6 +1112,11 @@ int main(int argc, char **argv) {
     printf("  same as '.': %d\n", sx.stx_ino == st2.st_ino);
     strcpy(b, "tXXXXXX");
     show("mkstemp in cwd", mkstemp(b));
+    show("getcwd size 0", getcwd(b, 0) ? 0 : -1);
+    int pf = open(at(R, "fx/hello.txt", p1), O_PATH);
+    show("flistxattr O_PATH", flistxattr(pf, b, sizeof b));
+    show("fgetxattr O_PATH", fgetxattr(pf, "user.x", b, sizeof b));
+    close(pf);
     /* Host names reached from the mount's root through "..". */
     if (chdir(R)) return 3;
     show("open ../v1", hf = open("../v1", O_CREAT | O_WRONLY, 0644));

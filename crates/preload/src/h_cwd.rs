@@ -105,7 +105,14 @@ fn out_string(s: &[u8], buf: *mut c_char, size: size_t) -> *mut c_char {
 #[no_mangle]
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
     let r = hooked(null_mut(), |st| {
-        vcwd_path(st).map(|p| out_string(&p, buf, size))
+        vcwd_path(st).map(|p| {
+            if !buf.is_null() && size == 0 {
+                // glibc's answer for a buffer of no size.
+                set_errno(libc::EINVAL);
+                return null_mut();
+            }
+            out_string(&p, buf, size)
+        })
     });
     match r {
         Some(r) => r,

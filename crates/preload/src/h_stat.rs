@@ -488,6 +488,15 @@ macro_rules! listxattr_hooks {
 }
 listxattr_hooks!(listxattr: true, llistxattr: false);
 
+/// The xattr calls on a descriptor need one opened for I/O: O_PATH ones are EBADF.
+fn not_path_only(f: &usfs_vfs::OpenFile) -> Result<(), i32> {
+    if f.flags() & libc::O_PATH != 0 {
+        Err(libc::EBADF)
+    } else {
+        Ok(())
+    }
+}
+
 /// fgetxattr(2).
 #[no_mangle]
 pub unsafe extern "C" fn fgetxattr(
@@ -497,7 +506,7 @@ pub unsafe extern "C" fn fgetxattr(
     size: size_t,
 ) -> ssize_t {
     match on_vfile(fd, -1, |st, f| {
-        ret(get_xattr(st, f.node.mount, f.ino(), name, buf, size))
+        ret(not_path_only(f).and_then(|_| get_xattr(st, f.node.mount, f.ino(), name, buf, size)))
     }) {
         Some(r) => r,
         None => {
@@ -510,7 +519,7 @@ pub unsafe extern "C" fn fgetxattr(
 #[no_mangle]
 pub unsafe extern "C" fn flistxattr(fd: c_int, buf: *mut c_char, size: size_t) -> ssize_t {
     match on_vfile(fd, -1, |st, f| {
-        ret(list_xattr(st, f.node.mount, f.ino(), buf, size))
+        ret(not_path_only(f).and_then(|_| list_xattr(st, f.node.mount, f.ino(), buf, size)))
     }) {
         Some(r) => r,
         None => {

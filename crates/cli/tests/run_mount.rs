@@ -952,6 +952,60 @@ int main(int argc, char **argv) {
     );
 }
 
+/// statfs (`stat -f`, df's numbers) answers as the kernel's ext4 does for the same image:
+/// total blocks less the metadata and journal overhead, available blocks less the
+/// reserved ones and the kernel's own reserve; with 1 KiB and 4 KiB blocks, meta_bg,
+/// sparse_super2, without a journal, ext2.
+#[test]
+fn statfs_matches_the_kernel() {
+    let test = "run_mount-statfs";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a"), "a file\n").unwrap();
+    let root = s.path("root");
+    let home = s.path("home");
+    let script = r#"stat -f -c '%b %f %a %c %d %s %l' "$R""#;
+    for (i, (size, args)) in [
+        ("64M", &["-t", "ext4"][..]),
+        ("300M", &["-t", "ext4", "-b", "4096"]),
+        (
+            "300M",
+            &[
+                "-t",
+                "ext4",
+                "-b",
+                "1024",
+                "-O",
+                "64bit,meta_bg,^resize_inode",
+            ],
+        ),
+        ("300M", &["-t", "ext4", "-O", "sparse_super2,^has_journal"]),
+        ("64M", &["-t", "ext2"]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let img = s.path(&format!("img{i}"));
+        mke2fs(&img, size, args, Some(&src));
+        let kernel = {
+            let _m = Mount::new(&img, &root, "ext4", "ro,noatime");
+            run_script(Method::Kernel, &img, &root, &home, script)
+        };
+        assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
+        let run = run_script(Method::Run, &img, &root, &home, script);
+        assert_eq!(run.0, Some(0), "{}", String::from_utf8_lossy(&run.2));
+        assert_eq!(
+            String::from_utf8_lossy(&run.1),
+            String::from_utf8_lossy(&kernel.1),
+            "mke2fs {args:?} {size}: statfs differs from the kernel's"
+        );
+    }
+}
+
 /// Every call that would change a file system, on names in the image, fails with the
 /// errno a read-only kernel mount gives (EEXIST, ENOENT, ENOTDIR, EISDIR, EINVAL,
 /// ENOTEMPTY, EXDEV, EOPNOTSUPP where the kernel's checks come before EROFS), including

@@ -189,6 +189,48 @@ impl Geometry {
         is_power_of(g, 3) || is_power_of(g, 5) || is_power_of(g, 7)
     }
 
+    /// Descriptor-table blocks stored in group `g` (what the kernel's ext4_bg_num_gdb
+    /// counts; reserved GDT blocks are not among them): the whole table (or, with meta_bg,
+    /// its blocks before the first meta group) where a superblock copy lives; with meta_bg,
+    /// one block in the first, second and last group of each meta group past those.
+    pub fn group_gdt_blocks(&self, g: u32) -> u32 {
+        let per = self.descs_per_block();
+        let meta_bg = self.features.has_incompat(incompat::META_BG);
+        if meta_bg && g / per >= self.first_meta_bg {
+            let first = g / per * per;
+            let last = first + per - 1;
+            return u32::from(g == first || g == first + 1 || g == last);
+        }
+        if !self.group_has_super(g) {
+            return 0;
+        }
+        if meta_bg {
+            self.first_meta_bg
+        } else {
+            self.gdt_blocks()
+        }
+    }
+
+    /// Blocks of each group's inode table.
+    pub fn inode_table_blocks(&self) -> u32 {
+        (self.inodes_per_group as u64 * self.inode_size as u64).div_ceil(self.block_size as u64)
+            as u32
+    }
+
+    /// Blocks the file system's own structures take, as the kernel computes them for
+    /// statfs when the superblock does not record them (ext4_calculate_overhead, without
+    /// bigalloc): the blocks before the first data block, and per group its superblock
+    /// copy, descriptor-table blocks, two bitmaps and inode table. The journal is not
+    /// included.
+    pub fn metadata_overhead(&self) -> u64 {
+        let per_group = u64::from(self.inode_table_blocks()) + 2;
+        (0..self.group_count).fold(self.first_data_block, |acc, g| {
+            acc + per_group
+                + u64::from(self.group_has_super(g))
+                + u64::from(self.group_gdt_blocks(g))
+        })
+    }
+
     /// Block holding the descriptors of group `g`, and the byte offset inside it.
     pub fn desc_location(&self, g: u32) -> (u64, usize) {
         let per = self.descs_per_block();

@@ -173,6 +173,18 @@ impl Ext4 {
         }
         Ok(None)
     }
+
+    /// Blocks of an internal journal (the journal inode's size), which the kernel counts
+    /// as overhead in statfs; 0 without one, or with an external journal device.
+    fn journal_blocks(&self) -> u64 {
+        let f = &self.geo.features;
+        let ino = self.sb.s_journal_inum();
+        if !f.has_compat(crate::format::features::compat::HAS_JOURNAL) || ino == 0 {
+            return 0;
+        }
+        self.read_inode_raw(ino)
+            .map_or(0, |i| i.size() >> self.geo.block_size_log)
+    }
 }
 
 impl FileSystem for Ext4 {
@@ -297,15 +309,29 @@ impl FileSystem for Ext4 {
         }
     }
 
+    /// As the kernel's ext4_statfs answers for this image: total blocks less the
+    /// overhead (the superblock's s_overhead_clusters, else the metadata the kernel counts
+    /// plus an internal journal), and available blocks less the reserved ones and the
+    /// kernel's own reserve for extent-mapped file systems (2% of the blocks, at most
+    /// 4096).
     fn statfs(&self) -> Result<StatFs> {
         let is64 = self.geo.is64();
         let free = self.sb.free_blocks_count(is64);
         let reserved = self.sb.r_blocks_count(is64);
+        let overhead = match self.sb.s_overhead_clusters() {
+            0 => self.geo.metadata_overhead() + self.journal_blocks(),
+            n => u64::from(n),
+        };
+        let kernel_reserve = if self.geo.features.has_incompat(incompat::EXTENTS) {
+            (self.geo.blocks_count / 50).min(4096)
+        } else {
+            0
+        };
         Ok(StatFs {
             block_size: self.geo.block_size,
-            blocks: self.geo.blocks_count,
+            blocks: self.geo.blocks_count.saturating_sub(overhead),
             blocks_free: free,
-            blocks_avail: free.saturating_sub(reserved),
+            blocks_avail: free.saturating_sub(reserved + kernel_reserve),
             files: self.geo.inodes_count as u64,
             files_free: self.sb.s_free_inodes_count() as u64,
             name_max: 255,

@@ -955,7 +955,7 @@ int main(int argc, char **argv) {
 /// statfs (`stat -f`, df's numbers) answers as the kernel's ext4 does for the same image:
 /// total blocks less the metadata and journal overhead, available blocks less the
 /// reserved ones and the kernel's own reserve; with 1 KiB and 4 KiB blocks, meta_bg,
-/// sparse_super2, without a journal, ext2.
+/// sparse_super2, without a journal, ext2; and as the kernel's erofs.
 #[test]
 fn statfs_matches_the_kernel() {
     let test = "run_mount-statfs";
@@ -1004,6 +1004,25 @@ fn statfs_matches_the_kernel() {
             "mke2fs {args:?} {size}: statfs differs from the kernel's"
         );
     }
+    // EROFS: no free blocks, an unlimited inode count.
+    let img = s.path("erofs");
+    run_ok(
+        Command::new(usfs())
+            .args(["mkfs.erofs", "--quiet", "-zlz4hc"])
+            .arg(&img)
+            .arg(&src),
+    );
+    let kernel = {
+        let _m = Mount::new(&img, &root, "erofs", "ro");
+        run_script(Method::Kernel, &img, &root, &home, script)
+    };
+    assert_eq!(kernel.0, Some(0), "{}", String::from_utf8_lossy(&kernel.2));
+    let run = run_script(Method::Run, &img, &root, &home, script);
+    assert_eq!(
+        String::from_utf8_lossy(&run.1),
+        String::from_utf8_lossy(&kernel.1),
+        "EROFS: statfs differs from the kernel's"
+    );
 }
 
 /// Every call that would change a file system, on names in the image, fails with the

@@ -152,14 +152,16 @@ impl FileSystem for Erofs {
         }
     }
 
+    /// As the kernel's erofs_statfs answers: no free blocks, and an inode count with no
+    /// limit (u64::MAX total, less the image's inodes free).
     fn statfs(&self) -> Result<StatFs> {
         Ok(StatFs {
             block_size: self.bs() as u32,
             blocks: u64::from(self.sb.blocks()),
             blocks_free: 0,
             blocks_avail: 0,
-            files: self.sb.inos(),
-            files_free: 0,
+            files: u64::MAX,
+            files_free: u64::MAX - self.sb.inos(),
             name_max: 255,
             magic: u64::from(EROFS_MAGIC),
         })

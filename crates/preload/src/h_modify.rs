@@ -418,12 +418,24 @@ fn mount_of(s: &Spot) -> Result<Option<usize>, i32> {
     }
 }
 
-/// The path to hand libc for a host spot: the rewritten one, else the caller's.
-fn host_path(s: &Spot, orig: *const c_char) -> (bool, *const c_char) {
-    match s {
-        Spot::Host(Some(abs)) => (true, abs.as_ptr()),
-        _ => (false, orig),
-    }
+/// A two-path call whose names both lie on the host: `real` with the rewritten absolute
+/// paths (and AT_FDCWD) where there are some; `None` when neither was rewritten (the
+/// caller's arguments go to libc as they are).
+fn host_pair(
+    a: &Spot,
+    d1: c_int,
+    from: *const c_char,
+    b: &Spot,
+    d2: c_int,
+    to: *const c_char,
+    real: impl Fn(c_int, *const c_char, c_int, *const c_char) -> c_int,
+) -> Option<c_int> {
+    let side = |s: &Spot, d, p| match s {
+        Spot::Host(Some(abs)) => (true, libc::AT_FDCWD, abs.as_ptr()),
+        _ => (false, d, p),
+    };
+    let ((ra, da, pa), (rb, db, pb)) = (side(a, d1, from), side(b, d2, to));
+    (ra || rb).then(|| real(da, pa, db, pb))
 }
 
 /// rename(2) and friends: both names are looked up first; names on different mounts (a
@@ -455,12 +467,7 @@ fn rename_common(
             };
             return Some(ret(Err(e)));
         }
-        let ((ra, pa), (rb, pb)) = (host_path(&a, from), host_path(&b, to));
-        (ra || rb).then(|| {
-            let da = if ra { libc::AT_FDCWD } else { d1 };
-            let db = if rb { libc::AT_FDCWD } else { d2 };
-            real(da, pa, db, pb)
-        })
+        host_pair(&a, d1, from, &b, d2, to, &real)
     });
     r.unwrap_or_else(|| real(d1, from, d2, to))
 }
@@ -541,12 +548,7 @@ fn link_common(
         if let Spot::Mount { .. } = a {
             return Some(ret(Err(libc::EXDEV)));
         }
-        let ((ra, pa), (rb, pb)) = (host_path(&a, from), host_path(&b, to));
-        (ra || rb).then(|| {
-            let da = if ra { libc::AT_FDCWD } else { d1 };
-            let db = if rb { libc::AT_FDCWD } else { d2 };
-            real(da, pa, db, pb)
-        })
+        host_pair(&a, d1, from, &b, d2, to, &real)
     });
     r.unwrap_or_else(|| real(d1, from, d2, to))
 }

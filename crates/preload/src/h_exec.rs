@@ -466,7 +466,7 @@ spawn_hooks!(posix_spawn: true, posix_spawnp: false);
 
 /// True when `fd` is a placeholder (an O_PATH descriptor of /dev/null): a handed-over
 /// number the new program still holds unchanged.
-fn is_placeholder(fd: c_int) -> bool {
+pub fn is_placeholder(fd: c_int) -> bool {
     // SAFETY: F_GETFL on a descriptor number.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
     if fl < 0 || fl & libc::O_PATH as i64 == 0 {

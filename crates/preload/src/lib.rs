@@ -18,8 +18,8 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio, h_exec (with exec_path: PATH
-//! lookups), h_walk (glob, nftw, ftw), h_fts.
+//! of calls: h_open, h_io, h_stat, h_dir, h_cwd, h_stdio (with h_freopen), h_exec (with
+//! exec_path: PATH lookups), h_walk (glob, nftw, ftw), h_fts.
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.
@@ -30,6 +30,7 @@ mod exec_path;
 mod h_cwd;
 mod h_dir;
 mod h_exec;
+mod h_freopen;
 mod h_fts;
 mod h_io;
 mod h_open;

@@ -16,8 +16,9 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The small image: `hello.txt`, `dir/big.txt` (bigger than a stdio buffer, numbered
-/// lines), `dir/a.txt`, `dir/sub/`, `dir/run.sh` (an executable script); and `host.txt`
-/// next to the mount point (reached from `$R/dir` as `../../host.txt`).
+/// lines), `dir/a.txt`, `dir/sub/`, `dir/run.sh` (an executable script) and `dir/link.sh`
+/// (a link to it); and `host.txt` and `host.sh` next to the mount point (reached from
+/// `$R/dir` as `../../host.txt`).
 fn image(s: &Scratch) -> PathBuf {
     let src = s.path("src");
     std::fs::create_dir_all(src.join("dir/sub")).unwrap();
@@ -31,7 +32,10 @@ fn image(s: &Scratch) -> PathBuf {
     )
     .unwrap();
     sh(&format!("chmod 755 '{}'", src.join("dir/run.sh").display()));
+    std::os::unix::fs::symlink("run.sh", src.join("dir/link.sh")).unwrap();
     std::fs::write(s.path("host.txt"), "host line 1\nhost line 2\n").unwrap();
+    std::fs::write(s.path("host.sh"), "#!/bin/sh\necho \"host script: $*\"\n").unwrap();
+    sh(&format!("chmod 755 '{}'", s.path("host.sh").display()));
     let img = s.path("image");
     mke2fs(&img, "64M", &["-t", "ext4", "-b", "4096"], Some(&src));
     img
@@ -199,6 +203,151 @@ fn freopen_of_our_streams_matches_the_kernel() {
     let k = agrees(&s, "freopen", FREOPEN_C, r#""$P" < "$R/hello.txt""#);
     assert!(
         k.contains("relative, leaves: fd=3 size=24") && k.contains("stdin: host line 1"),
+        "{k}"
+    );
+}
+
+/// The spawn program: with descriptor 3 open on an image file and later from a working
+/// directory inside the image, starts programs through system, popen, execl, execle,
+/// execlp, fexecve and execveat (host programs and programs stored in the image), and
+/// prints what they print and their statuses; system's signal handling (SIGINT ignored
+/// and SIGCHLD blocked while the shell runs, both put back) and popen's modes and
+/// descriptors are compared too.
+const SPAWN_C: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+static volatile int ints, chlds;
+static void on_int(int s) { (void)s; ints++; }
+static void on_chld(int s) { (void)s; chlds++; }
+/* Runs BODY in a child (which prints errno if BODY returns), waits, prints the status. */
+#define CHILD(what, body) do { fflush(stdout); pid_t p_ = fork(); \
+    if (p_ == 0) { body; printf("%s: %s\n", what, strerror(errno)); fflush(stdout); _exit(127); } \
+    int st_; waitpid(p_, &st_, 0); printf("%s: status %d\n", what, st_); } while (0)
+static void rewind3(void) { lseek(3, 0, SEEK_SET); }
+int main(void) {
+    char *R = getenv("R"), p[4096], cmd[4096], l[256];
+    snprintf(p, sizeof p, "%s/hello.txt", R);
+    int fd = open(p, O_RDONLY);
+    if (fd != 3) { dup2(fd, 3); close(fd); }
+    signal(SIGINT, on_int);
+    signal(SIGCHLD, on_chld);
+
+    printf("system(NULL) %d\n", system(NULL) != 0);
+    printf("system exit 3: %d\n", system("exit 3"));
+    fflush(stdout);
+    int r = system("cat <&3; echo rc=$?");
+    printf("system cat: %d\n", r);
+    fflush(stdout);
+    r = system("kill -INT $PPID; echo sent");
+    printf("system kill: %d ints=%d\n", r, ints);
+    r = system("kill -TERM $$");
+    printf("system killed: signaled=%d sig=%d\n", WIFSIGNALED(r), WTERMSIG(r));
+    struct sigaction sa;
+    sigaction(SIGINT, NULL, &sa);
+    printf("SIGINT handler restored: %d, chlds>0: %d\n", sa.sa_handler == on_int, chlds > 0);
+    sigset_t m;
+    sigprocmask(SIG_BLOCK, NULL, &m);
+    printf("SIGCHLD blocked after: %d\n", sigismember(&m, SIGCHLD));
+
+    rewind3();
+    FILE *f = popen("cat <&3; exit 5", "r");
+    while (fgets(l, sizeof l, f)) printf("popen r: %s", l);
+    r = pclose(f);
+    printf("pclose: exited=%d code=%d\n", WIFEXITED(r), WEXITSTATUS(r));
+    fflush(stdout);
+    f = popen("tr a-z A-Z", "w");
+    fputs("written through popen\n", f);
+    printf("pclose w: %d\n", pclose(f));
+    f = popen("true", "rw");
+    printf("popen rw: %s %s\n", f ? "ok" : "NULL", strerror(errno));
+    f = popen("true", "x");
+    printf("popen x: %s %s\n", f ? "ok" : "NULL", strerror(errno));
+    f = popen("cat >/dev/null", "w");
+    FILE *g = popen("cat", "re");
+    printf("cloexec: w=%d re=%d\n", fcntl(fileno(f), F_GETFD), fcntl(fileno(g), F_GETFD));
+    snprintf(cmd, sizeof cmd,
+             "[ -e /proc/$$/fd/%d ] && echo first open in third || echo first closed in third",
+             fileno(f));
+    FILE *h = popen(cmd, "r");
+    if (fgets(l, sizeof l, h)) printf("%s", l);
+    printf("pclose %d, ", pclose(h));
+    printf("fclose of a popen stream %d, ", fclose(g));
+    printf("pclose %d\n", pclose(f));
+
+    snprintf(p, sizeof p, "%s/dir", R);
+    if (chdir(p)) perror("chdir");
+    f = popen("pwd; ls", "r");
+    while (fgets(l, sizeof l, f)) printf("popen in image: %s", l);
+    pclose(f);
+    fflush(stdout);
+    printf("system in image: %d\n", system("pwd; ls; cat a.txt"));
+
+    rewind3();
+    CHILD("execl", execl("/bin/cat", "cat", "/dev/fd/3", (char *)0));
+    rewind3();
+    char *env[] = { "FOO=bar", NULL };
+    CHILD("execle", execle("/bin/sh", "sh", "-c", "echo FOO=$FOO; pwd; cat <&3", (char *)0, env));
+    CHILD("execlp", execlp("sh", "sh", "-c", "pwd; ls", (char *)0));
+    CHILD("execl image", execl("./run.sh", "run.sh", "one", "two", (char *)0));
+    CHILD("execl missing", execl("./missing", "missing", (char *)0));
+    CHILD("execl many", execl("/bin/echo", "echo", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+                              "10", "11", "12", (char *)0));
+    snprintf(cmd, sizeof cmd, "%s/dir:/bin:/usr/bin", R);
+    setenv("PATH", cmd, 1);
+    CHILD("execlp image", execlp("run.sh", "run.sh", "path", (char *)0));
+
+    char *sh_argv[] = { "sh", "-c", "pwd; cat <&3", NULL };
+    char *img_argv[] = { "run.sh", "by fd", NULL };
+    rewind3();
+    int hostfd = open("/bin/sh", O_RDONLY);
+    CHILD("fexecve host", fexecve(hostfd, sh_argv, environ));
+    int imgfd = open("run.sh", O_RDONLY);
+    CHILD("fexecve image", fexecve(imgfd, img_argv, environ));
+    int dirfd = open(".", O_RDONLY | O_DIRECTORY);
+    CHILD("fexecve dir", fexecve(dirfd, img_argv, environ));
+    CHILD("execveat cwd", execveat(AT_FDCWD, "run.sh", img_argv, environ, 0));
+    CHILD("execveat dirfd", execveat(dirfd, "run.sh", img_argv, environ, 0));
+    CHILD("execveat nofollow", execveat(dirfd, "link.sh", img_argv, environ, AT_SYMLINK_NOFOLLOW));
+    CHILD("execveat follow", execveat(dirfd, "link.sh", img_argv, environ, 0));
+    rewind3();
+    int bin = open("/bin", O_RDONLY | O_DIRECTORY);
+    CHILD("execveat host dir", execveat(bin, "sh", sh_argv, environ, 0));
+    CHILD("execveat empty", execveat(imgfd, "", img_argv, environ, AT_EMPTY_PATH));
+    CHILD("execveat leaves", execveat(AT_FDCWD, "../../host.sh", img_argv, environ, 0));
+    return 0;
+}
+"#;
+
+/// Programs started through glibc's internal exec and spawn (system, popen, the execl
+/// family, fexecve, execveat) get the virtual working directory and descriptors, as on a
+/// kernel mount: `system("ls")` from a directory in the image lists the image (it used to
+/// list the kernel's working directory: a `system("rm -rf *")` would have acted on the
+/// host), `cat <&3` reads the image file, programs stored in the image run.
+#[test]
+fn system_popen_and_exec_family_see_the_virtual_cwd_and_descriptors() {
+    let test = "run_spawn-spawn";
+    if !need_root(test) || !need_tool(test, "gcc") || !need_tool(test, "awk") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let k = agrees(
+        &s,
+        "spawn",
+        SPAWN_C,
+        r#""$P"; cd "$R/dir" && awk 'BEGIN { system("pwd; ls") }'"#,
+    );
+    assert!(
+        k.contains("popen in image: run.sh")
+            && k.contains("execveat host dir: status 0")
+            && k.ends_with("sub\n"),
         "{k}"
     );
 }

@@ -252,9 +252,13 @@ macro_rules! fileno_hooks {
 fileno_hooks!(fileno, fileno_unlocked);
 
 /// fclose(3): forgets our stream, then glibc closes it (its close function closes the
-/// virtual descriptor).
+/// virtual descriptor); a popen stream is pclose'd.
 #[no_mangle]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    // fclose of a popen stream waits for its command, as glibc's does.
+    if let Some(r) = crate::h_shell::close_popen(fp) {
+        return r;
+    }
     let _ = hooked(0, |st| {
         if st.n_streams.load(Ordering::Relaxed) > 0
             && lock(&st.streams).remove(&(fp as usize)).is_some()

@@ -102,6 +102,8 @@ fn share_offsets(st: &State) {
 /// fork(2).
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
+    // The popen table first: popen holds it while spawning, which takes the locks below.
+    let _popen = crate::state::state().map(|st| st.shell.lock_popen());
     let r = hooked(-1, |st| {
         share_offsets(st);
         let _fds = st.fds.lock_all();
@@ -398,6 +400,114 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
     unsafe { exec_via(real, file, false, argv, environ_ptr()) }
 }
 
+type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+type ExecveatFn = unsafe extern "C" fn(
+    c_int,
+    *const c_char,
+    *const *const c_char,
+    *const *const c_char,
+    c_int,
+) -> c_int;
+
+/// Executes the file descriptor `fd` names, with the handover prepared: a virtual one
+/// from a memfd copy of its file (the kernel would check and run the file itself), any
+/// other through `real` (libc's fexecve, or execveat with AT_EMPTY_PATH), given the new
+/// environment. Returns only on failure.
+fn exec_fd(
+    st: &State,
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    real: impl FnOnce(*const *const c_char) -> c_int,
+) -> c_int {
+    let vp = st.fds.get(fd).map(|f| f.vpath.clone());
+    let env = build_env(st, envp);
+    let r = match vp {
+        Some(vp) => ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr())),
+        None => real(env.ptrs.as_ptr()),
+    };
+    env.failed();
+    r
+}
+
+/// fexecve(3): glibc's calls execveat directly (no hook sees it), so the handover is
+/// prepared here; a virtual descriptor runs its file from a memfd copy.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let r = hooked(-1, |st| {
+        Some(exec_fd(
+            st,
+            fd,
+            argv,
+            envp,
+            |env| call_real!(fexecve: FexecveFn, -1; fd, argv, env),
+        ))
+    });
+    match r {
+        Some(r) => r,
+        None => call_real!(fexecve: FexecveFn, -1; fd, argv, envp),
+    }
+}
+
+/// execveat(2): an empty path with AT_EMPTY_PATH is fexecve of `dirfd`; a path into a
+/// mount runs its file from a memfd copy (a symbolic link with AT_SYMLINK_NOFOLLOW is
+/// ELOOP, as the kernel's); a relative path that leaves a virtual directory goes to the
+/// kernel absolute; the handover is prepared in every case.
+#[no_mangle]
+pub unsafe extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    let r = hooked(-1, |st| {
+        // SAFETY: a non-null path is NUL-terminated.
+        let empty = !path.is_null() && unsafe { *path } == 0;
+        if empty && flags & libc::AT_EMPTY_PATH != 0 {
+            return Some(exec_fd(
+                st,
+                dirfd,
+                argv,
+                envp,
+                |env| call_real!(execveat: ExecveatFn, -1; dirfd, path, argv, env, flags),
+            ));
+        }
+        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+        let (dir, target) = match st.classify(dirfd, path, follow) {
+            Ok(Target::Virt(vp)) => {
+                if !follow
+                    && st
+                        .meta(&vp)
+                        .is_ok_and(|m| m.file_type == usfs_fs::FileType::Symlink)
+                {
+                    return Some(ret(Err(libc::ELOOP)));
+                }
+                let env = build_env(st, envp);
+                let r = ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr()));
+                env.failed();
+                return Some(r);
+            }
+            Ok(Target::HostAbs(abs)) => (libc::AT_FDCWD, Some(abs)),
+            Ok(Target::Pass) => (dirfd, None),
+            Err(e) => return Some(ret(Err(e))),
+        };
+        let p = target.as_ref().map_or(path, |c| c.as_ptr());
+        let env = build_env(st, envp);
+        let r = call_real!(execveat: ExecveatFn, -1; dir, p, argv, env.ptrs.as_ptr(), flags);
+        env.failed();
+        Some(r)
+    });
+    match r {
+        Some(r) => r,
+        None => call_real!(execveat: ExecveatFn, -1; dirfd, path, argv, envp, flags),
+    }
+}
+
 type SpawnFn = unsafe extern "C" fn(
     *mut pid_t,
     *const c_char,
@@ -466,7 +576,7 @@ spawn_hooks!(posix_spawn: true, posix_spawnp: false);
 
 /// True when `fd` is a placeholder (an O_PATH descriptor of /dev/null): a handed-over
 /// number the new program still holds unchanged.
-fn is_placeholder(fd: c_int) -> bool {
+pub fn is_placeholder(fd: c_int) -> bool {
     // SAFETY: F_GETFL on a descriptor number.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
     if fl < 0 || fl & libc::O_PATH as i64 == 0 {

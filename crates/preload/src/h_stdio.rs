@@ -1,8 +1,9 @@
 //! stdio: glibc's fopen does not call the interposable open, so virtual files get FILE
 //! streams made with fopencookie over a virtual descriptor (fopen/fopen64/fdopen), and
-//! fileno answers for them. freopen keeps the caller's FILE, so it cannot become one of
-//! ours: onto a virtual path it reopens the stream on a private copy of the file (a memfd
-//! filled from the image; read-only mounts make the copy exact).
+//! fileno answers for them. A stream's cookie is its descriptor number; the callbacks read
+//! whatever that number names, as glibc's file streams do: a virtual descriptor through
+//! the image, any other (after freopen onto a host file, or a dup2 onto the number)
+//! through the kernel. freopen lives in h_freopen.
 
 use crate::state::{lock, sys_close, State, Target};
 use crate::sys::{call_real, hooked, set_errno};
@@ -23,6 +24,7 @@ struct CookieIo {
     close: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
 }
 
+/// The cookie's read: through the image for a virtual descriptor, else read(2).
 unsafe extern "C" fn ck_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
     let fd = cookie as usize as c_int;
     let r = hooked(-1, |st| {
@@ -31,39 +33,50 @@ unsafe extern "C" fn ck_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -
         let b = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) };
         Some(crate::sys::ret(f.read_fd(fd, b).map(|n| n as ssize_t)))
     });
-    r.unwrap_or_else(|| {
-        set_errno(libc::EBADF);
-        -1
-    })
+    // SAFETY: read(2) into glibc's buffer of n bytes (raw system call).
+    r.unwrap_or_else(|| unsafe { libc::syscall(libc::SYS_read, fd, buf, n) as ssize_t })
 }
 
+/// The cookie's seek: through the image for a virtual descriptor, else lseek(2).
 unsafe extern "C" fn ck_seek(cookie: *mut c_void, pos: *mut Off64, whence: c_int) -> c_int {
     let fd = cookie as usize as c_int;
-    let r = hooked(-1, |st| {
-        let f = st.fds.get(fd)?;
-        // SAFETY: glibc passes a valid position pointer.
-        let p = unsafe { &mut *pos };
-        Some(match f.seek_fd(fd, *p, whence) {
-            Ok(o) => {
-                *p = o as Off64;
-                0
-            }
-            Err(e) => {
-                set_errno(e);
-                -1
-            }
-        })
+    // SAFETY: glibc passes a valid position pointer.
+    let p = unsafe { &mut *pos };
+    let r = hooked(Err(libc::EIO), |st| {
+        Some(st.fds.get(fd)?.seek_fd(fd, *p, whence))
     });
-    r.unwrap_or(-1)
+    let r = r.unwrap_or_else(|| {
+        // SAFETY: lseek(2) on a descriptor number (raw system call).
+        let o = unsafe { libc::syscall(libc::SYS_lseek, fd, *p, whence) };
+        if o < 0 {
+            Err(crate::sys::errno())
+        } else {
+            Ok(o as u64)
+        }
+    });
+    match r {
+        Ok(o) => {
+            *p = o as Off64;
+            0
+        }
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
 }
 
+/// The cookie's close: closes the descriptor (and forgets it if virtual), as fclose of a
+/// file stream closes its descriptor.
 unsafe extern "C" fn ck_close(cookie: *mut c_void) -> c_int {
     let fd = cookie as usize as c_int;
     hooked(-1, |st| {
-        st.fds.remove(fd)?;
+        if st.fds.remove(fd).is_none() {
+            st.forget_internal_fds(fd as u32, fd as u32);
+        }
         Some(sys_close(fd))
     })
-    .unwrap_or(0)
+    .unwrap_or_else(|| sys_close(fd))
 }
 
 /// A read-only FILE over virtual descriptor `fd` (which it owns from now on).
@@ -97,6 +110,44 @@ fn writes(mode: *const c_char) -> bool {
     m.iter().any(|&c| matches!(c, b'w' | b'a' | b'+'))
 }
 
+/// What an fopen mode string asks for (glibc's parse: `r`, `w` or `a`, then up to six
+/// modifier characters up to a `,`).
+pub struct Mode {
+    /// `w`, `a` or `+`: the file is opened for writing.
+    pub writes: bool,
+    /// `w` or `a`: O_CREAT.
+    pub creates: bool,
+    /// `e`: O_CLOEXEC.
+    pub cloexec: bool,
+}
+
+/// Parses an fopen mode; EINVAL for a mode glibc rejects.
+pub fn parse_mode(mode: *const c_char) -> Result<Mode, c_int> {
+    if mode.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a non-null mode is a NUL-terminated string.
+    let m = unsafe { CStr::from_ptr(mode) }.to_bytes();
+    let creates = match m.first() {
+        Some(b'r') => false,
+        Some(b'w' | b'a') => true,
+        _ => return Err(libc::EINVAL),
+    };
+    let mut out = Mode {
+        writes: creates,
+        creates,
+        cloexec: false,
+    };
+    for &c in m[1..].iter().take(6).take_while(|&&c| c != b',') {
+        match c {
+            b'+' => out.writes = true,
+            b'e' => out.cloexec = true,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
 
 fn fopen_common(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
@@ -107,26 +158,31 @@ fn fopen_common(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
                 Some(call_real!(fopen64: FopenFn, null_mut(); c.as_ptr(), mode))
             }
             Ok(Target::Virt(vp)) => {
-                if writes(mode) {
-                    set_errno(libc::EROFS);
-                    return Some(null_mut());
-                }
-                Some(
-                    match st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC) {
-                        Ok(fd) => cookie_file(st, fd, mode),
-                        Err(e) => {
-                            set_errno(e);
-                            null_mut()
-                        }
-                    },
-                )
+                let m = match parse_mode(mode) {
+                    Ok(m) if m.writes => Err(libc::EROFS),
+                    r => r,
+                };
+                // Close-on-exec only for mode `e`, as glibc's fopen.
+                let r = m.and_then(|m| {
+                    let cloexec = if m.cloexec { libc::O_CLOEXEC } else { 0 };
+                    st.open_virtual(vp, libc::O_RDONLY | cloexec)
+                });
+                Some(match r {
+                    Ok(fd) => cookie_file(st, fd, mode),
+                    Err(e) => {
+                        set_errno(e);
+                        null_mut()
+                    }
+                })
             }
             Err(e) => {
-                set_errno(if e == libc::ENOENT && writes(mode) {
-                    libc::EROFS
-                } else {
-                    e
-                });
+                set_errno(
+                    if e == libc::ENOENT && parse_mode(mode).is_ok_and(|m| m.creates) {
+                        libc::EROFS
+                    } else {
+                        e
+                    },
+                );
                 Some(null_mut())
             }
         }
@@ -165,60 +221,19 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     }
 }
 
-type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
-
-/// freopen onto virtual path `vp`: copies the file into a memfd and reopens `fp` on it
-/// through /proc/self/fd (a new open file description, offset 0).
-fn freopen_virtual(
-    st: &State,
-    vp: usfs_vfs::VPath,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    if writes(mode) {
-        set_errno(libc::EROFS);
-        return null_mut();
-    }
-    let mfd = match crate::copy::to_memfd(st, vp, true) {
-        Ok(m) => m,
-        Err(e) => {
-            set_errno(e);
-            return null_mut();
-        }
-    };
-    let path = std::ffi::CString::new(format!("/proc/self/fd/{mfd}")).expect("no NUL");
-    let r = call_real!(freopen64: FreopenFn, null_mut(); path.as_ptr(), mode, fp);
-    let e = crate::sys::errno();
-    sys_close(mfd);
-    set_errno(e);
-    r
-}
-
-macro_rules! freopen_hooks {
-    ($($name:ident),*) => {$(
-        /// freopen(3): onto a virtual path, the stream reads a private copy of the file.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
-            let r = hooked(null_mut(), |st| match st.classify(libc::AT_FDCWD, path, true) {
-                Ok(Target::Pass) | Ok(Target::HostAbs(_)) => None,
-                Ok(Target::Virt(vp)) => Some(freopen_virtual(st, vp, mode, fp)),
-                Err(e) => { set_errno(e); Some(null_mut()) }
-            });
-            match r {
-                Some(r) => r,
-                None => call_real!($name: FreopenFn, null_mut(); path, mode, fp),
-            }
-        }
-    )*};
-}
-freopen_hooks!(freopen, freopen64);
-
+/// The descriptor of one of our streams, -1 (errno EBADF) for one a failed freopen
+/// closed (its number holds a placeholder outside the descriptor table, see h_freopen).
 fn stream_fd(fp: *mut FILE) -> Option<c_int> {
     hooked(-1, |st| {
         if st.n_streams.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        lock(&st.streams).get(&(fp as usize)).copied()
+        let fd = lock(&st.streams).get(&(fp as usize)).copied()?;
+        if !st.fds.is_virtual(fd) && crate::h_exec::is_placeholder(fd) {
+            set_errno(libc::EBADF);
+            return Some(-1);
+        }
+        Some(fd)
     })
 }
 
@@ -237,9 +252,13 @@ macro_rules! fileno_hooks {
 fileno_hooks!(fileno, fileno_unlocked);
 
 /// fclose(3): forgets our stream, then glibc closes it (its close function closes the
-/// virtual descriptor).
+/// virtual descriptor); a popen stream is pclose'd.
 #[no_mangle]
 pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    // fclose of a popen stream waits for its command, as glibc's does.
+    if let Some(r) = crate::h_shell::close_popen(fp) {
+        return r;
+    }
     let _ = hooked(0, |st| {
         if st.n_streams.load(Ordering::Relaxed) > 0
             && lock(&st.streams).remove(&(fp as usize)).is_some()

@@ -19,8 +19,9 @@
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
 //! of calls: h_open, h_io, h_stat, h_modify (calls that would change a mount), h_dir,
-//! h_cwd, h_stdio, h_exec (with exec_path: PATH lookups), h_walk (glob, nftw, ftw), h_fts,
-//! h_dl (dlopen).
+//! h_cwd, h_stdio (with h_freopen), h_exec (with exec_path: PATH lookups, and h_execl: the
+//! variadic execl family, whose bodies are C in csrc/execl.c), h_shell (system, popen),
+//! h_walk (glob, nftw, ftw), h_fts, h_dl (dlopen).
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.
@@ -32,10 +33,13 @@ mod h_cwd;
 mod h_dir;
 mod h_dl;
 mod h_exec;
+mod h_execl;
+mod h_freopen;
 mod h_fts;
 mod h_io;
 mod h_modify;
 mod h_open;
+mod h_shell;
 mod h_stat;
 mod h_stdio;
 mod h_walk;

@@ -41,6 +41,8 @@ pub struct State {
     /// The caller's credentials for permission checks; None for root (nothing to check
     /// but execute bits, which nothing here needs).
     pub creds: Option<usfs_vfs::Creds>,
+    /// Running system() calls and open popen streams (h_shell).
+    pub shell: crate::h_shell::Shell,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -77,6 +79,7 @@ fn init() -> Option<State> {
         n_streams: AtomicUsize::new(0),
         env_keep,
         creds: creds(),
+        shell: Default::default(),
     })
 }
 

@@ -218,16 +218,23 @@ impl Geometry {
     }
 
     /// Blocks the file system's own structures take, as the kernel computes them for
-    /// statfs when the superblock does not record them (ext4_calculate_overhead, without
-    /// bigalloc): the blocks before the first data block, and per group its superblock
-    /// copy, descriptor-table blocks, two bitmaps and inode table. The journal is not
-    /// included.
-    pub fn metadata_overhead(&self) -> u64 {
+    /// statfs (ext4_calculate_overhead without bigalloc, which since Linux 5.18 ignores
+    /// s_overhead_clusters and always counts): the blocks before the first data block,
+    /// and per group its superblock copy, descriptor-table blocks, the `reserved_gdt`
+    /// blocks kept after a table outside meta_bg (ext4_num_base_meta_blocks), two bitmaps
+    /// and the inode table. The journal is not included.
+    pub fn metadata_overhead(&self, reserved_gdt: u32) -> u64 {
         let per_group = u64::from(self.inode_table_blocks()) + 2;
+        let meta_from = u64::from(self.first_meta_bg) * u64::from(self.descs_per_block());
+        let meta_bg = self.features.has_incompat(incompat::META_BG);
         (0..self.group_count).fold(self.first_data_block, |acc, g| {
-            acc + per_group
-                + u64::from(self.group_has_super(g))
-                + u64::from(self.group_gdt_blocks(g))
+            let sb = self.group_has_super(g);
+            let reserved = if sb && (!meta_bg || u64::from(g) < meta_from) {
+                u64::from(reserved_gdt)
+            } else {
+                0
+            };
+            acc + per_group + u64::from(sb) + u64::from(self.group_gdt_blocks(g)) + reserved
         })
     }
 

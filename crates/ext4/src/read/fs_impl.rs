@@ -310,18 +310,18 @@ impl FileSystem for Ext4 {
     }
 
     /// As the kernel's ext4_statfs answers for this image: total blocks less the
-    /// overhead (the superblock's s_overhead_clusters, else the metadata the kernel counts
-    /// plus an internal journal), and available blocks less the reserved ones and the
-    /// kernel's own reserve for extent-mapped file systems (2% of the blocks, at most
-    /// 4096).
+    /// overhead (the metadata the kernel counts plus an internal journal; the kernel
+    /// recounts it rather than trust s_overhead_clusters when there is no bigalloc, which
+    /// usfs does not read), and available blocks less the reserved ones and the kernel's
+    /// own reserve for extent-mapped file systems (2% of the blocks, at most 4096).
     fn statfs(&self) -> Result<StatFs> {
         let is64 = self.geo.is64();
         let free = self.sb.free_blocks_count(is64);
         let reserved = self.sb.r_blocks_count(is64);
-        let overhead = match self.sb.s_overhead_clusters() {
-            0 => self.geo.metadata_overhead() + self.journal_blocks(),
-            n => u64::from(n),
-        };
+        let overhead = self
+            .geo
+            .metadata_overhead(u32::from(self.sb.s_reserved_gdt_blocks()))
+            + self.journal_blocks();
         let kernel_reserve = if self.geo.features.has_incompat(incompat::EXTENTS) {
             (self.geo.blocks_count / 50).min(4096)
         } else {

@@ -1133,6 +1133,10 @@ int main(int argc, char **argv) {
     show("rmdir missing", rmdir(at(R, "fx/missing", p1)));
     show("rmdir no parent", rmdir(at(R, "nodir/x", p1)));
     show("unlinkat removedir", unlinkat(AT_FDCWD, at(R, "fx/sub", p1), AT_REMOVEDIR));
+    show("remove file", remove(at(R, "fx/hello.txt", p1)));
+    show("remove missing", remove(at(R, "fx/missing", p1)));
+    show("remove dir", remove(at(R, "fx/sub", p1)));
+    show("remove dot", remove(at(R, "fx/.", p1)));
     int hf = open(at(H, "hostfile", p1), O_CREAT | O_WRONLY, 0644);
     show("host file", hf);
     close(hf);
@@ -1186,6 +1190,8 @@ int main(int argc, char **argv) {
     strcpy(b, "tXXXXXX");
     show("mkstemp in cwd", mkstemp(b));
     show("getcwd size 0", getcwd(b, 0) ? 0 : -1);
+    show("fchownat empty cwd", fchownat(AT_FDCWD, "", 1, 1, AT_EMPTY_PATH));
+    show("utimensat empty cwd", utimensat(AT_FDCWD, "", NULL, AT_EMPTY_PATH));
     int pf = open(at(R, "fx/hello.txt", p1), O_PATH);
     show("flistxattr O_PATH", flistxattr(pf, b, sizeof b));
     show("fgetxattr O_PATH", fgetxattr(pf, "user.x", b, sizeof b));
@@ -1221,6 +1227,10 @@ int main(int argc, char **argv) {
     show("unlink ../h1", unlink("../h1"));
     show("unlink ../f1", unlink("../f1"));
     show("unlink ../n1", unlink("../n1"));
+    hf = open("../rm1", O_CREAT | O_WRONLY, 0644);
+    close(hf);
+    show("remove ../rm1", remove("../rm1"));
+    exists("rm1");
     show("unlink ../v1", unlink("../v1"));
     show("rmdir ../d2", rmdir("../d2"));
     show("unlink hostfile", unlink(at(H, "hostfile", p1)));

@@ -199,14 +199,21 @@ fn one_path(
     r.unwrap_or_else(|| real(dirfd, path))
 }
 
-/// `*at` calls given AT_EMPTY_PATH and "" act on `dirfd` itself: refused when it is
-/// virtual.
+/// `*at` calls given AT_EMPTY_PATH and "" act on `dirfd` itself (for AT_FDCWD, the
+/// working directory): refused when that is virtual.
 fn empty_path_on_virtual(dirfd: c_int, path: *const c_char, flags: c_int) -> bool {
     // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
     flags & libc::AT_EMPTY_PATH != 0
         && !path.is_null()
         && unsafe { *path } == 0
-        && hooked(false, |st| Some(st.fds.is_virtual(dirfd))).unwrap_or(false)
+        && hooked(false, |st| {
+            Some(if dirfd == libc::AT_FDCWD {
+                st.vcwd.read().unwrap_or_else(|e| e.into_inner()).is_some()
+            } else {
+                st.fds.is_virtual(dirfd)
+            })
+        })
+        .unwrap_or(false)
 }
 
 /// Hooks for one-path calls without a directory descriptor: (name, change, follow).
@@ -298,6 +305,30 @@ pub unsafe extern "C" fn __xmknodat(
     )
 }
 
+/// remove(3): glibc unlinks, and removes a directory when unlink says EISDIR, with its
+/// internal calls, which never reach the unlink and rmdir hooks. On a read-only mount
+/// unlink answers EROFS for anything but "." or ".." as the last component (EISDIR, so
+/// rmdir's EINVAL or ENOTEMPTY).
+#[no_mangle]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    let r = hooked(-1, |st| match spot(st, libc::AT_FDCWD, path, false) {
+        Spot::Host(None) => None,
+        Spot::Host(Some(abs)) => {
+            Some(call_real!(remove: unsafe extern "C" fn(*const c_char) -> c_int, -1; abs.as_ptr()))
+        }
+        Spot::Mount { entry, last, .. } => {
+            let change = if last == Last::Normal {
+                Change::Unlink
+            } else {
+                Change::Rmdir
+            };
+            Some(ret(Err(change.errno(st, entry.as_ref(), last))))
+        }
+        Spot::Fail(e) => Some(ret(Err(e))),
+    });
+    r.unwrap_or_else(|| call_real!(remove: unsafe extern "C" fn(*const c_char) -> c_int, -1; path))
+}
+
 /// unlinkat(2): rmdir with AT_REMOVEDIR, else unlink.
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
@@ -323,6 +354,9 @@ pub unsafe extern "C" fn fchmodat(
     mode: libc::mode_t,
     flags: c_int,
 ) -> c_int {
+    if empty_path_on_virtual(dirfd, path, flags) {
+        return ret(Err(libc::EROFS));
+    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let change = if follow {
         Change::Attr

@@ -1157,6 +1157,13 @@ int main(int argc, char **argv) {
     show("open tmpfile dir", open(at(R, "fx", p1), O_TMPFILE | O_RDWR, 0600));
     show("open tmpfile file", open(at(R, "fx/hello.txt", p1), O_TMPFILE | O_RDWR, 0600));
     show("open tmpfile rdonly", open(at(R, "fx", p1), O_TMPFILE | O_RDONLY, 0600));
+    show("fopen w no parent", fopen(at(R, "nodir/f", p1), "w") ? 0 : -1);
+    show("fopen w dir", fopen(at(R, "fx/sub", p1), "w") ? 0 : -1);
+    show("fopen wx existing", fopen(at(R, "fx/hello.txt", p1), "wx") ? 0 : -1);
+    show("fopen r+ file", fopen(at(R, "fx/hello.txt", p1), "r+") ? 0 : -1);
+    show("fopen a new", fopen(at(R, "fx/new", p1), "a") ? 0 : -1);
+    show("freopen w no parent", freopen(at(R, "nodir/f", p1), "w", fopen("/dev/null", "r")) ? 0 : -1);
+    show("freopen w dir", freopen(at(R, "fx/sub", p1), "w", fopen("/dev/null", "r")) ? 0 : -1);
     strcpy(b, R); strcat(b, "/fx/tXXXXXX");
     show("mkstemp in mount", mkstemp(b));
     strcpy(b, R); strcat(b, "/fx/tXXXXXX.s");

@@ -17,7 +17,7 @@
 //! onto a path relative to a virtual working directory that leaves the mount with the
 //! path made absolute (the kernel's working directory is elsewhere).
 
-use crate::h_stdio::parse_mode;
+use crate::h_stdio::{parse_mode, refused_errno};
 use crate::state::{lock, placeholder, sys_close, State, Target};
 use crate::sys::{call_real, errno, hooked, set_errno};
 use libc::{c_char, c_int, FILE};
@@ -41,8 +41,11 @@ fn freopen_virtual(
     mode: *const c_char,
     fp: *mut FILE,
 ) -> *mut FILE {
-    if parse_mode(mode).is_ok_and(|m| m.writes) {
-        set_errno(libc::EROFS);
+    if let Some(m) = parse_mode(mode).ok().filter(|m| m.writes) {
+        // Refused as open(2) would refuse it; a failed freopen closes the stream.
+        let e = refused_errno(st, std::ptr::null(), &m, Ok(vp));
+        call_real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int, -1; fp);
+        set_errno(e);
         return null_mut();
     }
     let mfd = match crate::copy::to_memfd(st, vp, true) {
@@ -114,7 +117,7 @@ fn repoint(st: &State, path: *const c_char, mode: *const c_char, fd: c_int) -> R
         }
     };
     match st.classify(libc::AT_FDCWD, path, true) {
-        Ok(Target::Virt(_)) if m.writes => Err(libc::EROFS),
+        Ok(Target::Virt(vp)) if m.writes => Err(refused_errno(st, path, &m, Ok(vp))),
         Ok(Target::Virt(vp)) => {
             let new = st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC)?;
             let file = st.fds.remove(new).ok_or(libc::EBADF)?;
@@ -132,8 +135,7 @@ fn repoint(st: &State, path: *const c_char, mode: *const c_char, fd: c_int) -> R
             st.fds.remove(fd);
             move_fd(new, fd, m.cloexec)
         }
-        Err(libc::ENOENT) if m.creates => Err(libc::EROFS),
-        Err(e) => Err(e),
+        Err(e) => Err(refused_errno(st, path, &m, Err(e))),
     }
 }
 
@@ -226,10 +228,9 @@ macro_rules! freopen_hooks {
                 }
                 Ok(Target::Virt(vp)) => Some(freopen_virtual(st, vp, mode, fp)),
                 Err(e) => {
-                    set_errno(if e == libc::ENOENT && parse_mode(mode).is_ok_and(|m| m.creates) {
-                        libc::EROFS
-                    } else {
-                        e
+                    set_errno(match parse_mode(mode) {
+                        Ok(m) => refused_errno(st, path, &m, Err(e)),
+                        Err(_) => e,
                     });
                     Some(null_mut())
                 }

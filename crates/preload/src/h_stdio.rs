@@ -119,6 +119,58 @@ pub struct Mode {
     pub creates: bool,
     /// `e`: O_CLOEXEC.
     pub cloexec: bool,
+    /// `w`: O_TRUNC (`a`: O_APPEND).
+    pub truncates: bool,
+    /// `x`: O_EXCL.
+    pub excl: bool,
+}
+
+impl Mode {
+    /// The open(2) flags glibc's fopen passes for this mode (without O_CLOEXEC).
+    pub fn open_flags(&self) -> c_int {
+        let acc = match (self.writes, self.creates || self.truncates) {
+            (false, _) => libc::O_RDONLY,
+            _ => libc::O_RDWR,
+        };
+        let mut f = acc;
+        if self.creates {
+            f |= libc::O_CREAT;
+            f |= if self.truncates {
+                libc::O_TRUNC
+            } else {
+                libc::O_APPEND
+            };
+        }
+        if self.excl {
+            f |= libc::O_EXCL;
+        }
+        f
+    }
+}
+
+/// The errno of an fopen-family open of `path` that writes, where `found` is what the
+/// lookup in a mount gave: what open(2) with the mode's flags answers on a read-only mount
+/// (EISDIR, EEXIST, then EROFS for a file found; for a missing one, the creating open's
+/// answer: EROFS in an existing directory, else the lookup's error).
+pub fn refused_errno(
+    st: &State,
+    path: *const c_char,
+    m: &Mode,
+    found: Result<usfs_vfs::VPath, i32>,
+) -> i32 {
+    match found {
+        Ok(vp) => match st.open_virtual(vp, m.open_flags()) {
+            Err(e) => e,
+            Ok(fd) => {
+                // Never happens for a writing open of a read-only mount; undo it anyway.
+                st.fds.remove(fd);
+                crate::state::sys_close(fd);
+                libc::EROFS
+            }
+        },
+        Err(libc::ENOENT) if m.creates => crate::h_modify::create_errno(st, libc::AT_FDCWD, path),
+        Err(e) => e,
+    }
 }
 
 /// Parses an fopen mode; EINVAL for a mode glibc rejects.
@@ -137,11 +189,14 @@ pub fn parse_mode(mode: *const c_char) -> Result<Mode, c_int> {
         writes: creates,
         creates,
         cloexec: false,
+        truncates: m.first() == Some(&b'w'),
+        excl: false,
     };
     for &c in m[1..].iter().take(6).take_while(|&&c| c != b',') {
         match c {
             b'+' => out.writes = true,
             b'e' => out.cloexec = true,
+            b'x' => out.excl = true,
             _ => {}
         }
     }
@@ -159,7 +214,10 @@ fn fopen_common(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
             }
             Ok(Target::Virt(vp)) => {
                 let m = match parse_mode(mode) {
-                    Ok(m) if m.writes => Err(libc::EROFS),
+                    Ok(m) if m.writes => {
+                        set_errno(refused_errno(st, path, &m, Ok(vp)));
+                        return Some(null_mut());
+                    }
                     r => r,
                 };
                 // Close-on-exec only for mode `e`, as glibc's fopen.
@@ -176,13 +234,10 @@ fn fopen_common(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
                 })
             }
             Err(e) => {
-                set_errno(
-                    if e == libc::ENOENT && parse_mode(mode).is_ok_and(|m| m.creates) {
-                        libc::EROFS
-                    } else {
-                        e
-                    },
-                );
+                set_errno(match parse_mode(mode) {
+                    Ok(m) => refused_errno(st, path, &m, Err(e)),
+                    Err(_) => e,
+                });
                 Some(null_mut())
             }
         }

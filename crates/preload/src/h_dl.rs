@@ -165,7 +165,7 @@ fn plan(file: *const c_char, mode: c_int) -> Plan {
                 let tag = format!("usfs-dl:{}:{}", vp.mount, vp.ino());
                 if let Some(fd) = find_copy(&tag) {
                     return Some(Plan::Load {
-                        name: fd_name(fd)?,
+                        name: fd_name(fd)?.1,
                         fd: None,
                     });
                 }
@@ -173,13 +173,9 @@ fn plan(file: *const c_char, mode: c_int) -> Plan {
                     return None;
                 }
                 let fd = copy_library(st, vp, &tag).ok()?;
-                match fd_name(fd) {
-                    Some(name) => Some(Plan::Load { name, fd: Some(fd) }),
-                    None => {
-                        sys_close(fd);
-                        None
-                    }
-                }
+                // fd_name may move the copy to another number (and closes it on failure).
+                let (fd, name) = fd_name(fd)?;
+                Some(Plan::Load { name, fd: Some(fd) })
             }
         }
     })
@@ -188,12 +184,16 @@ fn plan(file: *const c_char, mode: c_int) -> Plan {
 
 /// `/proc/self/fd/N` for memfd `fd`, moved first to a number whose name the loader does
 /// not already use (a library loaded from a memfd the program has since closed keeps
-/// its name, and the loader matches names before files).
-fn fd_name(mut fd: c_int) -> Option<CString> {
+/// its name, and the loader matches names before files): the number it has now and
+/// the name. `None`: no such number found; the memfd is closed then.
+fn fd_name(mut fd: c_int) -> Option<(c_int, CString)> {
     for _ in 0..64 {
-        let name = CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+        let Ok(name) = CString::new(format!("/proc/self/fd/{fd}")) else {
+            sys_close(fd);
+            return None;
+        };
         if !loaded_as(&name) {
-            return Some(name);
+            return Some((fd, name));
         }
         // SAFETY: duplicating our own memfd to a higher free number.
         let new = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, fd + 1) };

@@ -17,6 +17,7 @@ use crate::state::{state, State};
 use crate::sys::{call_real, errno, set_errno};
 use libc::{c_char, c_int, pid_t, FILE};
 use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// glibc's `_PATH_BSHELL`.
@@ -49,6 +50,10 @@ pub struct Shell {
     system: Mutex<Option<SystemSignals>>,
     /// Open popen streams.
     popen: Mutex<Vec<Popen>>,
+    /// How many entries `popen` has, read without the lock: fclose looks here first, so
+    /// closing other streams never takes the lock (fork holds it while the program's
+    /// pthread_atfork handlers run, and those may close streams).
+    n_popen: AtomicUsize,
 }
 
 impl Shell {
@@ -274,6 +279,7 @@ fn do_popen(st: &State, command: *const c_char, mode: *const c_char) -> *mut FIL
         pid,
         fd: fds[parent_end],
     });
+    st.shell.n_popen.fetch_add(1, Ordering::Relaxed);
     fp
 }
 
@@ -315,9 +321,14 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
 /// Closes a popen stream of ours and waits for its shell: the wait status, -1 if the
 /// wait fails; None when `fp` is not one of ours.
 pub fn close_popen(fp: *mut FILE) -> Option<c_int> {
+    let shell = &state()?.shell;
+    if shell.n_popen.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     let p = {
-        let mut table = state()?.shell.lock_popen();
+        let mut table = shell.lock_popen();
         let i = table.iter().position(|p| p.fp == fp as usize)?;
+        shell.n_popen.fetch_sub(1, Ordering::Relaxed);
         table.swap_remove(i)
     };
     // The caller's stream (a popen stream of ours); closing it closes the pipe, so a `w`

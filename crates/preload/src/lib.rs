@@ -31,6 +31,8 @@ mod copy;
 mod exec_path;
 mod h_cwd;
 mod h_dir;
+// dlopen's trampolines are x86_64 assembly.
+#[cfg(target_arch = "x86_64")]
 mod h_dl;
 mod h_exec;
 mod h_execl;

@@ -1172,6 +1172,10 @@ int main(int argc, char **argv) {
     show("mkostemp in mount", mkostemp(b, O_CLOEXEC));
     strcpy(b, R); strcat(b, "/fx/dXXXXXX");
     show("mkdtemp in mount", mkdtemp(b) ? 0 : -1);
+    strcpy(b, R); strcat(b, "/fx/tXXXX");
+    show("mkstemp bad template", mkstemp(b));
+    strcpy(b, R); strcat(b, "/fx/tXXXXXX.s");
+    show("mkstemps bad suffix", mkstemps(b, 3));
     show("readlink size 0", readlink(at(R, "fx/abs", p1), b, 0));
     /* Descriptor links: the path of the open file. */
     int fd = open(at(R, "fx/hello.txt", p1), O_RDONLY);

@@ -627,14 +627,24 @@ pub unsafe extern "C" fn linkat(
 /// is in a mount; when the directory is reached through a virtual working directory but
 /// lies on the host, `real` gets an absolute copy and the name it made is copied back
 /// into the caller's template (same tail: the X's and the suffix). `None`: pass the
-/// caller's template to libc unchanged.
-fn temp_in(template: *mut c_char, real: impl Fn(*mut c_char) -> c_int) -> Option<c_int> {
+/// caller's template to libc unchanged (also when the template itself is invalid: glibc
+/// checks it first and answers EINVAL). `suffix`: the length of the suffix after the X's.
+fn temp_in(
+    template: *mut c_char,
+    suffix: c_int,
+    real: impl Fn(*mut c_char) -> c_int,
+) -> Option<c_int> {
     if template.is_null() {
         return None;
     }
     hooked(-1, |st| {
         // SAFETY: a template is a NUL-terminated, writable string.
         let t = unsafe { CStr::from_ptr(template) }.to_bytes();
+        let suffix = usize::try_from(suffix).ok()?;
+        let xs = t.len().checked_sub(6 + suffix)?;
+        if &t[xs..xs + 6] != b"XXXXXX" {
+            return None;
+        }
         let (dir, _) = split_last(t);
         let dir_c = CString::new(dir).ok()?;
         match st.classify(libc::AT_FDCWD, dir_c.as_ptr(), true) {
@@ -671,24 +681,24 @@ fn temp_in(template: *mut c_char, real: impl Fn(*mut c_char) -> c_int) -> Option
 
 /// mkstemp(3) and friends: the file is made with glibc's internal open.
 macro_rules! mkstemp_hooks {
-    ($($name:ident($($a:ident: $t:ty),*);)*) => {$(
+    ($($name:ident($($a:ident: $t:ty),*) => $suffix:expr;)*) => {$(
         /// Refused in mounts (EROFS); passed to libc otherwise.
         #[no_mangle]
         pub unsafe extern "C" fn $name(template: *mut c_char $(, $a: $t)*) -> c_int {
             let real = |t: *mut c_char| call_real!($name: unsafe extern "C" fn(*mut c_char $(, $t)*) -> c_int, -1; t $(, $a)*);
-            temp_in(template, real).unwrap_or_else(|| real(template))
+            temp_in(template, $suffix, real).unwrap_or_else(|| real(template))
         }
     )*};
 }
 mkstemp_hooks! {
-    mkstemp();
-    mkstemp64();
-    mkostemp(flags: c_int);
-    mkostemp64(flags: c_int);
-    mkstemps(suffix: c_int);
-    mkstemps64(suffix: c_int);
-    mkostemps(suffix: c_int, flags: c_int);
-    mkostemps64(suffix: c_int, flags: c_int);
+    mkstemp() => 0;
+    mkstemp64() => 0;
+    mkostemp(flags: c_int) => 0;
+    mkostemp64(flags: c_int) => 0;
+    mkstemps(suffix: c_int) => suffix;
+    mkstemps64(suffix: c_int) => suffix;
+    mkostemps(suffix: c_int, flags: c_int) => suffix;
+    mkostemps64(suffix: c_int, flags: c_int) => suffix;
 }
 
 /// mkdtemp(3): the directory is made with glibc's internal mkdir.
@@ -702,7 +712,7 @@ pub unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
             0
         }
     };
-    match temp_in(template, real) {
+    match temp_in(template, 0, real) {
         Some(0) => template,
         Some(_) => std::ptr::null_mut(),
         None => {

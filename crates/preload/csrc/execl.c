@@ -35,6 +35,14 @@ extern char **environ;
         va_end(ap);                                                            \
     } while (0)
 
+/* Reads the `argc` arguments after `arg` (the NULL that ends them included) from `ap`
+   into `argv`, which holds argc + 1 entries. */
+static void collect(char **argv, const char *arg, ptrdiff_t argc, va_list *ap) {
+    argv[0] = (char *)arg;
+    for (ptrdiff_t i = 1; i <= argc; i++)
+        argv[i] = va_arg(*ap, char *);
+}
+
 /* execl(3): execve with the arguments as argv and the current environment. */
 __attribute__((visibility("hidden"))) int usfs_execl(const char *path, const char *arg, ...) {
     ptrdiff_t argc;
@@ -42,9 +50,7 @@ __attribute__((visibility("hidden"))) int usfs_execl(const char *path, const cha
     char *argv[argc + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (ptrdiff_t i = 1; i <= argc; i++)
-        argv[i] = va_arg(ap, char *);
+    collect(argv, arg, argc, &ap);
     va_end(ap);
     return execve(path, argv, environ);
 }
@@ -56,9 +62,7 @@ __attribute__((visibility("hidden"))) int usfs_execle(const char *path, const ch
     char *argv[argc + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (ptrdiff_t i = 1; i <= argc; i++)
-        argv[i] = va_arg(ap, char *);
+    collect(argv, arg, argc, &ap);
     char **envp = va_arg(ap, char **);
     va_end(ap);
     return execve(path, argv, envp);
@@ -71,9 +75,7 @@ __attribute__((visibility("hidden"))) int usfs_execlp(const char *file, const ch
     char *argv[argc + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (ptrdiff_t i = 1; i <= argc; i++)
-        argv[i] = va_arg(ap, char *);
+    collect(argv, arg, argc, &ap);
     va_end(ap);
     return execvp(file, argv);
 }

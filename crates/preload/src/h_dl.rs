@@ -18,7 +18,7 @@
 //! loaded (by soname). dlerror names `/proc/self/fd/N` for errors in a copied file; a
 //! file a mount does not have gets glibc's own error for the path as given.
 
-use crate::state::{sys_close, State, Target};
+use crate::state::{sys_close, Target};
 use crate::sys::{hooked, real};
 use libc::{c_char, c_int, c_long, c_void};
 use std::ffi::{CStr, CString};
@@ -172,7 +172,9 @@ fn plan(file: *const c_char, mode: c_int) -> Plan {
                 if mode & libc::RTLD_NOLOAD != 0 {
                     return None;
                 }
-                let fd = copy_library(st, vp, &tag).ok()?;
+                let name = CString::new(tag).ok()?;
+                let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+                let fd = crate::copy::to_memfd(st, vp, &name, flags).ok()?;
                 // fd_name may move the copy to another number (and closes it on failure).
                 let (fd, name) = fd_name(fd)?;
                 Some(Plan::Load { name, fd: Some(fd) })
@@ -239,53 +241,4 @@ fn find_copy(tag: &str) -> Option<c_int> {
             .then(|| e.file_name().to_str()?.parse().ok())
             .flatten()
     })
-}
-
-/// A sealed close-on-exec memfd named `tag` holding the file at `vp` (read through a
-/// virtual descriptor, so permissions are checked as for open).
-fn copy_library(st: &State, vp: usfs_vfs::VPath, tag: &str) -> Result<c_int, i32> {
-    let name = CString::new(tag).map_err(|_| libc::EINVAL)?;
-    // SAFETY: memfd_create with a NUL-terminated name.
-    let mfd = unsafe {
-        libc::syscall(
-            libc::SYS_memfd_create,
-            name.as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    } as c_int;
-    if mfd < 0 {
-        return Err(crate::sys::errno());
-    }
-    let r = fill(st, vp, mfd);
-    if let Err(e) = r {
-        sys_close(mfd);
-        return Err(e);
-    }
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: sealing our own memfd.
-    unsafe { libc::syscall(libc::SYS_fcntl, mfd, libc::F_ADD_SEALS, seals) };
-    Ok(mfd)
-}
-
-/// Copies the regular file at `vp` into `mfd`.
-fn fill(st: &State, vp: usfs_vfs::VPath, mfd: c_int) -> Result<(), i32> {
-    let vfd = st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC)?;
-    let r = (|| {
-        let f = st.fds.get(vfd).ok_or(libc::EBADF)?;
-        if f.kind != usfs_vfs::FileKind::File {
-            return Err(libc::EISDIR);
-        }
-        let mut off = 0i64;
-        loop {
-            let n = crate::h_io::copy_out(&f, vfd, Some(&mut off), mfd, None, 1 << 20);
-            match n {
-                0 => return Ok(()),
-                n if n < 0 => return Err(crate::sys::errno()),
-                _ => {}
-            }
-        }
-    })();
-    st.fds.remove(vfd);
-    sys_close(vfd);
-    r
 }

@@ -293,7 +293,7 @@ fn program_copy(st: &State, vp: usfs_vfs::VPath) -> Result<c_int, c_int> {
     if !exec_path::executable(st, &st.meta(&vp)?) {
         return Err(libc::EACCES);
     }
-    let mfd = crate::copy::to_memfd(st, vp, false)?;
+    let mfd = crate::copy::to_memfd(st, vp, c"usfs-copy", 0)?;
     let mut magic = [0u8; 2];
     // SAFETY: reading two bytes of our memfd into a local buffer.
     let n = unsafe { libc::pread(mfd, magic.as_mut_ptr().cast(), 2, 0) };
@@ -332,7 +332,8 @@ extern "C" {
     static environ: *const *const c_char;
 }
 
-fn environ_ptr() -> *const *const c_char {
+/// The process's environment (`environ`).
+pub fn environ_ptr() -> *const *const c_char {
     // SAFETY: reading the process's environment pointer.
     unsafe { environ }
 }
@@ -478,7 +479,7 @@ pub unsafe extern "C" fn execveat(
             ));
         }
         let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-        let (dir, target) = match st.classify(dirfd, path, follow) {
+        let (program, dir, target) = match st.classify(dirfd, path, follow) {
             Ok(Target::Virt(vp)) => {
                 if !follow
                     && st
@@ -487,18 +488,20 @@ pub unsafe extern "C" fn execveat(
                 {
                     return Some(ret(Err(libc::ELOOP)));
                 }
-                let env = build_env(st, envp);
-                let r = ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr()));
-                env.failed();
-                return Some(r);
+                (Some(vp), dirfd, None)
             }
-            Ok(Target::HostAbs(abs)) => (libc::AT_FDCWD, Some(abs)),
-            Ok(Target::Pass) => (dirfd, None),
+            Ok(Target::HostAbs(abs)) => (None, libc::AT_FDCWD, Some(abs)),
+            Ok(Target::Pass) => (None, dirfd, None),
             Err(e) => return Some(ret(Err(e))),
         };
-        let p = target.as_ref().map_or(path, |c| c.as_ptr());
         let env = build_env(st, envp);
-        let r = call_real!(execveat: ExecveatFn, -1; dir, p, argv, env.ptrs.as_ptr(), flags);
+        let r = match program {
+            Some(vp) => ret(exec_virtual(st, vp, argv, env.ptrs.as_ptr())),
+            None => {
+                let p = target.as_ref().map_or(path, |c| c.as_ptr());
+                call_real!(execveat: ExecveatFn, -1; dir, p, argv, env.ptrs.as_ptr(), flags)
+            }
+        };
         env.failed();
         Some(r)
     });

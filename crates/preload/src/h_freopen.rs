@@ -18,12 +18,11 @@
 //! path made absolute (the kernel's working directory is elsewhere).
 
 use crate::h_stdio::{parse_mode, refused_errno};
-use crate::state::{lock, placeholder, sys_close, State, Target};
+use crate::state::{placeholder, sys_close, State, Target};
 use crate::sys::{call_real, errno, hooked, set_errno};
 use libc::{c_char, c_int, FILE};
 use std::ffi::CString;
 use std::ptr::null_mut;
-use std::sync::atomic::Ordering;
 
 extern "C" {
     fn flockfile(fp: *mut FILE);
@@ -48,7 +47,7 @@ fn freopen_virtual(
         set_errno(e);
         return null_mut();
     }
-    let mfd = match crate::copy::to_memfd(st, vp, true) {
+    let mfd = match crate::copy::to_memfd(st, vp, c"usfs-copy", libc::MFD_CLOEXEC) {
         Ok(m) => m,
         Err(e) => {
             set_errno(e);
@@ -201,13 +200,7 @@ unsafe fn reopen_ours(
 
 /// The descriptor of `fp` when it is one of our streams.
 fn our_stream(fp: *mut FILE) -> Option<c_int> {
-    hooked(None, |st| {
-        if st.n_streams.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        Some(lock(&st.streams).get(&(fp as usize)).copied())
-    })
-    .flatten()
+    hooked(None, |st| Some(st.stream_fd(fp as usize))).flatten()
 }
 
 macro_rules! freopen_hooks {

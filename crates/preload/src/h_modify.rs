@@ -17,7 +17,7 @@
 //! `..` (the kernel's working directory is not the virtual one). glibc's mkstemp family
 //! creates its file with an internal open we cannot see, so those are hooked here too.
 
-use crate::state::{State, Target};
+use crate::state::{empty_path_target, is_empty, State, Target};
 use crate::sys::{call_real, hooked, ret};
 use libc::{c_char, c_int, c_uint, c_void, size_t};
 use std::ffi::{CStr, CString};
@@ -175,19 +175,23 @@ impl Change {
 
 /// A one-path modifying call: refused when `path` (relative to `dirfd`) lands in a mount,
 /// else `real(dirfd, path)`, with AT_FDCWD and an absolute path when it was rewritten. A
-/// null path (utimensat, futimesat) names `dirfd` itself.
+/// null path (utimensat, futimesat), or "" with AT_EMPTY_PATH in `flags`, names `dirfd`
+/// itself: refused when that is a virtual descriptor or, for AT_FDCWD, a virtual working
+/// directory.
 fn one_path(
     dirfd: c_int,
     path: *const c_char,
+    flags: c_int,
     follow: bool,
     change: Change,
     real: impl Fn(c_int, *const c_char) -> c_int,
 ) -> c_int {
     let r = hooked(-1, |st| {
-        if path.is_null() {
+        let itself = path.is_null() || (flags & libc::AT_EMPTY_PATH != 0 && is_empty(path));
+        if itself && dirfd != libc::AT_FDCWD {
             return st.fds.is_virtual(dirfd).then(|| ret(Err(libc::EROFS)));
         }
-        match spot(st, dirfd, path, follow) {
+        match spot(st, dirfd, empty_path_target(dirfd, path, flags), follow) {
             Spot::Host(None) => None,
             Spot::Host(Some(abs)) => Some(real(libc::AT_FDCWD, abs.as_ptr())),
             Spot::Mount { entry, last, .. } => {
@@ -199,23 +203,6 @@ fn one_path(
     r.unwrap_or_else(|| real(dirfd, path))
 }
 
-/// `*at` calls given AT_EMPTY_PATH and "" act on `dirfd` itself (for AT_FDCWD, the
-/// working directory): refused when that is virtual.
-fn empty_path_on_virtual(dirfd: c_int, path: *const c_char, flags: c_int) -> bool {
-    // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
-    flags & libc::AT_EMPTY_PATH != 0
-        && !path.is_null()
-        && unsafe { *path } == 0
-        && hooked(false, |st| {
-            Some(if dirfd == libc::AT_FDCWD {
-                st.vcwd.read().unwrap_or_else(|e| e.into_inner()).is_some()
-            } else {
-                st.fds.is_virtual(dirfd)
-            })
-        })
-        .unwrap_or(false)
-}
-
 /// Hooks for one-path calls without a directory descriptor: (name, change, follow).
 macro_rules! path_hooks {
     ($($name:ident($p:ident $(, $a:ident: $t:ty)*) => $change:ident, $follow:expr;)*) => {$(
@@ -223,7 +210,7 @@ macro_rules! path_hooks {
         /// to libc otherwise.
         #[no_mangle]
         pub unsafe extern "C" fn $name($p: *const c_char $(, $a: $t)*) -> c_int {
-            one_path(libc::AT_FDCWD, $p, $follow, Change::$change, |_, p| {
+            one_path(libc::AT_FDCWD, $p, 0, $follow, Change::$change, |_, p| {
                 call_real!($name: unsafe extern "C" fn(*const c_char $(, $t)*) -> c_int, -1; p $(, $a)*)
             })
         }
@@ -257,7 +244,7 @@ macro_rules! at_hooks {
         /// to libc otherwise.
         #[no_mangle]
         pub unsafe extern "C" fn $name($d: c_int, $p: *const c_char $(, $a: $t)*) -> c_int {
-            one_path($d, $p, $follow, Change::$change, |d, p| {
+            one_path($d, $p, 0, $follow, Change::$change, |d, p| {
                 call_real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> c_int, -1; d, p $(, $a)*)
             })
         }
@@ -281,6 +268,7 @@ pub unsafe extern "C" fn __xmknod(
     one_path(
         libc::AT_FDCWD,
         path,
+        0,
         false,
         Change::Create,
         |_, p| call_real!(__xmknod: unsafe extern "C" fn(c_int, *const c_char, libc::mode_t, *mut libc::dev_t) -> c_int, -1; ver, p, mode, dev),
@@ -299,6 +287,7 @@ pub unsafe extern "C" fn __xmknodat(
     one_path(
         dirfd,
         path,
+        0,
         false,
         Change::Create,
         |d, p| call_real!(__xmknodat: unsafe extern "C" fn(c_int, c_int, *const c_char, libc::mode_t, *mut libc::dev_t) -> c_int, -1; ver, d, p, mode, dev),
@@ -340,6 +329,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
     one_path(
         dirfd,
         path,
+        0,
         false,
         change,
         |d, p| call_real!(unlinkat: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int, -1; d, p, flags),
@@ -354,9 +344,6 @@ pub unsafe extern "C" fn fchmodat(
     mode: libc::mode_t,
     flags: c_int,
 ) -> c_int {
-    if empty_path_on_virtual(dirfd, path, flags) {
-        return ret(Err(libc::EROFS));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let change = if follow {
         Change::Attr
@@ -366,6 +353,7 @@ pub unsafe extern "C" fn fchmodat(
     one_path(
         dirfd,
         path,
+        flags,
         follow,
         change,
         |d, p| call_real!(fchmodat: unsafe extern "C" fn(c_int, *const c_char, libc::mode_t, c_int) -> c_int, -1; d, p, mode, flags),
@@ -381,13 +369,11 @@ pub unsafe extern "C" fn fchownat(
     gid: libc::gid_t,
     flags: c_int,
 ) -> c_int {
-    if empty_path_on_virtual(dirfd, path, flags) {
-        return ret(Err(libc::EROFS));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     one_path(
         dirfd,
         path,
+        flags,
         follow,
         Change::Attr,
         |d, p| call_real!(fchownat: unsafe extern "C" fn(c_int, *const c_char, libc::uid_t, libc::gid_t, c_int) -> c_int, -1; d, p, uid, gid, flags),
@@ -402,13 +388,11 @@ pub unsafe extern "C" fn utimensat(
     times: *const libc::timespec,
     flags: c_int,
 ) -> c_int {
-    if empty_path_on_virtual(dirfd, path, flags) {
-        return ret(Err(libc::EROFS));
-    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     one_path(
         dirfd,
         path,
+        flags,
         follow,
         Change::Attr,
         |d, p| call_real!(utimensat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int, -1; d, p, times, flags),
@@ -421,6 +405,7 @@ pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> 
     one_path(
         libc::AT_FDCWD,
         path,
+        0,
         false,
         Change::Create,
         |_, p| call_real!(symlink: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int, -1; target, p),
@@ -437,6 +422,7 @@ pub unsafe extern "C" fn symlinkat(
     one_path(
         dirfd,
         path,
+        0,
         false,
         Change::Create,
         |d, p| call_real!(symlinkat: unsafe extern "C" fn(*const c_char, c_int, *const c_char) -> c_int, -1; target, d, p),
@@ -609,13 +595,19 @@ pub unsafe extern "C" fn linkat(
     to: *const c_char,
     flags: c_int,
 ) -> c_int {
-    if empty_path_on_virtual(d1, from, flags) {
+    // AT_EMPTY_PATH with "": the file `d1` has open, which for a virtual descriptor lies
+    // on the image, another file system than any name the call could make.
+    if flags & libc::AT_EMPTY_PATH != 0
+        && is_empty(from)
+        && d1 != libc::AT_FDCWD
+        && hooked(false, |st| Some(st.fds.is_virtual(d1))).unwrap_or(false)
+    {
         return ret(Err(libc::EXDEV));
     }
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     link_common(
         d1,
-        from,
+        empty_path_target(d1, from, flags),
         d2,
         to,
         follow,

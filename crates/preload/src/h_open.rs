@@ -8,15 +8,12 @@ use std::sync::Arc;
 
 type OpenAtFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
 
-/// The O_TMPFILE flag without the O_DIRECTORY bit that `libc::O_TMPFILE` includes.
-const TMPFILE_BIT: c_int = libc::O_TMPFILE & !libc::O_DIRECTORY;
-
 /// The kernel's checks of the flags alone, made before any lookup (EINVAL): O_TMPFILE
 /// needs O_DIRECTORY, no O_CREAT, and write access; O_CREAT with O_DIRECTORY is invalid.
 fn flags_errno(flags: c_int) -> Option<i32> {
     let creat = flags & libc::O_CREAT != 0;
     let dir = flags & libc::O_DIRECTORY != 0;
-    if flags & TMPFILE_BIT != 0 {
+    if flags & crate::state::TMPFILE_BIT != 0 {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         return (!dir || creat || !writes).then_some(libc::EINVAL);
     }
@@ -38,15 +35,6 @@ fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) ->
             Ok(Target::Pass) => None,
             Ok(Target::HostAbs(p)) => {
                 Some(call_real!(openat: OpenAtFn, -1; libc::AT_FDCWD, p.as_ptr(), flags, mode))
-            }
-            // An unnamed temporary file in a directory of a mount: the directory is
-            // looked up, then write access refused.
-            Ok(Target::Virt(vp)) if flags & TMPFILE_BIT != 0 => {
-                Some(ret(Err(match st.meta(&vp) {
-                    Ok(m) if m.file_type == usfs_fs::FileType::Directory => libc::EROFS,
-                    Ok(_) => libc::ENOTDIR,
-                    Err(e) => e,
-                })))
             }
             Ok(Target::Virt(vp)) => Some(ret(st.open_virtual(vp, flags))),
             // A name to create: EROFS when its directory exists, else that lookup's error.

@@ -67,10 +67,6 @@ impl Shell {
     }
 }
 
-extern "C" {
-    static environ: *const *const c_char;
-}
-
 /// Spawns `/bin/sh -c command` through the posix_spawn hook (which hands the virtual
 /// working directory and descriptors over); returns posix_spawn's result.
 fn spawn_shell(
@@ -83,7 +79,16 @@ fn spawn_shell(
     // SAFETY: our own posix_spawn hook with a NUL-terminated path, a NULL-terminated
     // argv of NUL-terminated strings, the caller's file actions and attributes (or null)
     // and the process's environment.
-    unsafe { crate::h_exec::posix_spawn(pid, SHELL.as_ptr(), fa, attr, argv.as_ptr(), environ) }
+    unsafe {
+        crate::h_exec::posix_spawn(
+            pid,
+            SHELL.as_ptr(),
+            fa,
+            attr,
+            argv.as_ptr(),
+            crate::h_exec::environ_ptr(),
+        )
+    }
 }
 
 /// waitpid(pid, 0), again after EINTR; the status, or None when it fails.

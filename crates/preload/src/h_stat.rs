@@ -3,7 +3,7 @@
 //! xattr readers. Calls that would change a mount are in h_modify.
 
 use crate::h_io::on_vfile;
-use crate::state::{fill_stat, fill_statx, State, Target};
+use crate::state::{empty_path_target, fill_stat, fill_statx, is_empty, State, Target};
 use crate::sys::{call_real, hooked, ret};
 use libc::{c_char, c_int, c_uint, c_void, size_t, ssize_t};
 use usfs_fs::{FileType, Metadata};
@@ -43,21 +43,6 @@ fn put<T>(dst: *mut T, v: T) -> Result<c_int, i32> {
 fn stat_virtual(st: &State, vp: &VPath, buf: *mut libc::stat) -> Result<c_int, i32> {
     let m = st.meta(vp)?;
     put(buf, fill_stat(&m, vp.mount))
-}
-
-fn is_empty(path: *const c_char) -> bool {
-    // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
-    !path.is_null() && unsafe { *path } == 0
-}
-
-/// The path an `*at` call with AT_EMPTY_PATH and "" names: `dirfd` itself, which for
-/// AT_FDCWD is the working directory, "." (virtual or not); other descriptors keep "".
-fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *const c_char {
-    if flags & libc::AT_EMPTY_PATH != 0 && is_empty(path) && dirfd == libc::AT_FDCWD {
-        c".".as_ptr()
-    } else {
-        path
-    }
 }
 
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;

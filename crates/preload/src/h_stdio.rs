@@ -100,16 +100,6 @@ pub fn cookie_file(st: &State, fd: c_int, mode: *const c_char) -> *mut FILE {
     fp
 }
 
-/// True when an fopen mode would write.
-fn writes(mode: *const c_char) -> bool {
-    if mode.is_null() {
-        return false;
-    }
-    // SAFETY: the mode is a NUL-terminated string.
-    let m = unsafe { CStr::from_ptr(mode) }.to_bytes();
-    m.iter().any(|&c| matches!(c, b'w' | b'a' | b'+'))
-}
-
 /// What an fopen mode string asks for (glibc's parse: `r`, `w` or `a`, then up to six
 /// modifier characters up to a `,`).
 pub struct Mode {
@@ -128,11 +118,11 @@ pub struct Mode {
 impl Mode {
     /// The open(2) flags glibc's fopen passes for this mode (without O_CLOEXEC).
     pub fn open_flags(&self) -> c_int {
-        let acc = match (self.writes, self.creates || self.truncates) {
-            (false, _) => libc::O_RDONLY,
-            _ => libc::O_RDWR,
+        let mut f = if self.writes {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
         };
-        let mut f = acc;
         if self.creates {
             f |= libc::O_CREAT;
             f |= if self.truncates {
@@ -262,7 +252,8 @@ fopen_hooks!(fopen, fopen64);
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let r = crate::h_io::on_vfile(fd, null_mut(), |st, _| {
-        if writes(mode) {
+        // A mode glibc rejects, or one that writes (the descriptor is read-only): EINVAL.
+        if parse_mode(mode).map_or(true, |m| m.writes) {
             set_errno(libc::EINVAL);
             return null_mut();
         }
@@ -280,10 +271,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
 /// closed (its number holds a placeholder outside the descriptor table, see h_freopen).
 fn stream_fd(fp: *mut FILE) -> Option<c_int> {
     hooked(-1, |st| {
-        if st.n_streams.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        let fd = lock(&st.streams).get(&(fp as usize)).copied()?;
+        let fd = st.stream_fd(fp as usize)?;
         if !st.fds.is_virtual(fd) && crate::h_exec::is_placeholder(fd) {
             set_errno(libc::EBADF);
             return Some(-1);

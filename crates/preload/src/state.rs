@@ -119,6 +119,26 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Is `path` the empty string (not null)?
+pub fn is_empty(path: *const c_char) -> bool {
+    // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
+    !path.is_null() && unsafe { *path } == 0
+}
+
+/// The path an `*at` call with AT_EMPTY_PATH and "" names: `dirfd` itself, which for
+/// AT_FDCWD is the working directory, "." (virtual or not); other descriptors keep "" (the
+/// caller acts on the descriptor).
+pub fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *const c_char {
+    if flags & libc::AT_EMPTY_PATH != 0 && is_empty(path) && dirfd == libc::AT_FDCWD {
+        c".".as_ptr()
+    } else {
+        path
+    }
+}
+
+/// The O_TMPFILE flag without the O_DIRECTORY bit that `libc::O_TMPFILE` includes.
+pub const TMPFILE_BIT: c_int = libc::O_TMPFILE & !libc::O_DIRECTORY;
+
 /// Where a path argument leads.
 pub enum Target {
     /// Not ours: call libc with the arguments unchanged.
@@ -265,6 +285,11 @@ impl State {
         if flags & libc::O_DIRECTORY != 0 && !is_dir {
             return Err(libc::ENOTDIR);
         }
+        if flags & TMPFILE_BIT != 0 {
+            // An unnamed file in a directory of a read-only mount: refused once the
+            // directory is found (O_TMPFILE carries O_DIRECTORY, checked above).
+            return Err(libc::EROFS);
+        }
         if flags & libc::O_CREAT != 0 && is_dir {
             return Err(libc::EISDIR);
         }
@@ -304,6 +329,15 @@ impl State {
                 b.forget_in(first, last);
             }
         }
+    }
+
+    /// The descriptor number of one of our stdio streams (fopencookie FILEs), looked up
+    /// only when there are any.
+    pub fn stream_fd(&self, fp: usize) -> Option<c_int> {
+        if self.n_streams.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        lock(&self.streams).get(&fp).copied()
     }
 
     /// Registers a DIR stream of ours.

@@ -11,6 +11,7 @@ mod aligned;
 mod file;
 mod mem;
 mod mmap;
+mod overlay;
 mod pages;
 mod stats;
 
@@ -18,6 +19,7 @@ pub use aligned::{AlignedBuf, ALIGN};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use mmap::MmapDevice;
+pub use overlay::Overlay;
 pub use pages::Pages;
 pub use stats::{IoSnapshot, IoStats};
 

@@ -3,6 +3,7 @@
 
 pub mod alloc;
 pub mod format;
+pub mod rw;
 mod read;
 pub mod write;
 

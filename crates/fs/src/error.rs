@@ -43,6 +43,21 @@ pub enum Error {
     /// end; back ends themselves never check permissions).
     #[error("permission denied")]
     Access,
+    /// The name already exists.
+    #[error("file exists")]
+    Exists,
+    /// A directory that must be empty is not.
+    #[error("directory not empty")]
+    NotEmpty,
+    /// Too many hard links (or subdirectories).
+    #[error("too many links")]
+    TooManyLinks,
+    /// The operation is not permitted on this object (e.g. a link to a directory).
+    #[error("operation not permitted")]
+    NotPermitted,
+    /// The image is in use by another writer (a usfs process or a kernel mount).
+    #[error("resource busy: {0}")]
+    Busy(String),
     /// The device failed.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -73,6 +88,11 @@ impl Error {
             Error::Loop => libc::ELOOP,
             Error::NameTooLong => libc::ENAMETOOLONG,
             Error::Access => libc::EACCES,
+            Error::Exists => libc::EEXIST,
+            Error::NotEmpty => libc::ENOTEMPTY,
+            Error::TooManyLinks => libc::EMLINK,
+            Error::NotPermitted => libc::EPERM,
+            Error::Busy(_) => libc::EBUSY,
             Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         }
     }

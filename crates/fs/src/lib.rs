@@ -9,10 +9,12 @@ mod exercise;
 pub mod layout;
 pub mod path;
 mod types;
+mod write;
 
 pub use error::{Error, Result};
 pub use exercise::exercise;
 pub use types::format_uuid;
+pub use write::{Fallocate, FileSystemWrite, NewNode, RenameFlags, SetAttr};
 pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
 
 /// Read access to a mounted image. All methods take `&self` and may be called from many

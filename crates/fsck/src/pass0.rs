@@ -5,7 +5,7 @@
 
 use crate::ctx::Ctx;
 use crate::problem::{Code, Problem};
-use usfs_ext4::format::features::{compat, incompat};
+use usfs_ext4::format::features::compat;
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_ext4::OpenIssue;
 
@@ -125,35 +125,10 @@ pub fn check(ctx: &Ctx) -> Vec<Problem> {
     out
 }
 
-/// Blocks of group `g` holding a superblock copy, descriptor blocks and reserved GDT
-/// blocks (as e2fsprogs's super-and-descriptor layout defines them).
+/// The superblock copy, descriptor-table blocks and reserved GDT blocks group `g` holds.
 pub fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
-    let geo = ctx.geo;
-    let mut out = Vec::new();
-    let first = geo.group_first_block(g);
-    let has_super = geo.group_has_super(g);
-    if has_super {
-        out.push(first);
-    }
-    let per = geo.descs_per_block();
-    let meta_bg = geo.features.has_incompat(incompat::META_BG);
-    if !meta_bg || g / per < geo.first_meta_bg {
-        if has_super {
-            let old = if meta_bg {
-                geo.first_meta_bg as u64
-            } else {
-                geo.gdt_blocks() as u64 + ctx.fs.superblock().s_reserved_gdt_blocks() as u64
-            };
-            out.extend((1..=old).map(|k| first + k));
-        }
-    } else {
-        let r = g % per;
-        if r == 0 || r == 1 || r == per - 1 {
-            out.push(first + u64::from(has_super));
-        }
-    }
-    out.retain(|&b| b < geo.blocks_count);
-    out
+    ctx.geo
+        .group_base_meta(g, ctx.fs.superblock().s_reserved_gdt_blocks() as u32)
 }
 
 /// The superblock's quota inode numbers: a reserved inode other than the quota ones (3

@@ -238,6 +238,37 @@ impl Geometry {
         })
     }
 
+    /// The blocks of group `g` that hold its superblock copy, descriptor-table blocks and
+    /// (outside meta_bg) the `reserved_gdt` blocks after them: what the kernel's
+    /// ext4_num_base_meta_blocks counts, as block numbers.
+    pub fn group_base_meta(&self, g: u32, reserved_gdt: u32) -> Vec<u64> {
+        let mut out = Vec::new();
+        let first = self.group_first_block(g);
+        let has_super = self.group_has_super(g);
+        if has_super {
+            out.push(first);
+        }
+        let per = self.descs_per_block();
+        let meta_bg = self.features.has_incompat(incompat::META_BG);
+        if !meta_bg || g / per < self.first_meta_bg {
+            if has_super {
+                let old = if meta_bg {
+                    self.first_meta_bg as u64
+                } else {
+                    self.gdt_blocks() as u64 + reserved_gdt as u64
+                };
+                out.extend((1..=old).map(|k| first + k));
+            }
+        } else {
+            let r = g % per;
+            if r == 0 || r == 1 || r == per - 1 {
+                out.push(first + u64::from(has_super));
+            }
+        }
+        out.retain(|&b| b < self.blocks_count);
+        out
+    }
+
     /// Block holding the descriptors of group `g`, and the byte offset inside it.
     pub fn desc_location(&self, g: u32) -> (u64, usize) {
         let per = self.descs_per_block();

@@ -14,8 +14,8 @@ mod write;
 pub use error::{Error, Result};
 pub use exercise::exercise;
 pub use types::format_uuid;
-pub use write::{Fallocate, FileSystemWrite, NewNode, RenameFlags, SetAttr};
 pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
+pub use write::{Fallocate, FileSystemWrite, NewNode, RenameFlags, SetAttr};
 
 /// Read access to a mounted image. All methods take `&self` and may be called from many
 /// threads at once.

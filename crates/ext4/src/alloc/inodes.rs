@@ -100,6 +100,20 @@ impl InodeAllocator {
             .map(|b| b.to_bytes(bytes, true))
     }
 
+    /// Installs group `g`'s state read from an image: its inode bitmap (bit per inode, set
+    /// = used) and directory count. An INODE_UNINIT group is not loaded (all free).
+    pub fn load_group(&mut self, g: u32, bitmap: &[u8], dirs: u32) {
+        let used = BitSet::from_bytes(bitmap, self.ipg);
+        let free = self.ipg - used.count_ones(0, self.ipg);
+        let gr = &mut self.groups[g as usize];
+        self.free_total = self.free_total - gr.free as u64 + free as u64;
+        *gr = IGroup {
+            used: Some(used),
+            free,
+            dirs,
+        };
+    }
+
     /// Marks inode `ino` (1-based) used, e.g. the reserved inodes 1..first_ino.
     pub fn reserve(&mut self, ino: u32, is_dir: bool) -> Result<(), String> {
         let (g, i) = self.split(ino)?;

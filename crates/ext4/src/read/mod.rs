@@ -2,12 +2,12 @@
 //! directories, extended attributes, and the [`FileSystem`](usfs_fs::FileSystem) impl.
 
 mod describe;
-mod dir;
+pub(crate) mod dir;
 mod fs_impl;
-mod htree;
-mod inode;
-mod map;
-mod xattr;
+pub(crate) mod htree;
+pub(crate) mod inode;
+pub(crate) mod map;
+pub(crate) mod xattr;
 
 use crate::format::features::{self, incompat, ro_compat};
 use crate::format::geometry::Geometry;
@@ -18,12 +18,14 @@ use usfs_fs::{Error, Result};
 
 /// A read-only ext2/3/4 file system on a device.
 pub struct Ext4 {
-    dev: Box<dyn Device>,
-    sb: Superblock<Vec<u8>>,
-    geo: Geometry,
-    groups: Vec<GroupDesc<[u8; 64]>>,
+    pub(crate) dev: Box<dyn Device>,
+    /// The superblock (the read-write volume keeps it current).
+    pub(crate) sb: Superblock<Vec<u8>>,
+    pub(crate) geo: Geometry,
+    /// Every group descriptor (the read-write volume keeps them current).
+    pub(crate) groups: Vec<GroupDesc<[u8; 64]>>,
     /// The metadata checksum seed when metadata_csum is on.
-    csum_seed: Option<u32>,
+    pub(crate) csum_seed: Option<u32>,
 }
 
 impl Ext4 {

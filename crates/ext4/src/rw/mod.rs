@@ -9,6 +9,11 @@
 //! - the volume: the overlay of the running transaction over the device, the journal
 //!   commit, the allocators seeded from the bitmaps, and the operations.
 
+mod commit;
+mod inode;
 pub mod meta;
+mod volume;
 
+pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};
+pub use volume::{now, Volume};

@@ -1,0 +1,153 @@
+//! Committing the running transaction: the freed blocks go back to the allocator, the
+//! bitmaps, descriptors and superblock are written from the allocators into the
+//! transaction, file data is flushed (ordered mode: data reaches the image before the
+//! metadata that makes it visible), then every changed block is made durable home.
+//!
+//! Without a journal the home writes are ordered (data, flush, metadata, flush): after a
+//! crash the image holds the old or the new version of each block and e2fsck -fy repairs
+//! the mix, as after a crash of the kernel's ext2. With a journal the blocks are logged
+//! first (see journal.rs of this module).
+
+use super::volume::{uninit_tracking, Volume};
+use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use crate::rw::meta::Meta;
+use usfs_dev::Device;
+use usfs_fs::{Error, Result};
+
+impl Volume {
+    /// Commits the running transaction and makes it durable. A no-op when nothing changed.
+    pub fn commit(&mut self) -> Result<()> {
+        if self.txn.dirty.is_empty() && self.txn.freed.is_empty() && self.txn.groups.is_empty() {
+            if self.txn.data_written {
+                self.overlay.flush()?;
+                self.txn.data_written = false;
+            }
+            return Ok(());
+        }
+        self.blocks.release_all();
+        for (start, len) in std::mem::take(&mut self.txn.freed) {
+            self.blocks
+                .free(start, len)
+                .map_err(|e| Error::corrupt(format!("freeing blocks: {e}")))?;
+            let mut b = start;
+            while b < start + len {
+                self.touch_block_group(b);
+                let g = self.fs.geo.block_group(b);
+                b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
+            }
+        }
+        self.write_groups()?;
+        self.write_superblock()?;
+        // Ordered data: file data before the metadata that points at it.
+        self.overlay.flush()?;
+        self.txn.data_written = false;
+        self.write_home()
+    }
+
+    /// Writes every changed block home, flushes, and drops it from the overlay.
+    fn write_home(&mut self) -> Result<()> {
+        let bs_log = self.fs.geo.block_size_log;
+        let dirty = std::mem::take(&mut self.txn.dirty);
+        let base = self.overlay.base();
+        for &b in &dirty {
+            if let Some(data) = self.overlay.get(b) {
+                base.write_at(&data, b << bs_log)?;
+            }
+        }
+        base.flush()?;
+        for b in dirty {
+            self.overlay.remove(b);
+        }
+        self.txn.revoked.clear();
+        self.txn.groups.clear();
+        Ok(())
+    }
+
+    /// Bitmaps and descriptors of every group the transaction touched, into the
+    /// transaction (with their checksums); the descriptor-table blocks they live in too.
+    fn write_groups(&mut self) -> Result<()> {
+        let geo = self.fs.geo.clone();
+        let bs = geo.block_size as usize;
+        let ds = geo.desc_size as usize;
+        let bpg_bytes = (geo.blocks_per_group / 8) as usize;
+        let ipg_bytes = (geo.inodes_per_group / 8) as usize;
+        let seed = self.fs.csum_seed;
+        let uuid = *self.fs.sb.s_uuid();
+        let csum = uninit_tracking(&geo);
+        let groups: Vec<u32> = self.txn.groups.iter().copied().collect();
+        let mut gdt_blocks = std::collections::BTreeSet::new();
+        for g in groups {
+            let mut d = self.fs.groups[g as usize].clone();
+            let mut flags = d.bg_flags();
+            let bm = self
+                .blocks
+                .bitmap_bytes(g, bs)
+                .ok_or_else(|| Error::corrupt(format!("group {g}: block bitmap not loaded")))?;
+            if let Some(seed) = seed {
+                d.set_block_bitmap_checksum(seed, &bm[..bpg_bytes], ds);
+            }
+            self.write_meta(d.block_bitmap(), bm)?;
+            flags &= !BG_BLOCK_UNINIT;
+            if let Some(ibm) = self.inodes.bitmap_bytes(g, bs) {
+                if let Some(seed) = seed {
+                    d.set_inode_bitmap_checksum(seed, &ibm[..ipg_bytes], ds);
+                }
+                self.write_meta(d.inode_bitmap(), ibm)?;
+                flags &= !BG_INODE_UNINIT;
+                if csum {
+                    let unused = geo.inodes_per_group - self.inodes.high_water(g);
+                    // Never raised: the kernel only lowers it (freed slots stay "used").
+                    let was = if flags & BG_INODE_UNINIT != 0 && d.has_flag(BG_INODE_UNINIT) {
+                        geo.inodes_per_group
+                    } else {
+                        d.itable_unused()
+                    };
+                    d.set_itable_unused(unused.min(was));
+                }
+            }
+            d.set_free_blocks_count(self.blocks.group_free(g));
+            d.set_free_inodes_count(self.inodes.group_free(g));
+            d.set_used_dirs_count(self.inodes.group_dirs(g));
+            if csum {
+                d.set_bg_flags(flags | (d.bg_flags() & BG_INODE_ZEROED));
+            }
+            d.update_checksum(g, ds, seed, &uuid);
+            self.fs.groups[g as usize] = d;
+            gdt_blocks.insert(geo.desc_location(g).0);
+        }
+        for blk in gdt_blocks {
+            let mut block = self.read_meta(blk)?;
+            let per = geo.descs_per_block();
+            // Every descriptor in this block (meta_bg: the block holds one meta group's).
+            let first_g = (0..geo.group_count)
+                .find(|&g| geo.desc_location(g).0 == blk)
+                .unwrap_or(0);
+            let first_g = first_g / per * per;
+            for g in first_g..(first_g + per).min(geo.group_count) {
+                let (b, off) = geo.desc_location(g);
+                if b == blk {
+                    block[off..off + ds].copy_from_slice(&self.fs.groups[g as usize].bytes()[..ds]);
+                }
+            }
+            self.write_meta(blk, block)?;
+        }
+        Ok(())
+    }
+
+    /// The superblock's free counts and write time, into the transaction.
+    pub(crate) fn write_superblock(&mut self) -> Result<()> {
+        let now = (self.clock)();
+        let free = self.blocks.free_blocks();
+        self.fs.sb.set_free_blocks_count(free);
+        self.fs
+            .sb
+            .set_s_free_inodes_count(self.inodes.free_inodes() as u32);
+        self.fs.sb.set_s_wtime(now.sec as u32);
+        self.fs.sb.update_checksum();
+        let bs = self.fs.geo.block_size as u64;
+        let mut block = self.read_meta(self.sb_block)?;
+        let off = (crate::format::superblock::SUPERBLOCK_OFFSET - self.sb_block * bs) as usize;
+        block[off..off + 1024].copy_from_slice(self.fs.sb.bytes());
+        self.write_meta(self.sb_block, block)
+    }
+}

@@ -1,0 +1,364 @@
+//! The read-write volume: an [`Ext4`] reader over an [`Overlay`] of the device, the block
+//! and inode allocators seeded from the image's bitmaps, and the running transaction.
+//!
+//! Every metadata change is a whole-block write into the overlay (so the reader, and every
+//! mutator, sees it at once) recorded in the transaction; [`Volume::commit`]
+//! (commit.rs) writes bitmaps, descriptors and superblock from the allocators, logs every
+//! changed block to the journal and checkpoints them home.
+
+use crate::alloc::{AllocGeometry, BlockAllocator, InodeAllocator, Purpose, Request};
+use crate::format::features::{compat, incompat, ro_compat};
+use crate::format::geometry::Geometry;
+use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use crate::rw::meta::{Freed, Meta};
+use crate::write::no_space;
+use crate::Ext4;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use usfs_dev::{Device, Overlay};
+use usfs_fs::{Error, Result, Timestamp};
+
+/// The changes of the running transaction.
+#[derive(Debug, Default)]
+pub(crate) struct Txn {
+    /// Metadata blocks changed (held in the overlay until checkpointed).
+    pub dirty: BTreeSet<u64>,
+    /// Blocks freed: handed back to the allocator when the transaction commits.
+    pub freed: Vec<(u64, u64)>,
+    /// Freed metadata blocks the journal must revoke.
+    pub revoked: BTreeSet<u64>,
+    /// Groups whose block bitmap, inode bitmap or counts changed.
+    pub groups: BTreeSet<u32>,
+    /// File data was written since the last commit (flush it before the commit).
+    pub data_written: bool,
+}
+
+/// An ext4 image opened for reading and writing.
+pub struct Volume {
+    /// The reader, over the overlay; its superblock and descriptors are kept current.
+    pub(crate) fs: Ext4,
+    pub(crate) overlay: Arc<Overlay>,
+    pub(crate) blocks: BlockAllocator,
+    pub(crate) inodes: InodeAllocator,
+    pub(crate) txn: Txn,
+    /// Where the superblock's block lives (0 with blocks over 1 KiB, else 1).
+    pub(crate) sb_block: u64,
+    /// The clock (fixed in tests).
+    pub(crate) clock: fn() -> Timestamp,
+    /// Counter mixed into new inodes' generation numbers.
+    pub(crate) gen_counter: u64,
+}
+
+/// Features whose on-disk structures usfs does not keep right when it writes.
+const WRITE_INCOMPAT_REFUSED: u32 = incompat::ENCRYPT
+    | incompat::CASEFOLD
+    | incompat::MMP
+    | incompat::JOURNAL_DEV
+    | incompat::DIRDATA
+    | incompat::COMPRESSION;
+const WRITE_RO_COMPAT_REFUSED: u32 = ro_compat::BIGALLOC
+    | ro_compat::QUOTA
+    | ro_compat::PROJECT
+    | ro_compat::VERITY
+    | ro_compat::HAS_SNAPSHOT
+    | ro_compat::REPLICA
+    | ro_compat::READONLY
+    | ro_compat::SHARED_BLOCKS
+    | ro_compat::ORPHAN_PRESENT
+    | ro_compat::BTREE_DIR;
+const WRITE_COMPAT_REFUSED: u32 = compat::EXCLUDE_INODE | compat::EXCLUDE_BITMAP;
+
+/// The wall clock.
+pub fn now() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
+}
+
+impl Volume {
+    /// Opens the image on `dev` (opened writable) for changes. Features usfs cannot write
+    /// are refused by name before anything is written; so are images whose bitmaps or
+    /// descriptors are damaged (a corrupt image is never made worse).
+    pub fn open(dev: Box<dyn Device>) -> Result<Volume> {
+        let mut raw = vec![0u8; 1024];
+        dev.read_at(&mut raw, SUPERBLOCK_OFFSET)
+            .map_err(|_| Error::corrupt("image too small to hold an ext4 superblock"))?;
+        let sb = Superblock::new(raw).expect("1024 bytes");
+        let log = sb.block_size_log();
+        if !(10..=16).contains(&log) {
+            return Err(Error::corrupt(format!(
+                "superblock: block size 2^{log} out of range"
+            )));
+        }
+        let overlay = Arc::new(Overlay::new(dev, 1 << log));
+        let fs = Ext4::open(Box::new(overlay.clone()))?;
+        check_write_features(fs.geometry())?;
+        let geo = fs.geometry().clone();
+        let blocks = seed_blocks(&fs)?;
+        let inodes = seed_inodes(&fs)?;
+        let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
+        Ok(Volume {
+            fs,
+            overlay,
+            blocks,
+            inodes,
+            txn: Txn::default(),
+            sb_block,
+            clock: now,
+            gen_counter: 0,
+        })
+    }
+
+    /// The reader's view of the volume (every change made so far included).
+    pub fn reader(&self) -> &Ext4 {
+        &self.fs
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        self.fs.geometry()
+    }
+
+    /// Free blocks now (the allocator's count; blocks freed in the running transaction
+    /// are not yet among them).
+    pub fn free_blocks(&self) -> u64 {
+        self.blocks.free_blocks()
+    }
+
+    /// Marks the group holding block `b` dirty.
+    pub(crate) fn touch_block_group(&mut self, b: u64) {
+        let g = self.fs.geo.block_group(b);
+        self.txn.groups.insert(g);
+    }
+}
+
+/// Refuses features whose structures the writer would not keep right.
+fn check_write_features(geo: &Geometry) -> Result<()> {
+    let f = geo.features;
+    let refused = crate::format::features::Features {
+        compat: f.compat & WRITE_COMPAT_REFUSED,
+        incompat: f.incompat & WRITE_INCOMPAT_REFUSED,
+        ro_compat: f.ro_compat & WRITE_RO_COMPAT_REFUSED,
+    };
+    let names = refused.names();
+    if !names.is_empty() {
+        return Err(Error::incompatible(format!(
+            "usfs cannot change images with {}",
+            names.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The metadata blocks (bitmaps and inode tables of every group) lying in each group.
+fn group_meta_runs(fs: &Ext4) -> Vec<Vec<(u64, u64)>> {
+    let geo = fs.geometry();
+    let itb = geo.inode_table_blocks() as u64;
+    let mut runs = vec![Vec::new(); geo.group_count as usize];
+    for g in 0..geo.group_count {
+        let d = fs.group(g);
+        for (start, len) in [
+            (d.block_bitmap(), 1),
+            (d.inode_bitmap(), 1),
+            (d.inode_table(), itb),
+        ] {
+            let mut b = start;
+            while b < start + len && b < geo.blocks_count && b >= geo.first_data_block {
+                let og = geo.block_group(b);
+                let end =
+                    (geo.group_first_block(og) + geo.group_blocks(og) as u64).min(start + len);
+                runs[og as usize].push((b, end - b));
+                b = end;
+            }
+        }
+    }
+    runs
+}
+
+/// The block allocator with every group's bitmap from the image (BLOCK_UNINIT groups
+/// computed as the kernel does: their superblock copy, descriptor and reserved GDT blocks
+/// and any bitmaps or inode tables lying in them).
+fn seed_blocks(fs: &Ext4) -> Result<BlockAllocator> {
+    let geo = fs.geometry();
+    let sb = fs.superblock();
+    let gpf = if geo.features.has_incompat(incompat::FLEX_BG) {
+        1u32 << sb.s_log_groups_per_flex().min(31)
+    } else {
+        1
+    };
+    let stripe = if sb.s_raid_stripe_width() != 0 {
+        sb.s_raid_stripe_width()
+    } else {
+        sb.s_raid_stride() as u32
+    };
+    let ageo = AllocGeometry {
+        first_data_block: geo.first_data_block,
+        blocks_count: geo.blocks_count,
+        blocks_per_group: geo.blocks_per_group,
+        groups_per_flex: gpf,
+        stripe: if stripe < geo.blocks_per_group {
+            stripe
+        } else {
+            0
+        },
+    };
+    let mut a = BlockAllocator::new(ageo, vec![0; geo.group_count as usize]);
+    let runs = group_meta_runs(fs);
+    let bs = geo.block_size as usize;
+    let bpg_bytes = (geo.blocks_per_group / 8) as usize;
+    let reserved_gdt = sb.s_reserved_gdt_blocks() as u32;
+    for g in 0..geo.group_count {
+        let d = fs.group(g);
+        let first = geo.group_first_block(g);
+        let bitmap = if d.has_flag(BG_BLOCK_UNINIT) && uninit_tracking(geo) {
+            let mut bm = vec![0u8; bs];
+            let mut mark = |b: u64| {
+                let k = (b - first) as usize;
+                bm[k / 8] |= 1 << (k % 8);
+            };
+            geo.group_base_meta(g, reserved_gdt)
+                .into_iter()
+                .for_each(&mut mark);
+            for &(s, l) in &runs[g as usize] {
+                (s..s + l).for_each(&mut mark);
+            }
+            bm
+        } else {
+            let bm = fs.read_block(d.block_bitmap(), &format!("group {g} block bitmap"))?;
+            if let Some(seed) = fs.csum_seed() {
+                if !d.block_bitmap_checksum_ok(seed, &bm[..bpg_bytes], geo.desc_size as usize) {
+                    return Err(Error::corrupt(format!(
+                        "group {g}: block bitmap checksum does not match (run e2fsck first)"
+                    )));
+                }
+            }
+            bm
+        };
+        a.load_bitmap(g, &bitmap);
+        if a.group_free(g) != d.free_blocks_count() {
+            return Err(Error::corrupt(format!(
+                "group {g}: {} free blocks in the bitmap, {} in the descriptor (run e2fsck first)",
+                a.group_free(g),
+                d.free_blocks_count()
+            )));
+        }
+    }
+    Ok(a)
+}
+
+/// Are uninitialised groups possible (group descriptor checksums on)?
+pub(crate) fn uninit_tracking(geo: &Geometry) -> bool {
+    geo.features.has_ro_compat(ro_compat::METADATA_CSUM)
+        || geo.features.has_ro_compat(ro_compat::GDT_CSUM)
+}
+
+/// The inode allocator with every initialised group's bitmap from the image.
+fn seed_inodes(fs: &Ext4) -> Result<InodeAllocator> {
+    let geo = fs.geometry();
+    let sb = fs.superblock();
+    let gpf = if geo.features.has_incompat(incompat::FLEX_BG) {
+        1u32 << sb.s_log_groups_per_flex().min(31)
+    } else {
+        1
+    };
+    let mut a = InodeAllocator::new(geo.group_count, geo.inodes_per_group, gpf);
+    let ipg_bytes = (geo.inodes_per_group / 8) as usize;
+    for g in 0..geo.group_count {
+        let d = fs.group(g);
+        if d.has_flag(BG_INODE_UNINIT) && uninit_tracking(geo) {
+            continue;
+        }
+        let bm = fs.read_block(d.inode_bitmap(), &format!("group {g} inode bitmap"))?;
+        if let Some(seed) = fs.csum_seed() {
+            if !d.inode_bitmap_checksum_ok(seed, &bm[..ipg_bytes], geo.desc_size as usize) {
+                return Err(Error::corrupt(format!(
+                    "group {g}: inode bitmap checksum does not match (run e2fsck first)"
+                )));
+            }
+        }
+        a.load_group(g, &bm[..ipg_bytes], d.used_dirs_count());
+        if a.group_free(g) != d.free_inodes_count() {
+            return Err(Error::corrupt(format!(
+                "group {g}: {} free inodes in the bitmap, {} in the descriptor (run e2fsck first)",
+                a.group_free(g),
+                d.free_inodes_count()
+            )));
+        }
+    }
+    Ok(a)
+}
+
+impl Meta for Volume {
+    fn geo(&self) -> &Geometry {
+        self.fs.geometry()
+    }
+
+    fn csum_seed(&self) -> Option<u32> {
+        self.fs.csum_seed()
+    }
+
+    fn read_meta(&self, blk: u64) -> Result<Vec<u8>> {
+        self.fs.read_block(blk, "metadata block")
+    }
+
+    fn write_meta(&mut self, blk: u64, data: Vec<u8>) -> Result<()> {
+        let geo = self.fs.geometry();
+        if blk < geo.first_data_block
+            || blk >= geo.blocks_count
+            || data.len() != geo.block_size as usize
+        {
+            return Err(Error::corrupt(format!(
+                "metadata write to block {blk} outside the file system"
+            )));
+        }
+        self.overlay.put(blk, data.into());
+        self.txn.dirty.insert(blk);
+        Ok(())
+    }
+
+    fn alloc_blocks(&mut self, owner: u32, goal: u64, len: u32) -> Result<(u64, u32)> {
+        let _ = owner;
+        let req = Request {
+            goal,
+            len: len.max(1),
+            purpose: Purpose::Metadata,
+        };
+        let (start, got) = self.blocks.alloc(&req).map_err(|e| no_space("blocks", e))?;
+        let mut b = start;
+        while b < start + got as u64 {
+            self.touch_block_group(b);
+            let g = self.fs.geo.block_group(b);
+            b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
+        }
+        // A block reused in this transaction must not be revoked by it.
+        for k in start..start + got as u64 {
+            self.txn.revoked.remove(&k);
+        }
+        Ok((start, got))
+    }
+
+    fn free_blocks(&mut self, owner: u32, start: u64, len: u64, how: Freed) -> Result<()> {
+        let geo = self.fs.geometry();
+        if start < geo.first_data_block || len == 0 || start.saturating_add(len) > geo.blocks_count
+        {
+            return Err(Error::corrupt(format!(
+                "inode {owner}: freeing blocks {start}..+{len} outside the file system"
+            )));
+        }
+        if how == Freed::Metadata {
+            for b in start..start + len {
+                self.txn.revoked.insert(b);
+                if self.txn.dirty.remove(&b) {
+                    self.overlay.remove(b);
+                }
+            }
+        }
+        self.txn.freed.push((start, len));
+        Ok(())
+    }
+}

@@ -10,6 +10,7 @@ mod cmd_mount;
 mod cmd_run;
 mod cmd_stat;
 mod display;
+mod edit;
 mod export;
 mod image;
 mod progress;
@@ -96,6 +97,21 @@ enum Cmd {
     /// (-d), with an mballoc-style allocator; options named as mke2fs's.
     #[command(name = "mkfs.ext4")]
     MkfsExt4(cmd_mkfs_ext4::MkfsExt4Args),
+    /// Copy files into, out of or between ext4 images (`IMAGE:PATH` names a place in an
+    /// image): `usfs cp -r dir disk.img:/dest`, `usfs cp disk.img:/etc/hosts .`.
+    Cp(edit::cp::CpArgs),
+    /// Make directories in an ext4 image: `usfs mkdir -p disk.img:/a/b`.
+    Mkdir(edit::simple::MkdirArgs),
+    /// Remove files (and with -r directories) from an ext4 image.
+    Rm(edit::simple::RmArgs),
+    /// Rename or move a file inside an ext4 image: `usfs mv disk.img:/a disk.img:/b`.
+    Mv(edit::simple::MvArgs),
+    /// Make a hard link (or with -s a symbolic link) in an ext4 image.
+    Ln(edit::simple::LnArgs),
+    /// Change permission bits in an ext4 image: `usfs chmod 0755 disk.img:/bin/tool`.
+    Chmod(edit::simple::ChmodArgs),
+    /// Change owner (and group) in an ext4 image: `usfs chown 1000:1000 disk.img:/home/u`.
+    Chown(edit::simple::ChownArgs),
 }
 
 fn main() -> ExitCode {
@@ -145,6 +161,13 @@ fn main() -> ExitCode {
         Cmd::Mount(args) => cmd_mount::run(&args),
         Cmd::Umount(args) => cmd_mount::run_umount(&args),
         Cmd::MkfsExt4(args) => cmd_mkfs_ext4::run(&args),
+        Cmd::Cp(args) => edit::cp::run(&args),
+        Cmd::Mkdir(args) => edit::simple::mkdir(&args),
+        Cmd::Rm(args) => edit::simple::rm(&args),
+        Cmd::Mv(args) => edit::simple::mv(&args),
+        Cmd::Ln(args) => edit::simple::ln(&args),
+        Cmd::Chmod(args) => edit::simple::chmod(&args),
+        Cmd::Chown(args) => edit::simple::chown(&args),
     };
     match result {
         Ok(code) => code,

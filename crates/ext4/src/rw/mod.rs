@@ -10,10 +10,15 @@
 //!   commit, the allocators seeded from the bitmaps, and the operations.
 
 mod commit;
+mod data;
 mod inode;
 pub mod meta;
+mod namespace;
+mod seams;
+mod shared;
 mod volume;
 
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};
+pub use shared::{Ext4Rw, COMMIT_BLOCKS};
 pub use volume::{now, Volume};

@@ -126,7 +126,7 @@ impl Volume {
 
     /// Free blocks now (the allocator's count; blocks freed in the running transaction
     /// are not yet among them).
-    pub fn free_blocks(&self) -> u64 {
+    pub fn free_block_count(&self) -> u64 {
         self.blocks.free_blocks()
     }
 

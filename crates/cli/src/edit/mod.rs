@@ -1,0 +1,166 @@
+//! Editing commands in the spirit of e2tools and mtools: `usfs cp`, `mkdir`, `rm`, `mv`,
+//! `ln`, `chmod`, `chown` on `IMAGE:PATH` arguments, with no FUSE and no root. Each
+//! command opens the image read-write through the journaled volume
+//! ([`usfs_ext4::rw::Ext4Rw`]), holding the image's writer lock, and closes it cleanly.
+
+pub mod cp;
+pub mod simple;
+
+use crate::image::{CliError, CliResult};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use usfs_ext4::rw::Ext4Rw;
+use usfs_fs::{Error, FileSystem, Ino};
+
+/// An argument naming a place inside an image (`IMAGE:PATH`) or on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A path inside an image.
+    Image {
+        /// The image file.
+        image: PathBuf,
+        /// The path inside it (absolute; `/` when empty).
+        path: String,
+    },
+    /// A host path.
+    Host(PathBuf),
+}
+
+/// Splits `IMAGE:PATH`: the part before the first `:` must name an existing file (an
+/// image); anything else is a host path.
+pub fn parse_place(arg: &str) -> Place {
+    if let Some((img, path)) = arg.split_once(':') {
+        let p = Path::new(img);
+        if !img.is_empty() && p.metadata().is_ok_and(|m| !m.is_dir()) {
+            let path = if path.starts_with('/') {
+                path.to_string()
+            } else {
+                format!("/{path}")
+            };
+            return Place::Image {
+                image: p.to_path_buf(),
+                path,
+            };
+        }
+    }
+    Place::Host(PathBuf::from(arg))
+}
+
+/// An image open for changes, with its writer lock held until it is closed.
+pub struct Editor {
+    /// The image file.
+    pub image: PathBuf,
+    /// The volume.
+    pub fs: Ext4Rw,
+    _lock: File,
+}
+
+impl Editor {
+    /// Opens `image` for changes: takes the writer lock (a second writer, usfs or a kernel
+    /// mount, is refused by name), refuses formats usfs cannot change.
+    pub fn open(image: &Path) -> CliResult<Editor> {
+        let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
+        let lock = File::options()
+            .read(true)
+            .write(true)
+            .open(image)
+            .map_err(|e| at(&e))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(at(
+                &"in use by another usfs writer (usfs mount -o rw, or another editing command)",
+            ));
+        }
+        if let Some(dev) = kernel_user(image) {
+            return Err(at(&format!(
+                "attached to {dev}: the kernel may have it mounted; unmount and detach it first"
+            )));
+        }
+        let dev = usfs_dev::open(image, usfs_dev::OpenMode::File, true).map_err(|e| at(&e))?;
+        if !usfs_ext4::probe(&*dev) {
+            return Err(at(
+                &"not an ext2/3/4 image (only ext4 images can be changed)",
+            ));
+        }
+        let fs = Ext4Rw::open(dev).map_err(|e| at(&e))?;
+        Ok(Editor {
+            image: image.to_path_buf(),
+            fs,
+            _lock: lock,
+        })
+    }
+
+    /// Commits and closes the image cleanly.
+    pub fn close(self) -> CliResult<()> {
+        let image = self.image;
+        self.fs
+            .close()
+            .map_err(|e| CliError::at(image.display(), e))
+    }
+
+    /// An error about `path` inside this image.
+    pub fn err(&self, path: &str, e: impl std::fmt::Display) -> CliError {
+        CliError(format!("{}:{path}: {e}", self.image.display()))
+    }
+
+    /// Resolves `path` (following symlinks on the way; the last one when `follow`).
+    pub fn resolve(&self, path: &str, follow: bool) -> Result<Ino, Error> {
+        usfs_fs::path::resolve(&self.fs, path.as_bytes(), follow)
+    }
+
+    /// The directory holding `path` and the last component's name.
+    pub fn parent(&self, path: &str) -> CliResult<(Ino, Vec<u8>)> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = match trimmed.rfind('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => ("", trimmed),
+        };
+        if name.is_empty() || name == "." || name == ".." {
+            return Err(self.err(path, "invalid name"));
+        }
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let d = self.resolve(dir, true).map_err(|e| self.err(dir, e))?;
+        Ok((d, name.as_bytes().to_vec()))
+    }
+
+    /// Is `ino` a directory?
+    pub fn is_dir(&self, ino: Ino) -> bool {
+        self.fs
+            .getattr(ino)
+            .is_ok_and(|m| m.file_type == usfs_fs::FileType::Directory)
+    }
+}
+
+/// The loop device the kernel has attached to `image`, if any (its backing file is it).
+fn kernel_user(image: &Path) -> Option<String> {
+    let want = std::fs::canonicalize(image).ok()?;
+    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        if let Ok(b) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+            if Path::new(b.trim()) == want {
+                return Some(format!("/dev/{name}"));
+            }
+        }
+    }
+    None
+}
+
+/// The caller's umask (read without changing it for good).
+pub fn umask() -> u32 {
+    // SAFETY: umask swaps the process's mask; it is put back at once.
+    unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m as u32
+    }
+}
+
+/// The caller's effective uid and gid (owners of what the commands create).
+pub fn creator() -> (u32, u32) {
+    // SAFETY: plain system calls without arguments.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}

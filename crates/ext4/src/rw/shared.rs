@@ -1,0 +1,230 @@
+//! [`Ext4Rw`]: the read-write volume behind a lock, as a [`FileSystem`] and
+//! [`FileSystemWrite`] for the front ends (editing commands, FUSE, the image owner).
+//!
+//! Readers share the lock, each change takes it alone (one writer, as fuse2fs, but
+//! readers never wait on the disk of another reader). A change is visible when its call
+//! returns; the running transaction is committed when it grows past
+//! [`COMMIT_BLOCKS`], on [`FileSystemWrite::sync`]/[`FileSystemWrite::fsync`], and when
+//! the volume is closed.
+
+use super::inode::InodeRec;
+use super::volume::Volume;
+use crate::Ext4;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use usfs_dev::{Device, IoSnapshot};
+use usfs_fs::{
+    DirEntry, Error, Fallocate, FileSystem, FileSystemWrite, Ino, Metadata, NewNode, RenameFlags,
+    Result, SetAttr, StatFs,
+};
+
+/// Changed blocks after which the running transaction is committed.
+pub const COMMIT_BLOCKS: usize = 2048;
+
+/// A shared read-write ext4 volume.
+pub struct Ext4Rw {
+    vol: RwLock<Volume>,
+}
+
+impl Ext4Rw {
+    /// Opens the image on `dev` (opened writable).
+    pub fn open(dev: Box<dyn Device>) -> Result<Ext4Rw> {
+        Ok(Ext4Rw {
+            vol: RwLock::new(Volume::open(dev)?),
+        })
+    }
+
+    fn r(&self) -> RwLockReadGuard<'_, Volume> {
+        self.vol.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn w(&self) -> RwLockWriteGuard<'_, Volume> {
+        self.vol.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the volume alone, then commits if the transaction is large.
+    fn change<T>(&self, f: impl FnOnce(&mut Volume) -> Result<T>) -> Result<T> {
+        let mut v = self.w();
+        let out = f(&mut v)?;
+        if v.txn.dirty.len() >= COMMIT_BLOCKS {
+            v.commit()?;
+        }
+        Ok(out)
+    }
+
+    /// Commits and closes the volume (marks the file system clean).
+    pub fn close(self) -> Result<()> {
+        let mut v = self.vol.into_inner().unwrap_or_else(|e| e.into_inner());
+        v.close()
+    }
+
+    /// Metadata of inode `ino` under an already held lock.
+    fn meta(v: &Volume, ino: u32) -> Result<Metadata> {
+        v.fs.getattr(ino as Ino)
+    }
+}
+
+fn ino32(ino: Ino) -> Result<u32> {
+    u32::try_from(ino).map_err(|_| Error::NotFound)
+}
+
+impl FileSystem for Ext4Rw {
+    fn format_name(&self) -> &'static str {
+        self.r().fs.format_name()
+    }
+    fn root(&self) -> Ino {
+        self.r().fs.root()
+    }
+    fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Ino> {
+        self.r().fs.lookup(dir, name)
+    }
+    fn getattr(&self, ino: Ino) -> Result<Metadata> {
+        self.r().fs.getattr(ino)
+    }
+    fn readdir(
+        &self,
+        dir: Ino,
+        cookie: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        self.r().fs.readdir(dir, cookie, f)
+    }
+    fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.r().fs.read_at(ino, offset, buf)
+    }
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.r().fs.readlink(ino)
+    }
+    fn list_xattrs(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        self.r().fs.list_xattrs(ino)
+    }
+    fn get_xattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.r().fs.get_xattr(ino, name)
+    }
+    fn next_data(&self, ino: Ino, offset: u64) -> Result<Option<std::ops::Range<u64>>> {
+        self.r().fs.next_data(ino, offset)
+    }
+    fn statfs(&self) -> Result<StatFs> {
+        self.r().fs.statfs()
+    }
+    fn io_stats(&self) -> IoSnapshot {
+        self.r().fs.io_stats()
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        self.r().fs.describe()
+    }
+}
+
+impl FileSystemWrite for Ext4Rw {
+    fn create(&self, dir: Ino, name: &[u8], node: NewNode) -> Result<Metadata> {
+        self.change(|v| {
+            let ino = v.create(ino32(dir)?, name, node)?;
+            Self::meta(v, ino)
+        })
+    }
+    fn mkdir(&self, dir: Ino, name: &[u8], node: NewNode) -> Result<Metadata> {
+        self.change(|v| {
+            let ino = v.mkdir(ino32(dir)?, name, node)?;
+            Self::meta(v, ino)
+        })
+    }
+    fn symlink(
+        &self,
+        dir: Ino,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Metadata> {
+        self.change(|v| {
+            let ino = v.symlink(ino32(dir)?, name, target, uid, gid)?;
+            Self::meta(v, ino)
+        })
+    }
+    fn link(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<Metadata> {
+        self.change(|v| {
+            v.link(ino32(ino)?, ino32(dir)?, name)?;
+            Self::meta(v, ino32(ino)?)
+        })
+    }
+    fn unlink(&self, dir: Ino, name: &[u8]) -> Result<()> {
+        self.change(|v| v.unlink(ino32(dir)?, name))
+    }
+    fn rmdir(&self, dir: Ino, name: &[u8]) -> Result<()> {
+        self.change(|v| v.rmdir(ino32(dir)?, name))
+    }
+    fn rename(
+        &self,
+        dir: Ino,
+        name: &[u8],
+        new_dir: Ino,
+        new_name: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        self.change(|v| v.rename(ino32(dir)?, name, ino32(new_dir)?, new_name, flags))
+    }
+    fn write_at(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        self.change(|v| {
+            let mut rec = v.inode(ino32(ino)?)?;
+            regular(&rec)?;
+            v.write_data(&mut rec, offset, data)?;
+            v.put_inode(&mut rec)?;
+            Ok(data.len())
+        })
+    }
+    fn setattr(&self, ino: Ino, attr: SetAttr) -> Result<Metadata> {
+        self.change(|v| {
+            let mut rec = v.inode(ino32(ino)?)?;
+            v.set_attr(&mut rec, &attr)?;
+            v.put_inode(&mut rec)?;
+            Self::meta(v, rec.ino)
+        })
+    }
+    fn fallocate(&self, ino: Ino, mode: Fallocate, offset: u64, len: u64) -> Result<()> {
+        self.change(|v| {
+            let mut rec = v.inode(ino32(ino)?)?;
+            v.fallocate(&mut rec, mode, offset, len)?;
+            v.put_inode(&mut rec)
+        })
+    }
+    fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8]) -> Result<()> {
+        let _ = (ino, name, value);
+        Err(Error::incompatible(
+            "setting extended attributes is not written yet",
+        ))
+    }
+    fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        let _ = (ino, name);
+        Err(Error::incompatible(
+            "removing extended attributes is not written yet",
+        ))
+    }
+    fn fsync(&self, _ino: Ino, _datasync: bool) -> Result<()> {
+        self.w().commit()
+    }
+    fn sync(&self) -> Result<()> {
+        self.w().commit()
+    }
+}
+
+/// Only regular files take data writes.
+fn regular(rec: &InodeRec) -> Result<()> {
+    match rec.file_type()? {
+        usfs_fs::FileType::Regular => Ok(()),
+        usfs_fs::FileType::Directory => Err(Error::IsDir),
+        _ => Err(Error::Invalid),
+    }
+}
+
+impl Volume {
+    /// Commits and marks the file system cleanly closed.
+    pub fn close(&mut self) -> Result<()> {
+        self.commit()
+    }
+}
+
+/// The reader of a volume, for code that only reads.
+impl AsRef<Ext4> for Volume {
+    fn as_ref(&self) -> &Ext4 {
+        &self.fs
+    }
+}

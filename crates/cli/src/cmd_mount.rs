@@ -15,9 +15,11 @@ use usfs_fuse::{CacheMode, Options};
 /// Arguments of `usfs mount`.
 #[derive(clap::Args)]
 pub struct MountArgs {
-    /// Options, comma-separated or repeated: `cache` (kernel page cache, long attribute
-    /// TTLs; the default), `direct_io` (FOPEN_DIRECT_IO: every read reaches usfs),
-    /// `threads=N` (server threads, default 1), `ro` (accepted; mounts are read-only).
+    /// Options, comma-separated or repeated: `ro` (the default) or `rw` (ext4 only:
+    /// changes go through the journaled volume; one writer per image), `cache` (kernel
+    /// page cache, long attribute TTLs; the default), `direct_io` (FOPEN_DIRECT_IO: every
+    /// request reaches usfs), `threads=N` (server threads, default 1), `allow_other`,
+    /// `default_permissions` (always on: the kernel checks permissions).
     #[arg(short = 'o', value_name = "OPTS")]
     opts: Vec<String>,
     /// Stay in the foreground.
@@ -36,9 +38,18 @@ pub struct UmountArgs {
     mountpoint: PathBuf,
 }
 
-fn parse_opts(list: &[String]) -> CliResult<(CacheMode, usize)> {
+/// What the -o options ask for.
+struct Parsed {
+    cache: CacheMode,
+    threads: usize,
+    rw: bool,
+    allow_other: bool,
+}
+
+fn parse_opts(list: &[String]) -> CliResult<Parsed> {
     let mut cache = CacheMode::Cache;
     let mut threads = 1;
+    let (mut rw, mut allow_other) = (false, false);
     for o in list
         .iter()
         .flat_map(|s| s.split(','))
@@ -47,23 +58,54 @@ fn parse_opts(list: &[String]) -> CliResult<(CacheMode, usize)> {
         match o {
             "cache" => cache = CacheMode::Cache,
             "direct_io" => cache = CacheMode::DirectIo,
-            "ro" => {}
+            "ro" => rw = false,
+            "rw" => rw = true,
+            "allow_other" => allow_other = true,
+            "default_permissions" | "noatime" | "nodev" | "nosuid" => {}
             _ => match o.strip_prefix("threads=").map(str::parse::<usize>) {
                 Some(Ok(n)) if (1..=256).contains(&n) => threads = n,
                 _ => {
                     return Err(CliError(format!(
-                        "mount: unknown option `{o}` (cache, direct_io, threads=1..256, ro)"
+                        "mount: unknown option `{o}` (ro, rw, cache, direct_io, threads=1..256, allow_other, default_permissions)"
                     )))
                 }
             },
         }
     }
-    Ok((cache, threads))
+    Ok(Parsed {
+        cache,
+        threads,
+        rw,
+        allow_other,
+    })
+}
+
+/// What a mount serves, and the writer lock of a read-write one.
+struct Served {
+    backend: usfs_fuse::Backend,
+    owned: Option<usfs_vfs::owner::Owned>,
 }
 
 pub fn run(args: &MountArgs) -> CliResult {
-    let (cache, threads) = parse_opts(&args.opts)?;
-    let fs = image::open(&args.image)?;
+    let Parsed {
+        cache,
+        threads,
+        rw,
+        allow_other,
+    } = parse_opts(&args.opts)?;
+    let fs = if rw {
+        let owned = usfs_vfs::owner::open_rw(&args.image)
+            .map_err(|e| CliError::at(args.image.display(), e))?;
+        Served {
+            backend: usfs_fuse::Backend::ReadWrite(owned.fs.clone()),
+            owned: Some(owned),
+        }
+    } else {
+        Served {
+            backend: usfs_fuse::Backend::ReadOnly(image::open(&args.image)?),
+            owned: None,
+        }
+    };
     if !args.mountpoint.is_dir() {
         return Err(CliError::at(args.mountpoint.display(), "not a directory"));
     }
@@ -74,10 +116,11 @@ pub fn run(args: &MountArgs) -> CliResult {
             .unwrap_or_else(|_| args.image.clone())
             .display()
             .to_string(),
+        allow_other,
     };
     let mp = &args.mountpoint;
     if args.foreground {
-        usfs_fuse::serve(fs, mp, &opts, || {}).map_err(|e| CliError::at(mp.display(), e))?;
+        serve(fs, mp, &opts, || {}).map_err(|e| CliError::at(mp.display(), e))?;
         return Ok(ExitCode::SUCCESS);
     }
     daemonize_and_serve(fs, mp, &opts)
@@ -85,11 +128,7 @@ pub fn run(args: &MountArgs) -> CliResult {
 
 /// Forks (before any thread exists); the child mounts and serves, the parent waits until
 /// the child says the mount is in place (or why it failed) and exits accordingly.
-fn daemonize_and_serve(
-    fs: std::sync::Arc<dyn usfs_fs::FileSystem>,
-    mp: &Path,
-    opts: &Options,
-) -> CliResult {
+fn daemonize_and_serve(fs: Served, mp: &Path, opts: &Options) -> CliResult {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array we pass.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -111,7 +150,7 @@ fn daemonize_and_serve(
             // SAFETY: setsid has no preconditions; it detaches from the terminal's session.
             unsafe { libc::setsid() };
             let mut ready_wr = wr.try_clone().ok();
-            let r = usfs_fuse::serve(fs, mp, opts, || {
+            let r = serve(fs, mp, opts, || {
                 if let Some(w) = ready_wr.as_mut() {
                     let _ = w.write_all(b"ok");
                 }
@@ -150,6 +189,45 @@ fn daemonize_and_serve(
     }
 }
 
+/// Serves until unmounted. A read-write mount is unmounted on SIGTERM, SIGINT or SIGHUP
+/// (so the server gets FUSE's DESTROY and returns), then its volume is committed and
+/// closed cleanly.
+fn serve(fs: Served, mp: &Path, opts: &Options, ready: impl FnOnce()) -> std::io::Result<()> {
+    if fs.owned.is_some() {
+        unmount_on_signal(mp);
+    }
+    let r = usfs_fuse::serve(fs.backend, mp, opts, ready);
+    if let Some(o) = fs.owned {
+        o.fs.shutdown().map_err(std::io::Error::other)?;
+    }
+    r
+}
+
+/// Blocks the termination signals in this thread (and the threads it starts) and
+/// starts a thread that waits for one and unmounts `mp`.
+fn unmount_on_signal(mp: &Path) {
+    let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()) else {
+        return;
+    };
+    // SAFETY: a zeroed sigset is valid input for sigemptyset; the set is only read by
+    // pthread_sigmask and sigwait; umount2 reads a NUL-terminated path.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        std::thread::spawn(move || {
+            let mut sig = 0;
+            libc::sigwait(&set, &mut sig);
+            if libc::umount2(c.as_ptr(), 0) != 0 {
+                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+            }
+        });
+    }
+}
+
 /// Points stdin, stdout and stderr at /dev/null, so a caller waiting for our output is
 /// not held by the background server.
 fn detach_stdio() {
@@ -170,8 +248,12 @@ pub fn run_umount(args: &UmountArgs) -> CliResult {
     let mp = &args.mountpoint;
     let c = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes())
         .map_err(|_| CliError::at(mp.display(), "path holds a NUL byte"))?;
+    let image = mount_source(mp);
     // SAFETY: umount2 reads the NUL-terminated path.
     if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        if let Some(img) = image {
+            wait_for_writer(&img);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let err = std::io::Error::last_os_error();
@@ -189,4 +271,37 @@ pub fn run_umount(args: &UmountArgs) -> CliResult {
         });
     }
     Err(CliError::at(mp.display(), err))
+}
+
+/// The source (the image path a usfs mount names) of the mount at `mp`.
+fn mount_source(mp: &Path) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(mp).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        if f.get(4).map(Path::new) == Some(want.as_path())
+            && f.get(sep + 1).is_some_and(|t| t.starts_with("fuse"))
+        {
+            return f.get(sep + 2).map(PathBuf::from);
+        }
+    }
+    None
+}
+
+/// Waits (up to a minute) until no usfs writer holds `image`: the server of a read-write
+/// mount commits and closes the volume after the kernel lets the mount go, and a caller
+/// of `usfs umount` expects a finished image when it returns.
+fn wait_for_writer(image: &Path) {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(image) else {
+        return;
+    };
+    for _ in 0..600 {
+        // SAFETY: flock on a descriptor we own; released when `f` closes.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -120,4 +120,15 @@ pub trait FileSystemWrite: FileSystem {
 
     /// Makes everything durable.
     fn sync(&self) -> Result<()>;
+
+    /// A front end opened `ino`: an inode whose last link goes while it is open stays
+    /// (on the orphan list) until the matching [`release_file`](Self::release_file).
+    fn open_file(&self, _ino: Ino) -> Result<()> {
+        Ok(())
+    }
+
+    /// A front end closed `ino` (once per [`open_file`](Self::open_file)).
+    fn release_file(&self, _ino: Ino) -> Result<()> {
+        Ok(())
+    }
 }

@@ -8,16 +8,19 @@
 //! Everything goes through [`usfs_fs::FileSystem`] and the vfs helpers (`read_file`,
 //! `list_dir`), the same code the preload library uses.
 
+mod write;
+
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use usfs_fs::{FileSystem, FileType, Ino, Metadata, Timestamp};
+use usfs_fs::{FileSystem, FileSystemWrite, FileType, Ino, Metadata, RenameFlags, Timestamp};
 use usfs_vfs::errno_of;
 
 /// How file data is cached.
@@ -38,6 +41,8 @@ pub struct Options {
     pub threads: usize,
     /// Shown as the source in /proc/mounts.
     pub fsname: String,
+    /// Let other users in (allow_other).
+    pub allow_other: bool,
 }
 
 /// TTL of attributes and names: the image is read-only, so they never change under us.
@@ -46,13 +51,66 @@ const TTL: Duration = Duration::from_secs(3600);
 /// The FUSE file system over a usfs back end.
 pub struct Server {
     fs: Arc<dyn FileSystem>,
+    /// The same back end's write interface on a read-write mount.
+    w: Option<Arc<dyn FileSystemWrite>>,
     cache: CacheMode,
 }
 
+/// What a mount serves: a read-only file system, or a writable one.
+#[derive(Clone)]
+pub enum Backend {
+    /// Read-only.
+    ReadOnly(Arc<dyn FileSystem>),
+    /// Read-write.
+    ReadWrite(Arc<dyn FileSystemWrite>),
+}
+
 impl Server {
-    /// A server for `fs`.
-    pub fn new(fs: Arc<dyn FileSystem>, cache: CacheMode) -> Server {
-        Server { fs, cache }
+    /// A server for `b`.
+    pub fn new(b: Backend, cache: CacheMode) -> Server {
+        match b {
+            Backend::ReadOnly(fs) => Server { fs, w: None, cache },
+            Backend::ReadWrite(w) => Server {
+                fs: w.clone(),
+                w: Some(w),
+                cache,
+            },
+        }
+    }
+
+    /// The write interface, or EROFS on a read-only mount.
+    fn w(&self) -> Result<&dyn FileSystemWrite, Errno> {
+        self.w.as_deref().ok_or(Errno::from_i32(libc::EROFS))
+    }
+
+    /// Replies to a request that made or found an inode.
+    fn entry(&self, r: usfs_fs::Result<Metadata>, reply: ReplyEntry) {
+        match r {
+            Ok(m) => reply.entry(&TTL, &self.attr(&m), Generation(m.generation as u64)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Replies with nothing but success or the error.
+    fn empty(r: usfs_fs::Result<()>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open_flags(&self) -> FopenFlags {
+        match self.cache {
+            CacheMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+            CacheMode::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
+        }
+    }
+
+    fn caller(req: &Request) -> write::Caller {
+        write::Caller {
+            uid: req.uid(),
+            gid: req.gid(),
+        }
     }
 
     /// FUSE names the root 1; the back end's root and inode 1 swap numbers (a bijection,
@@ -109,6 +167,15 @@ fn system_time(t: Timestamp) -> SystemTime {
     } else {
         UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
     }
+}
+
+/// A Linux device number from the 32-bit one FUSE carries (new_decode_dev).
+fn decode_dev32(d: u32) -> u64 {
+    let (major, minor) = (
+        ((d >> 8) & 0xfff) as u64,
+        ((d & 0xff) | ((d >> 12) & 0xfff00)) as u64,
+    );
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
 }
 
 /// The 32-bit device number FUSE carries (new_encode_dev).
@@ -193,15 +260,382 @@ impl Filesystem for Server {
         }
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
-            return reply.error(Errno::from_i32(libc::EROFS));
-        }
-        let f = match self.cache {
-            CacheMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
-            CacheMode::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let Some(w) = self.w.as_deref() else {
+            if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+                return reply.error(Errno::from_i32(libc::EROFS));
+            }
+            return reply.opened(FileHandle(0), self.open_flags());
         };
-        reply.opened(FileHandle(0), f);
+        match w.open_file(self.ino_of(ino)) {
+            Ok(()) => reply.opened(FileHandle(1), self.open_flags()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match (&self.w, fh.0) {
+            (Some(w), 1) => Self::empty(w.release_file(self.ino_of(ino)), reply),
+            _ => reply.ok(),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lo: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.w() {
+            Ok(w) => Self::empty(w.fsync(self.ino_of(ino), datasync), reply),
+            Err(_) => reply.ok(),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.w() {
+            Ok(w) => Self::empty(w.fsync(self.ino_of(ino), datasync), reply),
+            Err(_) => reply.ok(),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let w = match self.w() {
+            Ok(w) => w,
+            Err(e) => return reply.error(e),
+        };
+        let ino = self.ino_of(ino);
+        // O_APPEND writes arrive with the kernel's idea of the end; the size here is the truth.
+        let offset = if flags.0 & libc::O_APPEND != 0 && self.cache == CacheMode::DirectIo {
+            match w.getattr(ino) {
+                Ok(m) => m.size,
+                Err(e) => return reply.error(errno(&e)),
+            }
+        } else {
+            offset
+        };
+        match w.write_at(ino, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let w = match self.w() {
+            Ok(w) => w,
+            Err(e) => return reply.error(e),
+        };
+        let r = write::setattr(
+            w,
+            self.ino_of(ino),
+            Self::caller(req),
+            mode,
+            uid,
+            gid,
+            size,
+            write::timestamp(atime),
+            write::timestamp(mtime),
+        );
+        match r {
+            Ok(m) => {
+                let mut attr = self.attr(&m);
+                attr.ino = INodeNo(m.ino);
+                reply.attr(&TTL, &attr)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                let dir = self.ino_of(parent);
+                let pm = w.getattr(dir)?;
+                let ft = write::type_of_mode(mode)?;
+                let rdev = decode_dev32(rdev);
+                w.create(
+                    dir,
+                    name.as_bytes(),
+                    write::new_node(ft, mode, umask, rdev, Self::caller(req), &pm),
+                )
+            });
+        self.entry(r, reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                let dir = self.ino_of(parent);
+                let pm = w.getattr(dir)?;
+                let node =
+                    write::new_node(FileType::Directory, mode, umask, 0, Self::caller(req), &pm);
+                w.mkdir(dir, name.as_bytes(), node)
+            });
+        self.entry(r, reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.w() {
+            Ok(w) => Self::empty(w.unlink(self.ino_of(parent), name.as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.w() {
+            Ok(w) => Self::empty(w.rmdir(self.ino_of(parent), name.as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                let c = Self::caller(req);
+                let dir = self.ino_of(parent);
+                let pm = w.getattr(dir)?;
+                let gid = if pm.perm & 0o2000 != 0 { pm.gid } else { c.gid };
+                w.symlink(
+                    dir,
+                    link_name.as_bytes(),
+                    target.as_os_str().as_bytes(),
+                    c.uid,
+                    gid,
+                )
+            });
+        self.entry(r, reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let w = match self.w() {
+            Ok(w) => w,
+            Err(e) => return reply.error(e),
+        };
+        if flags.bits() & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE) != 0 {
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        let fl = RenameFlags {
+            noreplace: flags.bits() & libc::RENAME_NOREPLACE != 0,
+            exchange: flags.bits() & libc::RENAME_EXCHANGE != 0,
+        };
+        let r = w.rename(
+            self.ino_of(parent),
+            name.as_bytes(),
+            self.ino_of(newparent),
+            newname.as_bytes(),
+            fl,
+        );
+        Self::empty(r, reply)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| w.link(self.ino_of(ino), self.ino_of(newparent), newname.as_bytes()));
+        self.entry(r, reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                let dir = self.ino_of(parent);
+                let pm = w.getattr(dir)?;
+                let ft = write::type_of_mode(mode | libc::S_IFREG)?;
+                let m = w.create(
+                    dir,
+                    name.as_bytes(),
+                    write::new_node(ft, mode, umask, 0, Self::caller(req), &pm),
+                )?;
+                w.open_file(m.ino)?;
+                Ok(m)
+            });
+        match r {
+            Ok(m) => reply.created(
+                &TTL,
+                &self.attr(&m),
+                Generation(m.generation as u64),
+                FileHandle(1),
+                self.open_flags(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                w.fallocate(
+                    self.ino_of(ino),
+                    write::fallocate_mode(mode)?,
+                    offset,
+                    length,
+                )
+            });
+        Self::empty(r, reply)
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .w()
+            .map_err(|_| usfs_fs::Error::ReadOnly)
+            .and_then(|w| {
+                let ino = self.ino_of(ino);
+                let exists = match w.get_xattr(ino, name.as_bytes()) {
+                    Ok(_) => true,
+                    Err(usfs_fs::Error::NoData) => false,
+                    Err(e) => return Err(e),
+                };
+                if flags & libc::XATTR_CREATE != 0 && exists {
+                    return Err(usfs_fs::Error::Exists);
+                }
+                if flags & libc::XATTR_REPLACE != 0 && !exists {
+                    return Err(usfs_fs::Error::NoData);
+                }
+                w.set_xattr(ino, name.as_bytes(), value)
+            });
+        Self::empty(r, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.w() {
+            Ok(w) => Self::empty(w.remove_xattr(self.ino_of(ino), name.as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn read(
@@ -309,7 +743,9 @@ impl Filesystem for Server {
         // Permission bits are checked by the kernel (default_permissions); only writes
         // are refused here.
         match self.fs.getattr(self.ino_of(ino)) {
-            Ok(_) if mask.bits() & libc::W_OK != 0 => reply.error(Errno::from_i32(libc::EROFS)),
+            Ok(_) if mask.bits() & libc::W_OK != 0 && self.w.is_none() => {
+                reply.error(Errno::from_i32(libc::EROFS))
+            }
             Ok(_) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -349,19 +785,27 @@ impl Filesystem for Server {
 /// called once the mount is in place (before serving), e.g. to let a waiting parent
 /// process go.
 pub fn serve(
-    fs: Arc<dyn FileSystem>,
+    fs: Backend,
     mountpoint: &std::path::Path,
     opts: &Options,
     ready: impl FnOnce(),
 ) -> std::io::Result<()> {
     let mut config = fuser::Config::default();
+    let rw = matches!(fs, Backend::ReadWrite(_));
     config.mount_options = vec![
-        fuser::MountOption::RO,
+        if rw {
+            fuser::MountOption::RW
+        } else {
+            fuser::MountOption::RO
+        },
         fuser::MountOption::FSName(opts.fsname.clone()),
         fuser::MountOption::Subtype("usfs".into()),
         fuser::MountOption::DefaultPermissions,
         fuser::MountOption::NoAtime,
     ];
+    if opts.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = opts.threads > 1;
     let session = fuser::Session::new(Server::new(fs, opts.cache), mountpoint, &config)?;

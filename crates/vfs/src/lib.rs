@@ -24,6 +24,7 @@ mod file;
 mod mounts;
 mod node;
 mod open;
+pub mod owner;
 pub mod resolve;
 pub mod runs;
 pub mod shared;

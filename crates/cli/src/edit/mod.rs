@@ -7,8 +7,6 @@ pub mod cp;
 pub mod simple;
 
 use crate::image::{CliError, CliResult};
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use usfs_ext4::rw::Ext4Rw;
 use usfs_fs::{Error, FileSystem, Ino};
@@ -52,51 +50,27 @@ pub struct Editor {
     /// The image file.
     pub image: PathBuf,
     /// The volume.
-    pub fs: Ext4Rw,
-    _lock: File,
+    pub fs: std::sync::Arc<Ext4Rw>,
+    owned: usfs_vfs::owner::Owned,
 }
 
 impl Editor {
-    /// Opens `image` for changes: takes the writer lock (a second writer, usfs or a kernel
-    /// mount, is refused by name), refuses formats usfs cannot change.
+    /// Opens `image` for changes as its only writer ([`usfs_vfs::owner::open_rw`]).
     pub fn open(image: &Path) -> CliResult<Editor> {
-        let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
-        let lock = File::options()
-            .read(true)
-            .write(true)
-            .open(image)
-            .map_err(|e| at(&e))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(at(
-                &"in use by another usfs writer (usfs mount -o rw, or another editing command)",
-            ));
-        }
-        if let Some(dev) = kernel_user(image) {
-            return Err(at(&format!(
-                "attached to {dev}: the kernel may have it mounted; unmount and detach it first"
-            )));
-        }
-        let dev = usfs_dev::open(image, usfs_dev::OpenMode::File, true).map_err(|e| at(&e))?;
-        if !usfs_ext4::probe(&*dev) {
-            return Err(at(
-                &"not an ext2/3/4 image (only ext4 images can be changed)",
-            ));
-        }
-        let fs = Ext4Rw::open(dev).map_err(|e| at(&e))?;
+        let owned =
+            usfs_vfs::owner::open_rw(image).map_err(|e| CliError::at(image.display(), e))?;
         Ok(Editor {
             image: image.to_path_buf(),
-            fs,
-            _lock: lock,
+            fs: owned.fs.clone(),
+            owned,
         })
     }
 
     /// Commits and closes the image cleanly.
     pub fn close(self) -> CliResult<()> {
-        let image = self.image;
-        self.fs
-            .close()
-            .map_err(|e| CliError::at(image.display(), e))
+        let r = self.fs.shutdown();
+        drop(self.owned);
+        r.map_err(|e| CliError::at(self.image.display(), e))
     }
 
     /// An error about `path` inside this image.
@@ -106,7 +80,7 @@ impl Editor {
 
     /// Resolves `path` (following symlinks on the way; the last one when `follow`).
     pub fn resolve(&self, path: &str, follow: bool) -> Result<Ino, Error> {
-        usfs_fs::path::resolve(&self.fs, path.as_bytes(), follow)
+        usfs_fs::path::resolve(&*self.fs, path.as_bytes(), follow)
     }
 
     /// The directory holding `path` and the last component's name.
@@ -130,23 +104,6 @@ impl Editor {
             .getattr(ino)
             .is_ok_and(|m| m.file_type == usfs_fs::FileType::Directory)
     }
-}
-
-/// The loop device the kernel has attached to `image`, if any (its backing file is it).
-fn kernel_user(image: &Path) -> Option<String> {
-    let want = std::fs::canonicalize(image).ok()?;
-    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if !name.starts_with("loop") {
-            continue;
-        }
-        if let Ok(b) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
-            if Path::new(b.trim()) == want {
-                return Some(format!("/dev/{name}"));
-            }
-        }
-    }
-    None
 }
 
 /// The caller's umask (read without changing it for good).

@@ -44,6 +44,9 @@ impl Ext4Rw {
     /// Runs `f` on the volume alone, then commits if the transaction is large.
     fn change<T>(&self, f: impl FnOnce(&mut Volume) -> Result<T>) -> Result<T> {
         let mut v = self.w();
+        if v.closed {
+            return Err(Error::ReadOnly);
+        }
         let out = f(&mut v)?;
         if v.txn.dirty.len() >= COMMIT_BLOCKS {
             v.commit()?;
@@ -51,10 +54,10 @@ impl Ext4Rw {
         Ok(out)
     }
 
-    /// Commits and closes the volume (marks the file system clean).
-    pub fn close(self) -> Result<()> {
-        let mut v = self.vol.into_inner().unwrap_or_else(|e| e.into_inner());
-        v.close()
+    /// Commits and closes the volume (marks the file system clean); every later change
+    /// fails with EROFS.
+    pub fn shutdown(&self) -> Result<()> {
+        self.w().close()
     }
 
     /// Metadata of inode `ino` under an already held lock.
@@ -218,7 +221,12 @@ fn regular(rec: &InodeRec) -> Result<()> {
 impl Volume {
     /// Commits and marks the file system cleanly closed.
     pub fn close(&mut self) -> Result<()> {
-        self.commit()
+        if self.closed {
+            return Ok(());
+        }
+        self.commit()?;
+        self.closed = true;
+        Ok(())
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Volume {
     pub(crate) clock: fn() -> Timestamp,
     /// Counter mixed into new inodes' generation numbers.
     pub(crate) gen_counter: u64,
+    /// Closed: no more changes.
+    pub(crate) closed: bool,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -111,6 +113,7 @@ impl Volume {
             sb_block,
             clock: now,
             gen_counter: 0,
+            closed: false,
         })
     }
 

@@ -382,17 +382,15 @@ impl Filesystem for Server {
             Ok(w) => w,
             Err(e) => return reply.error(e),
         };
-        let r = write::setattr(
-            w,
-            self.ino_of(ino),
-            Self::caller(req),
-            mode,
+        let attr = usfs_fs::SetAttr {
+            perm: mode.map(|m| m & 0o7777),
             uid,
             gid,
             size,
-            write::timestamp(atime),
-            write::timestamp(mtime),
-        );
+            atime: write::timestamp(atime),
+            mtime: write::timestamp(mtime),
+        };
+        let r = write::setattr(w, self.ino_of(ino), Self::caller(req), attr);
         match r {
             Ok(m) => {
                 let mut attr = self.attr(&m);

@@ -79,37 +79,25 @@ pub(crate) fn setattr(
     w: &dyn FileSystemWrite,
     ino: Ino,
     c: Caller,
-    mode: Option<u32>,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    size: Option<u64>,
-    atime: Option<Timestamp>,
-    mtime: Option<Timestamp>,
+    mut attr: SetAttr,
 ) -> Result<Metadata, Error> {
     let cur = w.getattr(ino)?;
-    let mut perm = mode.map(|m| m & 0o7777);
-    let owner_change = uid.is_some_and(|u| u != cur.uid) || gid.is_some_and(|g| g != cur.gid);
-    if (owner_change || size.is_some()) && perm.is_none() && cur.file_type != FileType::Directory {
+    let owner_change =
+        attr.uid.is_some_and(|u| u != cur.uid) || attr.gid.is_some_and(|g| g != cur.gid);
+    if (owner_change || attr.size.is_some())
+        && attr.perm.is_none()
+        && cur.file_type != FileType::Directory
+    {
         let p = cur.perm;
         let mut cleared = p & !0o4000;
         if p & 0o010 != 0 {
             cleared &= !0o2000;
         }
         if cleared != p && (owner_change || c.uid != 0) {
-            perm = Some(cleared);
+            attr.perm = Some(cleared);
         }
     }
-    w.setattr(
-        ino,
-        SetAttr {
-            perm,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-        },
-    )
+    w.setattr(ino, attr)
 }
 
 /// fallocate(2)'s mode bits.

@@ -3,6 +3,7 @@
 //! EA inode (ea_inode feature).
 
 use super::checksum::crc32c_raw;
+use usfs_fs::{Error, Result};
 
 /// Magic of the in-inode area and of xattr blocks.
 pub const XATTR_MAGIC: u32 = 0xEA02_0000;
@@ -198,4 +199,94 @@ pub fn acl_xattr_to_ext4(v: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// One attribute in on-disk form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnDisk {
+    /// Namespace index.
+    pub index: u8,
+    /// Name within the namespace.
+    pub name: Vec<u8>,
+    /// Value as stored (ACLs in ext4's compact form).
+    pub value: Vec<u8>,
+}
+
+fn pad4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Lays out `attrs` as entries from `base` (entry offsets) with values packed downward
+/// from `end`; value offsets are relative to `rel`. Returns false if they do not fit.
+pub fn lay_out(buf: &mut [u8], base: usize, end: usize, rel: usize, attrs: &[OnDisk]) -> bool {
+    let entries: usize = attrs
+        .iter()
+        .map(|a| entry_size(a.name.len()))
+        .sum::<usize>()
+        + 4;
+    let values: usize = attrs.iter().map(|a| pad4(a.value.len())).sum();
+    if base + entries + values > end {
+        return false;
+    }
+    let mut e = base;
+    let mut v = end;
+    for a in attrs {
+        let offs = if a.value.is_empty() {
+            0
+        } else {
+            v -= pad4(a.value.len());
+            buf[v..v + a.value.len()].copy_from_slice(&a.value);
+            v - rel
+        };
+        let mut h = XattrEntry::new(&mut buf[e..e + 16]).expect("16 bytes");
+        h.set_e_name_len(a.name.len() as u8);
+        h.set_e_name_index(a.index);
+        h.set_e_value_offs(offs as u16);
+        h.set_e_value_size(a.value.len() as u32);
+        h.set_e_hash(entry_hash(&a.name, &a.value, false));
+        buf[e + 16..e + 16 + a.name.len()].copy_from_slice(&a.name);
+        e += entry_size(a.name.len());
+    }
+    true
+}
+
+/// Converts a full name and a getxattr-style value of inode `ino` to on-disk form.
+pub fn to_on_disk(ino: u32, name: &[u8], value: &[u8]) -> Result<OnDisk> {
+    let bad = |why: &str| {
+        Error::incompatible(format!(
+            "inode {ino}: xattr {}: {why}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    let (index, suffix) = split_name(name).ok_or_else(|| bad("unknown namespace"))?;
+    if suffix.len() > 255 {
+        return Err(bad("name too long"));
+    }
+    let value = if index == INDEX_POSIX_ACL_ACCESS || index == INDEX_POSIX_ACL_DEFAULT {
+        acl_xattr_to_ext4(value).ok_or_else(|| bad("malformed POSIX ACL"))?
+    } else {
+        value.to_vec()
+    };
+    Ok(OnDisk {
+        index,
+        name: suffix.to_vec(),
+        value,
+    })
+}
+
+/// Sets an xattr block's header (magic, one block, h_hash over its entries' hashes as
+/// the kernel's ext4_xattr_rehash computes it) for entries laid out from
+/// [`BLOCK_HEADER_SIZE`]; the refcount and checksum are left to the caller.
+pub fn finish_block_header(blk: &mut [u8]) {
+    let mut hash = 0u32;
+    let mut e = BLOCK_HEADER_SIZE;
+    while e + ENTRY_HEADER_SIZE <= blk.len() && blk[e..e + 4] != [0, 0, 0, 0] {
+        let h = XattrEntry::new(&blk[e..e + 16]).expect("16 bytes");
+        hash = (hash << 16) ^ (hash >> 16) ^ h.e_hash();
+        e += entry_size(h.e_name_len() as usize);
+    }
+    let mut h = XattrBlockHeader::new(&mut blk[..32]).expect("32 bytes");
+    h.set_h_magic(XATTR_MAGIC);
+    h.set_h_blocks(1);
+    h.set_h_hash(hash);
 }

@@ -113,7 +113,7 @@ impl Ext4 {
         Ok(v)
     }
 
-    fn metadata(&self, inode: &LoadedInode) -> Result<Metadata> {
+    pub(crate) fn metadata(&self, inode: &LoadedInode) -> Result<Metadata> {
         let r = &inode.raw;
         let isz = self.geo.inode_size as usize;
         let file_type = inode.file_type()?;

@@ -3,7 +3,7 @@
 
 mod describe;
 pub(crate) mod dir;
-mod fs_impl;
+pub(crate) mod fs_impl;
 pub(crate) mod htree;
 pub(crate) mod inode;
 pub(crate) mod map;

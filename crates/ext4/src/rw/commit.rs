@@ -17,7 +17,11 @@ use usfs_fs::{Error, Result};
 impl Volume {
     /// Commits the running transaction and makes it durable. A no-op when nothing changed.
     pub fn commit(&mut self) -> Result<()> {
-        if self.txn.dirty.is_empty() && self.txn.freed.is_empty() && self.txn.groups.is_empty() {
+        if self.txn.dirty.is_empty()
+            && self.txn.freed.is_empty()
+            && self.txn.groups.is_empty()
+            && !self.sb_dirty
+        {
             if self.txn.data_written {
                 self.overlay.flush()?;
                 self.txn.data_written = false;
@@ -38,6 +42,7 @@ impl Volume {
         }
         self.write_groups()?;
         self.write_superblock()?;
+        self.sb_dirty = false;
         // Ordered data: file data before the metadata that points at it.
         self.overlay.flush()?;
         self.txn.data_written = false;

@@ -56,10 +56,31 @@ impl Volume {
         (off / bs, (off % bs) as usize)
     }
 
-    /// Loads in-use inode `ino` for change (checked as the reader checks it).
+    /// Loads in-use inode `ino` for change (checked as the reader checks it; an open
+    /// orphan too).
     pub fn inode(&self, ino: u32) -> Result<InodeRec> {
-        let l = self.fs.load_inode(ino as u64)?;
-        Ok(InodeRec { ino, raw: l.raw })
+        match self.fs.load_inode(ino as u64) {
+            Ok(l) => Ok(InodeRec { ino, raw: l.raw }),
+            Err(Error::Corrupt(_)) if self.is_open(ino) => self.inode_any(ino),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Loads inode `ino` whatever its state (orphans have no links), checking its
+    /// checksum and mode only.
+    pub(crate) fn inode_any(&self, ino: u32) -> Result<InodeRec> {
+        let ino = self.fs.check_ino(ino as u64)?;
+        let raw = self.fs.read_inode_raw(ino)?;
+        if let Some(seed) = self.fs.csum_seed {
+            if !raw.checksum_ok(seed, ino, self.fs.geo.inode_size as usize) {
+                return Err(Error::corrupt(format!(
+                    "inode {ino}: checksum does not match"
+                )));
+            }
+        }
+        let rec = InodeRec { ino, raw };
+        rec.file_type()?;
+        Ok(rec)
     }
 
     /// Writes `rec` back into its inode-table block with its checksum.

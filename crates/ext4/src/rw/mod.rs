@@ -14,9 +14,11 @@ mod data;
 mod inode;
 pub mod meta;
 mod namespace;
+mod orphan;
 mod seams;
 mod shared;
 mod volume;
+mod xattr;
 
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};

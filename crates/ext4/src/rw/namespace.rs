@@ -411,6 +411,10 @@ impl Volume {
         let n = rec.raw.i_links_count();
         if n <= 1 {
             rec.raw.set_i_links_count(0);
+            if self.is_open(rec.ino) {
+                self.touch(rec, false);
+                return self.add_orphan(rec);
+            }
             return self.release(rec);
         }
         rec.raw.set_i_links_count(n - 1);

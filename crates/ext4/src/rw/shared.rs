@@ -81,7 +81,13 @@ impl FileSystem for Ext4Rw {
         self.r().fs.lookup(dir, name)
     }
     fn getattr(&self, ino: Ino) -> Result<Metadata> {
-        self.r().fs.getattr(ino)
+        let v = self.r();
+        match v.fs.getattr(ino) {
+            Err(Error::Corrupt(_)) if v.is_open(ino32(ino)?) => {
+                v.fs.metadata(&v.open_orphan(ino32(ino)?)?)
+            }
+            r => r,
+        }
     }
     fn readdir(
         &self,
@@ -92,7 +98,13 @@ impl FileSystem for Ext4Rw {
         self.r().fs.readdir(dir, cookie, f)
     }
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.r().fs.read_at(ino, offset, buf)
+        let v = self.r();
+        match v.fs.read_at(ino, offset, buf) {
+            Err(Error::Corrupt(_)) if v.is_open(ino32(ino)?) => {
+                v.fs.read_file(&v.open_orphan(ino32(ino)?)?, offset, buf)
+            }
+            r => r,
+        }
     }
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         self.r().fs.readlink(ino)
@@ -207,6 +219,21 @@ impl FileSystemWrite for Ext4Rw {
     fn sync(&self) -> Result<()> {
         self.w().commit()
     }
+    fn open_file(&self, ino: Ino) -> Result<()> {
+        self.w().open_inode(ino32(ino)?);
+        Ok(())
+    }
+    fn release_file(&self, ino: Ino) -> Result<()> {
+        self.change(|v| v.close_inode(ino32(ino)?))
+    }
+}
+
+impl Volume {
+    /// An open inode whose last link is gone (the reader refuses unlinked inodes).
+    fn open_orphan(&self, ino: u32) -> Result<crate::read::inode::LoadedInode> {
+        let rec = self.inode_any(ino)?;
+        Ok(crate::read::inode::LoadedInode { ino, raw: rec.raw })
+    }
 }
 
 /// Only regular files take data writes.
@@ -223,6 +250,11 @@ impl Volume {
     pub fn close(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());
+        }
+        let open: Vec<u32> = self.open_count.keys().copied().collect();
+        for ino in open {
+            self.open_count.insert(ino, 1);
+            self.close_inode(ino)?;
         }
         self.commit()?;
         self.closed = true;

@@ -50,6 +50,10 @@ pub struct Volume {
     pub(crate) gen_counter: u64,
     /// Closed: no more changes.
     pub(crate) closed: bool,
+    /// Open counts of inodes the front ends hold open.
+    pub(crate) open_count: std::collections::HashMap<u32, u32>,
+    /// The in-memory superblock changed (orphan list) and must be committed.
+    pub(crate) sb_dirty: bool,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -104,7 +108,7 @@ impl Volume {
         let blocks = seed_blocks(&fs)?;
         let inodes = seed_inodes(&fs)?;
         let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
-        Ok(Volume {
+        let mut v = Volume {
             fs,
             overlay,
             blocks,
@@ -114,7 +118,12 @@ impl Volume {
             clock: now,
             gen_counter: 0,
             closed: false,
-        })
+            open_count: Default::default(),
+            sb_dirty: false,
+        };
+        v.cleanup_orphans()?;
+        v.commit()?;
+        Ok(v)
     }
 
     /// The reader's view of the volume (every change made so far included).

@@ -4,8 +4,8 @@
 use super::writer::{Writer, EXTRA_ISIZE};
 use crate::format::inode::GOOD_OLD_INODE_SIZE;
 use crate::format::xattr::{
-    acl_xattr_to_ext4, block_checksum, entry_hash, entry_size, split_name, XattrBlockHeader,
-    XattrEntry, BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, XATTR_MAGIC,
+    block_checksum, finish_block_header, lay_out, to_on_disk, XattrBlockHeader, BLOCK_HEADER_SIZE,
+    XATTR_MAGIC,
 };
 use std::collections::HashMap;
 use usfs_fs::{Error, Result};
@@ -13,80 +13,11 @@ use usfs_fs::{Error, Result};
 /// Most inodes sharing one xattr block (the kernel's EXT4_XATTR_REFCOUNT_MAX).
 pub const REFCOUNT_MAX: u32 = 1024;
 
-/// One attribute in on-disk form.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct OnDisk {
-    index: u8,
-    name: Vec<u8>,
-    value: Vec<u8>,
-}
-
 /// Xattr blocks made so far, by content, for sharing.
 #[derive(Debug, Default)]
 pub(crate) struct XattrBlocks {
     by_content: HashMap<Vec<u8>, usize>,
     blocks: Vec<(u64, Vec<u8>, u32)>,
-}
-
-fn pad4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// Lays out `attrs` as entries from `base` (entry offsets) with values packed downward
-/// from `end`; value offsets are relative to `rel`. Returns false if they do not fit.
-fn lay_out(buf: &mut [u8], base: usize, end: usize, rel: usize, attrs: &[OnDisk]) -> bool {
-    let entries: usize = attrs
-        .iter()
-        .map(|a| entry_size(a.name.len()))
-        .sum::<usize>()
-        + 4;
-    let values: usize = attrs.iter().map(|a| pad4(a.value.len())).sum();
-    if base + entries + values > end {
-        return false;
-    }
-    let mut e = base;
-    let mut v = end;
-    for a in attrs {
-        let offs = if a.value.is_empty() {
-            0
-        } else {
-            v -= pad4(a.value.len());
-            buf[v..v + a.value.len()].copy_from_slice(&a.value);
-            v - rel
-        };
-        let mut h = XattrEntry::new(&mut buf[e..e + 16]).expect("16 bytes");
-        h.set_e_name_len(a.name.len() as u8);
-        h.set_e_name_index(a.index);
-        h.set_e_value_offs(offs as u16);
-        h.set_e_value_size(a.value.len() as u32);
-        h.set_e_hash(entry_hash(&a.name, &a.value, false));
-        buf[e + 16..e + 16 + a.name.len()].copy_from_slice(&a.name);
-        e += entry_size(a.name.len());
-    }
-    true
-}
-
-fn to_on_disk(ino: u32, name: &[u8], value: &[u8]) -> Result<OnDisk> {
-    let bad = |why: &str| {
-        Error::incompatible(format!(
-            "inode {ino}: xattr {}: {why}",
-            String::from_utf8_lossy(name)
-        ))
-    };
-    let (index, suffix) = split_name(name).ok_or_else(|| bad("unknown namespace"))?;
-    if suffix.len() > 255 {
-        return Err(bad("name too long"));
-    }
-    let value = if index == INDEX_POSIX_ACL_ACCESS || index == INDEX_POSIX_ACL_DEFAULT {
-        acl_xattr_to_ext4(value).ok_or_else(|| bad("malformed POSIX ACL"))?
-    } else {
-        value.to_vec()
-    };
-    Ok(OnDisk {
-        index,
-        name: suffix.to_vec(),
-        value,
-    })
 }
 
 impl Writer {
@@ -129,19 +60,7 @@ impl Writer {
                     "inode {ino}: extended attributes do not fit in the inode and one {bs}-byte block (ea_inode is not supported)"
                 )));
             }
-            let mut hash = 0u32;
-            let mut e = BLOCK_HEADER_SIZE;
-            for a in &block_set {
-                let eh = XattrEntry::new(&blk[e..e + 16]).expect("16").e_hash();
-                hash = (hash << 16) ^ (hash >> 16) ^ eh;
-                e += entry_size(a.name.len());
-            }
-            {
-                let mut h = XattrBlockHeader::new(&mut blk[..32]).expect("32");
-                h.set_h_magic(XATTR_MAGIC);
-                h.set_h_blocks(1);
-                h.set_h_hash(hash);
-            }
+            finish_block_header(&mut blk);
             let block = match self.xattr_blocks.by_content.get(&blk) {
                 Some(&i) if self.xattr_blocks.blocks[i].2 < REFCOUNT_MAX => {
                     self.xattr_blocks.blocks[i].2 += 1;

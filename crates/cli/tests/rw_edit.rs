@@ -1,0 +1,222 @@
+//! Changing ext4 images against the kernel: the editing commands (`usfs cp/mkdir/rm/mv/
+//! ln/chmod/chown`) and `usfs mount -o rw` do to one copy of an image what the kernel does
+//! to another through a loop mount; the trees must then be equal (the project's
+//! comparator, times set alike at the end), `e2fsck -fn` clean, and the kernel must mount
+//! the usfs-written image and keep writing with e2fsck clean after.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use usfs_testkit::cmp::{compare, CmpOptions};
+
+/// mke2fs layouts every test runs on.
+const LAYOUTS: &[(&str, &[&str])] = &[
+    ("ext4", &["-t", "ext4"]),
+    ("nocsum", &["-t", "ext4", "-O", "^metadata_csum"]),
+    ("1k", &["-t", "ext4", "-b", "1024"]),
+    ("nojournal", &["-t", "ext4", "-O", "^has_journal"]),
+    ("no64bit", &["-t", "ext4", "-O", "^64bit,^metadata_csum", "-E", "lazy_itable_init=1"]),
+    ("ext3", &["-t", "ext3"]),
+    ("ext2", &["-t", "ext2"]),
+];
+
+/// A source tree with files of many sizes, holes, links and subdirectories.
+fn make_tree(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    sh(&format!(
+        "cd '{}' && mkdir -p a/b/c d e && echo hello > a/hello && : > empty && \
+         head -c 4095 /dev/urandom > a/b/odd && head -c 4096 /dev/urandom > a/b/even && \
+         head -c 300000 /dev/urandom > a/b/c/big && truncate -s 5M sparse && \
+         printf tail >> sparse && ln -s hello a/short && \
+         ln -s $(printf 'x%.0s' $(seq 1 100)) a/long && ln a/hello d/hard && \
+         for i in $(seq 1 300); do echo $i > e/f$i; done && chmod 0751 a && chmod 4755 a/hello",
+        dir.display()
+    ));
+}
+
+/// Both sides of one comparison: the usfs-written image and the kernel-written one.
+struct Pair {
+    usfs: PathBuf,
+    kernel: PathBuf,
+}
+
+fn make_pair(s: &Scratch, name: &str, args: &[&str], src: &Path) -> Pair {
+    let usfs_img = s.path(&format!("{name}-usfs.img"));
+    mke2fs(&usfs_img, "64M", args, Some(src));
+    let kernel = s.path(&format!("{name}-kernel.img"));
+    std::fs::copy(&usfs_img, &kernel).unwrap();
+    Pair {
+        usfs: usfs_img,
+        kernel,
+    }
+}
+
+fn usfs_ok(args: &[&str]) {
+    run_ok(Command::new(usfs()).args(args));
+}
+
+fn fsck_clean(img: &Path, what: &str) {
+    let o = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{what}: e2fsck -fn {}:\n{}{}",
+        img.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Sets every time in the tree under `dir` to one value, so trees written at different
+/// moments compare equal.
+fn same_times(dir: &Path) {
+    sh(&format!(
+        "cd '{}' && find . -mindepth 1 -exec touch -h -d @1000000000 {{}} + && touch -d @1000000000 .",
+        dir.display()
+    ));
+}
+
+/// Mounts both images read-write, levels the times, then compares them read-only.
+fn compare_images(s: &Scratch, p: &Pair, what: &str) {
+    for img in [&p.usfs, &p.kernel] {
+        let m = Mount::new(img, &s.path("lvl"), "ext4", "");
+        same_times(&m.dir);
+    }
+    let a = Mount::new(&p.usfs, &s.path("cmp-usfs"), "ext4", "ro");
+    let b = Mount::new(&p.kernel, &s.path("cmp-kernel"), "ext4", "ro");
+    let opts = CmpOptions {
+        atime: false,
+        ..Default::default()
+    };
+    if let Err(d) = compare(&a.dir, &b.dir, &opts) {
+        panic!("{what}: usfs and kernel trees differ: {d}");
+    }
+}
+
+/// After usfs wrote an image, the kernel mounts it and keeps writing; e2fsck stays clean.
+fn kernel_keeps_writing(s: &Scratch, img: &Path, what: &str) {
+    {
+        let m = Mount::new(img, &s.path("after"), "ext4", "");
+        sh(&format!(
+            "cd '{}' && mkdir -p kernel-after && cp -r /usr/share/doc/e2fsprogs kernel-after/ 2>/dev/null; \
+             for i in $(seq 1 50); do echo $i > kernel-after/n$i; done; rm -f kernel-after/n1*; sync",
+            m.dir.display()
+        ));
+    }
+    fsck_clean(img, &format!("{what}: after the kernel wrote more"));
+}
+
+#[test]
+fn editing_commands_match_the_kernel() {
+    if !need_root("editing_commands_match_the_kernel") || !need_tool("editing", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-edit");
+    let src = s.path("src");
+    make_tree(&src);
+    let extra = s.path("extra");
+    make_tree(&extra);
+    for (name, args) in LAYOUTS {
+        let p = make_pair(&s, name, args, &src);
+        let u = |rel: &str| format!("{}:{rel}", p.usfs.display());
+        // usfs side.
+        usfs_ok(&["mkdir", "-p", &u("/x/y/z")]);
+        usfs_ok(&["mkdir", "-m", "0700", &u("/priv")]);
+        usfs_ok(&["cp", "-r", extra.to_str().unwrap(), &u("/x/y")]);
+        usfs_ok(&["cp", extra.join("a/b/c/big").to_str().unwrap(), &u("/priv/big2")]);
+        usfs_ok(&["rm", "-r", &u("/e")]);
+        usfs_ok(&["rm", &u("/a/b/odd")]);
+        usfs_ok(&["mv", &u("/a/hello"), &u("/d/renamed")]);
+        usfs_ok(&["mv", &u("/x/y/extra/e"), &u("/priv")]);
+        usfs_ok(&["ln", "-s", "../d/renamed", &u("/a/link2")]);
+        usfs_ok(&["ln", &u("/d/renamed"), &u("/x/hard2")]);
+        usfs_ok(&["chmod", "0640", &u("/a/b/even")]);
+        usfs_ok(&["chmod", "g+w,o-r", &u("/a/b")]);
+        usfs_ok(&["chown", "1234:5678", &u("/a/b/c/big")]);
+        fsck_clean(&p.usfs, &format!("{name}: usfs editing commands"));
+        // The kernel side, the same steps.
+        {
+            let m = Mount::new(&p.kernel, &s.path("k"), "ext4", "");
+            let d = m.dir.display();
+            sh(&format!(
+                "cd '{d}' && umask 022 && mkdir -p x/y/z && mkdir -m 0700 priv && cp -r '{e}' x/y && \
+                 cp '{e}/a/b/c/big' priv/big2 && rm -r e && rm a/b/odd && mv a/hello d/renamed && \
+                 mv x/y/extra/e priv && ln -s ../d/renamed a/link2 && ln d/renamed x/hard2 && \
+                 chmod 0640 a/b/even && chmod g+w,o-r a/b && chown 1234:5678 a/b/c/big",
+                e = extra.display()
+            ));
+        }
+        compare_images(&s, &p, name);
+        kernel_keeps_writing(&s, &p.usfs, name);
+    }
+}
+
+#[test]
+fn copy_out_and_image_to_image_preserve_everything() {
+    if !need_root("copy_out") || !need_tool("copy_out", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-cpout");
+    let src = s.path("src");
+    make_tree(&src);
+    let img = s.path("a.img");
+    mke2fs(&img, "64M", &["-t", "ext4"], Some(&src));
+    let out = s.path("out");
+    usfs_ok(&["cp", "-a", &format!("{}:/a", img.display()), out.to_str().unwrap()]);
+    let opts = CmpOptions {
+        atime: false,
+        ..Default::default()
+    };
+    compare(&src.join("a"), &out, &opts).unwrap_or_else(|d| panic!("copy out: {d}"));
+    // Image to image with -a: same tree (times kept by -p).
+    let img2 = s.path("b.img");
+    mke2fs(&img2, "64M", &["-t", "ext4", "-b", "1024"], None);
+    usfs_ok(&["cp", "-a", &format!("{}:/a", img.display()), &format!("{}:/", img2.display())]);
+    fsck_clean(&img2, "image to image");
+    let m = Mount::new(&img2, &s.path("m2"), "ext4", "ro");
+    compare(&src.join("a"), &m.dir.join("a"), &opts).unwrap_or_else(|d| panic!("image to image: {d}"));
+}
+
+#[test]
+fn a_second_writer_and_a_kernel_mount_are_refused() {
+    if !need_root("second_writer") || !need_tool("second_writer", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-lock");
+    let img = s.path("a.img");
+    mke2fs(&img, "32M", &["-t", "ext4"], None);
+    let _m = Mount::new(&img, &s.path("m"), "ext4", "");
+    let o = Command::new(usfs())
+        .args(["mkdir", &format!("{}:/x", img.display())])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("attached to /dev/loop"), "{err}");
+}
+
+#[test]
+fn full_disk_gives_enospc_and_a_clean_image() {
+    if !need_tool("full_disk", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-full");
+    let img = s.path("a.img");
+    mke2fs(&img, "8M", &["-t", "ext4", "-O", "^has_journal"], None);
+    let big = s.path("big");
+    sh(&format!("head -c 20000000 /dev/urandom > '{}'", big.display()));
+    let (code, _, err) = run_limited(
+        Command::new(usfs()).args(["cp", big.to_str().unwrap(), &format!("{}:/big", img.display())]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1), "a copy larger than the image must fail");
+    let err = String::from_utf8_lossy(&err);
+    assert!(err.contains("No space left") || err.contains("no space"), "{err}");
+    fsck_clean(&img, "after ENOSPC");
+    // Freeing it makes room again.
+    usfs_ok(&["rm", &format!("{}:/big", img.display())]);
+    fsck_clean(&img, "after removing the partial file");
+}

@@ -9,6 +9,12 @@
 //! - the volume: the overlay of the running transaction over the device, the journal
 //!   commit, the allocators seeded from the bitmaps, and the operations.
 
+pub mod dir_edit;
+mod dir_htree;
+mod dir_leaf;
+#[cfg(test)]
+mod dir_tests;
 pub mod meta;
 
+pub use dir_edit::{check_name, DirEdit, HashParams};
 pub use meta::{DirFile, Freed, MemMeta, Meta};

@@ -13,6 +13,8 @@ pub mod dir_edit;
 mod dir_htree;
 mod dir_leaf;
 #[cfg(test)]
+mod dir_oracle_tests;
+#[cfg(test)]
 mod dir_tests;
 pub mod meta;
 

@@ -109,3 +109,142 @@ pub fn find_tail(block: &[u8]) -> Option<DirTail<&[u8]>> {
         && t.det_reserved_ft() == TAIL_FILE_TYPE)
         .then_some(t)
 }
+
+/// Space an entry with an `name_len`-byte name takes when packed (header + name, rounded up
+/// to 4 bytes): the kernel's EXT4_DIR_REC_LEN.
+pub fn entry_size(name_len: usize) -> usize {
+    (DIRENT_HEADER + name_len + 3) & !3
+}
+
+/// One entry of a directory block as [`Dirents`] yields it, unused entries included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dirent<'a> {
+    /// Byte offset of the entry in the walked area.
+    pub off: usize,
+    /// Its rec_len (decoded): the entry owns `off..off + rec_len`.
+    pub rec_len: usize,
+    /// Inode number; 0 for an unused entry.
+    pub ino: u32,
+    /// The name (may be empty for unused entries).
+    pub name: &'a [u8],
+    /// File type code (0 without the filetype feature).
+    pub file_type: u8,
+}
+
+/// Why an entry of a directory block cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirentFault {
+    /// Fewer than 8 bytes left for the header.
+    TruncatedHeader,
+    /// rec_len below 8, not a multiple of 4, or past the end of the area.
+    RecLen(usize),
+    /// The name does not fit in rec_len.
+    NameLen {
+        /// Stored name length.
+        name_len: usize,
+        /// Stored rec_len.
+        rec_len: usize,
+    },
+    /// A live entry with an inode number out of range or an empty name.
+    Inode {
+        /// Stored inode number.
+        ino: u32,
+        /// Stored name length.
+        name_len: usize,
+    },
+}
+
+impl std::fmt::Display for DirentFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            DirentFault::TruncatedHeader => write!(f, "truncated entry header"),
+            DirentFault::RecLen(r) => write!(f, "rec_len {r} invalid"),
+            DirentFault::NameLen { name_len, rec_len } => {
+                write!(f, "name_len {name_len} exceeds rec_len {rec_len}")
+            }
+            DirentFault::Inode { ino, name_len } => {
+                write!(f, "inode {ino} / name length {name_len} invalid")
+            }
+        }
+    }
+}
+
+/// The one walker over a chain of directory entries (a leaf block without its checksum
+/// tail, a dx root's `.`/`..`, an inline area): yields every entry in disk order, unused
+/// ones included, and stops after the first fault, which it yields as `Err((offset, fault))`.
+/// The reader ([`crate::Ext4`]) and the directory mutator (`rw::dir_edit`) both use it.
+#[derive(Clone, Debug)]
+pub struct Dirents<'a> {
+    area: &'a [u8],
+    off: usize,
+    block_size: u32,
+    has_filetype: bool,
+    inodes_count: u32,
+}
+
+impl<'a> Dirents<'a> {
+    /// Walks `area` of a file system with `block_size`-byte blocks (for rec_len decoding),
+    /// the filetype feature as given, and `inodes_count` inodes (live entries must point
+    /// at 1..=inodes_count).
+    pub fn new(area: &'a [u8], block_size: u32, has_filetype: bool, inodes_count: u32) -> Self {
+        Dirents {
+            area,
+            off: 0,
+            block_size,
+            has_filetype,
+            inodes_count,
+        }
+    }
+
+    fn parse(&self) -> Result<Dirent<'a>, DirentFault> {
+        let (area, off) = (self.area, self.off);
+        if area.len() - off < DIRENT_HEADER {
+            return Err(DirentFault::TruncatedHeader);
+        }
+        let h = DirEntryHeader::new(&area[off..]).expect("checked length");
+        let rec_len = decode_rec_len(h.rec_len(), self.block_size) as usize;
+        let name_len = if self.has_filetype {
+            h.name_len() as usize
+        } else {
+            h.name_len() as usize | (h.file_type() as usize) << 8
+        };
+        if rec_len < DIRENT_HEADER || !rec_len.is_multiple_of(4) || rec_len > area.len() - off {
+            return Err(DirentFault::RecLen(rec_len));
+        }
+        if DIRENT_HEADER + name_len > rec_len {
+            return Err(DirentFault::NameLen { name_len, rec_len });
+        }
+        let ino = h.inode();
+        if ino != 0 && (ino > self.inodes_count || name_len == 0) {
+            return Err(DirentFault::Inode { ino, name_len });
+        }
+        Ok(Dirent {
+            off,
+            rec_len,
+            ino,
+            name: &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
+            file_type: if self.has_filetype { h.file_type() } else { 0 },
+        })
+    }
+}
+
+impl<'a> Iterator for Dirents<'a> {
+    type Item = Result<Dirent<'a>, (usize, DirentFault)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.off >= self.area.len() {
+            return None;
+        }
+        match self.parse() {
+            Ok(e) => {
+                self.off += e.rec_len;
+                Some(Ok(e))
+            }
+            Err(fault) => {
+                let at = self.off;
+                self.off = self.area.len();
+                Some(Err((at, fault)))
+            }
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::inode::LoadedInode;
 use super::Ext4;
-use crate::format::dirent::{self, decode_rec_len, DirEntryHeader, DIRENT_HEADER};
+use crate::format::dirent::{self, decode_rec_len, DirEntryHeader, Dirents};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::flags;
 use usfs_fs::{DirEntry, Error, FileType, Result};
@@ -140,47 +140,26 @@ impl Ext4 {
         f: &mut dyn FnMut(&RawEntry) -> bool,
     ) -> Result<bool> {
         let has_ft = self.geo.features.has_incompat(incompat::FILETYPE);
-        let mut off = 0usize;
-        while off < area.len() {
-            let bad = |what: &str| {
-                Err(Error::corrupt(format!(
-                    "directory {dir_ino}: entry at byte {}: {what}",
+        let walk = Dirents::new(area, self.geo.block_size, has_ft, self.geo.inodes_count);
+        for item in walk {
+            let e = item.map_err(|(off, fault)| {
+                Error::corrupt(format!(
+                    "directory {dir_ino}: entry at byte {}: {fault}",
                     base + off as u64
-                )))
-            };
-            if area.len() - off < DIRENT_HEADER {
-                return bad("truncated entry header");
-            }
-            let h = DirEntryHeader::new(&area[off..]).expect("checked length");
-            let rec_len = decode_rec_len(h.rec_len(), self.geo.block_size) as usize;
-            let name_len = if has_ft {
-                h.name_len() as usize
-            } else {
-                h.name_len() as usize | (h.file_type() as usize) << 8
-            };
-            if rec_len < DIRENT_HEADER || !rec_len.is_multiple_of(4) || off + rec_len > area.len() {
-                return bad(&format!("rec_len {rec_len} invalid"));
-            }
-            if DIRENT_HEADER + name_len > rec_len {
-                return bad(&format!("name_len {name_len} exceeds rec_len {rec_len}"));
-            }
-            let ino = h.inode();
-            if ino != 0 && off as u64 >= start {
-                if ino > self.geo.inodes_count || name_len == 0 {
-                    return bad(&format!("inode {ino} / name length {name_len} invalid"));
-                }
-                let e = RawEntry {
-                    pos: base + off as u64,
-                    next: base + (off + rec_len) as u64,
-                    ino,
-                    name: &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
-                    file_type: if has_ft { h.file_type() } else { 0 },
+                ))
+            })?;
+            if e.ino != 0 && e.off as u64 >= start {
+                let r = RawEntry {
+                    pos: base + e.off as u64,
+                    next: base + (e.off + e.rec_len) as u64,
+                    ino: e.ino,
+                    name: e.name,
+                    file_type: e.file_type,
                 };
-                if !f(&e) {
+                if !f(&r) {
                     return Ok(false);
                 }
             }
-            off += rec_len;
         }
         Ok(true)
     }

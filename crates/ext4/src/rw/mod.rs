@@ -11,6 +11,13 @@
 
 mod commit;
 mod data;
+pub mod dir_edit;
+mod dir_htree;
+mod dir_leaf;
+#[cfg(test)]
+mod dir_oracle_tests;
+#[cfg(test)]
+mod dir_tests;
 mod inode;
 pub mod meta;
 mod namespace;
@@ -20,6 +27,7 @@ mod shared;
 mod volume;
 mod xattr;
 
+pub use dir_edit::{check_name, DirEdit, HashParams};
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};
 pub use shared::{Ext4Rw, COMMIT_BLOCKS};

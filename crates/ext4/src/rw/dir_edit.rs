@@ -13,7 +13,6 @@ use crate::format::dirent::{self, DirentFault};
 use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::{compat, incompat};
 use crate::format::superblock::Superblock;
-use std::io;
 use usfs_fs::{Error, FileType, Result};
 
 /// `s_flags` bit: directory hashes read name bytes as unsigned char.
@@ -78,7 +77,7 @@ fn check_entry_name(name: &[u8]) -> Result<()> {
 
 /// EEXIST: the name is already in the directory.
 pub(crate) fn exists() -> Error {
-    Error::Io(io::Error::from_raw_os_error(libc::EEXIST))
+    Error::Exists
 }
 
 /// A live entry found by name, with the block that holds it.

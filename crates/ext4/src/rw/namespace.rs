@@ -11,14 +11,9 @@ use usfs_fs::{Error, FileType, NewNode, RenameFlags, Result};
 /// Links a directory may have before dir_nlink makes it 1 ("many"), as EXT4_LINK_MAX.
 const LINK_MAX: u16 = 65000;
 
-/// Checks a name for a new entry.
+/// Checks a name for a new entry (`.` and `..` always exist).
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(Error::Invalid);
-    }
-    if name.len() > 255 {
-        return Err(Error::NameTooLong);
-    }
+    super::dir_edit::check_name(name)?;
     if name == b"." || name == b".." {
         return Err(Error::Exists);
     }

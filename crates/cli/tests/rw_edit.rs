@@ -18,7 +18,17 @@ const LAYOUTS: &[(&str, &[&str])] = &[
     ("nocsum", &["-t", "ext4", "-O", "^metadata_csum"]),
     ("1k", &["-t", "ext4", "-b", "1024"]),
     ("nojournal", &["-t", "ext4", "-O", "^has_journal"]),
-    ("no64bit", &["-t", "ext4", "-O", "^64bit,^metadata_csum", "-E", "lazy_itable_init=1"]),
+    (
+        "no64bit",
+        &[
+            "-t",
+            "ext4",
+            "-O",
+            "^64bit,^metadata_csum",
+            "-E",
+            "lazy_itable_init=1",
+        ],
+    ),
     ("ext3", &["-t", "ext3"]),
     ("ext2", &["-t", "ext2"]),
 ];
@@ -126,7 +136,11 @@ fn editing_commands_match_the_kernel() {
         usfs_ok(&["mkdir", "-p", &u("/x/y/z")]);
         usfs_ok(&["mkdir", "-m", "0700", &u("/priv")]);
         usfs_ok(&["cp", "-r", extra.to_str().unwrap(), &u("/x/y")]);
-        usfs_ok(&["cp", extra.join("a/b/c/big").to_str().unwrap(), &u("/priv/big2")]);
+        usfs_ok(&[
+            "cp",
+            extra.join("a/b/c/big").to_str().unwrap(),
+            &u("/priv/big2"),
+        ]);
         usfs_ok(&["rm", "-r", &u("/e")]);
         usfs_ok(&["rm", &u("/a/b/odd")]);
         usfs_ok(&["mv", &u("/a/hello"), &u("/d/renamed")]);
@@ -165,7 +179,12 @@ fn copy_out_and_image_to_image_preserve_everything() {
     let img = s.path("a.img");
     mke2fs(&img, "64M", &["-t", "ext4"], Some(&src));
     let out = s.path("out");
-    usfs_ok(&["cp", "-a", &format!("{}:/a", img.display()), out.to_str().unwrap()]);
+    usfs_ok(&[
+        "cp",
+        "-a",
+        &format!("{}:/a", img.display()),
+        out.to_str().unwrap(),
+    ]);
     let opts = CmpOptions {
         atime: false,
         ..Default::default()
@@ -174,10 +193,16 @@ fn copy_out_and_image_to_image_preserve_everything() {
     // Image to image with -a: same tree (times kept by -p).
     let img2 = s.path("b.img");
     mke2fs(&img2, "64M", &["-t", "ext4", "-b", "1024"], None);
-    usfs_ok(&["cp", "-a", &format!("{}:/a", img.display()), &format!("{}:/", img2.display())]);
+    usfs_ok(&[
+        "cp",
+        "-a",
+        &format!("{}:/a", img.display()),
+        &format!("{}:/", img2.display()),
+    ]);
     fsck_clean(&img2, "image to image");
     let m = Mount::new(&img2, &s.path("m2"), "ext4", "ro");
-    compare(&src.join("a"), &m.dir.join("a"), &opts).unwrap_or_else(|d| panic!("image to image: {d}"));
+    compare(&src.join("a"), &m.dir.join("a"), &opts)
+        .unwrap_or_else(|d| panic!("image to image: {d}"));
 }
 
 #[test]
@@ -207,14 +232,24 @@ fn full_disk_gives_enospc_and_a_clean_image() {
     let img = s.path("a.img");
     mke2fs(&img, "8M", &["-t", "ext4", "-O", "^has_journal"], None);
     let big = s.path("big");
-    sh(&format!("head -c 20000000 /dev/urandom > '{}'", big.display()));
+    sh(&format!(
+        "head -c 20000000 /dev/urandom > '{}'",
+        big.display()
+    ));
     let (code, _, err) = run_limited(
-        Command::new(usfs()).args(["cp", big.to_str().unwrap(), &format!("{}:/big", img.display())]),
+        Command::new(usfs()).args([
+            "cp",
+            big.to_str().unwrap(),
+            &format!("{}:/big", img.display()),
+        ]),
         Duration::from_secs(60),
     );
     assert_eq!(code, Some(1), "a copy larger than the image must fail");
     let err = String::from_utf8_lossy(&err);
-    assert!(err.contains("No space left") || err.contains("no space"), "{err}");
+    assert!(
+        err.contains("No space left") || err.contains("no space"),
+        "{err}"
+    );
     fsck_clean(&img, "after ENOSPC");
     // Freeing it makes room again.
     usfs_ok(&["rm", &format!("{}:/big", img.display())]);

@@ -19,10 +19,18 @@ impl RwMount {
     fn new(img: &Path, dir: &Path, opts: &str) -> RwMount {
         std::fs::create_dir_all(dir).unwrap();
         let (code, _, err) = run_limited(
-            Command::new(usfs()).args(["mount", "-o", opts]).arg(img).arg(dir),
+            Command::new(usfs())
+                .args(["mount", "-o", opts])
+                .arg(img)
+                .arg(dir),
             Duration::from_secs(60),
         );
-        assert_eq!(code, Some(0), "usfs mount -o {opts}: {}", String::from_utf8_lossy(&err));
+        assert_eq!(
+            code,
+            Some(0),
+            "usfs mount -o {opts}: {}",
+            String::from_utf8_lossy(&err)
+        );
         RwMount(dir.to_path_buf())
     }
 }
@@ -100,7 +108,11 @@ fn make_tarball(dir: &Path) -> PathBuf {
         s = src.display()
     ));
     let tar = dir.join("tree.tar");
-    sh(&format!("cd '{}' && tar -cf '{}' tree", dir.display(), tar.display()));
+    sh(&format!(
+        "cd '{}' && tar -cf '{}' tree",
+        dir.display(),
+        tar.display()
+    ));
     tar
 }
 
@@ -198,7 +210,11 @@ fn fuse_rw_matches_the_kernel_ext4() {
 #[test]
 fn fuse_rw_matches_the_kernel_direct_io_1k_nocsum() {
     if ready("fuse_rw 1k") {
-        check_layout("1k", &["-t", "ext4", "-b", "1024", "-O", "^metadata_csum"], "rw,direct_io");
+        check_layout(
+            "1k",
+            &["-t", "ext4", "-b", "1024", "-O", "^metadata_csum"],
+            "rw,direct_io",
+        );
     }
 }
 

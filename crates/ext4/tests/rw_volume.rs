@@ -73,7 +73,7 @@ fn allocate_and_free_leaves_the_image_clean() {
             rec.raw.set_i_links_count(1);
             v.put_inode(&mut rec).unwrap();
             v.free_inode(&mut rec).unwrap();
-            v.commit().unwrap();
+            v.close().unwrap();
             assert_eq!(v.free_block_count(), free0, "{name}");
         }
         let (ok, text) = fsck_clean(&img);
@@ -85,7 +85,7 @@ fn allocate_and_free_leaves_the_image_clean() {
         {
             let mut v = open(&img);
             v.alloc_blocks(12, 0, 1).unwrap();
-            v.commit().unwrap();
+            v.close().unwrap();
         }
         let (ok, text) = fsck_clean(&img);
         assert!(

@@ -24,6 +24,7 @@ mod namespace;
 mod orphan;
 mod seams;
 mod shared;
+mod state;
 mod volume;
 mod xattr;
 

@@ -257,6 +257,7 @@ impl Volume {
             self.close_inode(ino)?;
         }
         self.commit()?;
+        self.mark_clean()?;
         self.closed = true;
         Ok(())
     }

@@ -121,6 +121,7 @@ impl Volume {
             open_count: Default::default(),
             sb_dirty: false,
         };
+        v.mark_in_use()?;
         v.cleanup_orphans()?;
         v.commit()?;
         Ok(v)

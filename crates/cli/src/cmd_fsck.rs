@@ -46,11 +46,22 @@ pub struct FsckArgs {
     /// Resource-aware: workers at SCHED_IDLE, core budget from idle CPUs (/proc/stat).
     #[arg(long)]
     nice: bool,
+    /// Extended options, comma-separated (e2fsck's -E): `journal_only` replays the
+    /// journal onto the image (with -y or -p) and stops.
+    #[arg(short = 'E', value_delimiter = ',')]
+    extended: Vec<String>,
     /// The image.
     image: PathBuf,
 }
 
 pub fn run(a: &FsckArgs) -> CliResult {
+    if let Some(bad) = a.extended.iter().find(|e| e.as_str() != "journal_only") {
+        eprintln!("usfs fsck: unknown extended option: {bad}");
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    if a.extended.iter().any(|e| e == "journal_only") {
+        return journal_only(a);
+    }
     if a.yes || a.preen {
         eprintln!("usfs fsck: repair (-y/-p) is not implemented yet; use -n to check");
         return Ok(ExitCode::from(EXIT_USAGE));
@@ -131,6 +142,48 @@ pub fn run(a: &FsckArgs) -> CliResult {
         print_trace(&report.trace);
     }
     Ok(ExitCode::from(code))
+}
+
+/// `-E journal_only`: replay the journal onto the image and stop, as e2fsck does (exit 0
+/// whether or not there was anything to replay; a read-only run only warns).
+fn journal_only(a: &FsckArgs) -> CliResult {
+    let name = a.image.display().to_string();
+    let writable = a.yes || a.preen;
+    let dev = match usfs_dev::FileDevice::open(&a.image, writable) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("usfs fsck: {name}: {e}");
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    };
+    if !writable {
+        let mut f = [0u8; 4];
+        if usfs_dev::Device::read_at(&dev, &mut f, 1024 + 0x60).is_ok()
+            && u32::from_le_bytes(f) & 4 != 0
+        {
+            println!(
+                "Warning: skipping journal recovery because doing a read-only filesystem check."
+            );
+        }
+        return Ok(ExitCode::from(EXIT_CLEAN));
+    }
+    match usfs_ext4::replay_journal(Box::new(dev)) {
+        Ok(None) => Ok(ExitCode::from(EXIT_CLEAN)),
+        Ok(Some(plan)) => {
+            println!("{name}: recovering journal");
+            if let Some(e) = &plan.error {
+                println!("Journal checksum error or corruption found in {name}: {e}");
+            }
+            if let Some(t) = plan.failed_commit {
+                println!("Journal transaction {t} was corrupt, replay was aborted.");
+            }
+            Ok(ExitCode::from(EXIT_CLEAN))
+        }
+        Err(e) => {
+            eprintln!("usfs fsck: {name}: while recovering journal: {e}");
+            Ok(ExitCode::from(EXIT_OPERATIONAL))
+        }
+    }
 }
 
 /// The label if set, else the path; whitespace and ':' become '_' (as e2fsck prints it).

@@ -3,11 +3,12 @@
 
 pub mod alloc;
 pub mod format;
+pub mod journal;
 mod read;
 pub mod rw;
 pub mod write;
 
-pub use read::{Ext4, OpenIssue};
+pub use read::{replay_journal, Ext4, OpenIssue};
 
 /// Does `dev` hold an ext2/3/4 superblock (magic 0xEF53 at byte 1080)?
 pub fn probe(dev: &dyn usfs_dev::Device) -> bool {

@@ -17,6 +17,36 @@ pub fn crc16(mut crc: u16, data: &[u8]) -> u16 {
     crc
 }
 
+/// CRC32 (polynomial 0x04C11DB7, most significant bit first) with start register `crc` and
+/// no final xor: the kernel's `crc32_be`, which jbd2's COMPAT_CHECKSUM commit blocks use
+/// (start ~0, over every descriptor and logged block of the transaction).
+pub fn crc32_be(mut crc: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        crc = (crc << 8) ^ CRC32_BE_TABLE[((crc >> 24) as u8 ^ b) as usize];
+    }
+    crc
+}
+
+const CRC32_BE_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = (i as u32) << 24;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 0x8000_0000 != 0 {
+                (c << 1) ^ 0x04C1_1DB7
+            } else {
+                c << 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
 const CRC16_TABLE: [u16; 256] = {
     let mut t = [0u16; 256];
     let mut i = 0;
@@ -51,6 +81,12 @@ mod tests {
         );
         // Standard CRC32C check value: crc32c("123456789") = 0xE3069283 (with inversions).
         assert_eq!(!crc32c_raw(!0, b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn crc32_be_check_value() {
+        // CRC-32/BZIP2 check value (init ~0, final xor ~0): 0xFC891918.
+        assert_eq!(!crc32_be(!0, b"123456789"), 0xFC89_1918);
     }
 
     #[test]

@@ -10,6 +10,5 @@ pub mod features;
 pub mod geometry;
 pub mod group_desc;
 pub mod inode;
-pub mod journal;
 pub mod superblock;
 pub mod xattr;

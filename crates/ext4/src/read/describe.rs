@@ -162,6 +162,9 @@ impl Ext4 {
             v.push(("Checksum", format!("{:#010x}", sb.s_checksum())));
             v.push(("Checksum seed", format!("{seed:#010x}")));
         }
-        v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        let mut out: Vec<(String, String)> =
+            v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        out.extend(self.describe_journal());
+        out
     }
 }

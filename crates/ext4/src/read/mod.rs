@@ -6,6 +6,8 @@ pub(crate) mod dir;
 pub(crate) mod fs_impl;
 pub(crate) mod htree;
 pub(crate) mod inode;
+mod journal;
+pub use journal::replay_journal;
 pub(crate) mod map;
 pub(crate) mod xattr;
 
@@ -30,21 +32,33 @@ pub struct Ext4 {
 
 impl Ext4 {
     /// Opens the file system on `dev`: reads and checks the superblock and every group
-    /// descriptor. Unsupported features give [`Error::Incompatible`] naming them.
+    /// descriptor. Unsupported features give [`Error::Incompatible`] naming them. A
+    /// journal that needs recovery is replayed in memory (the device is not written):
+    /// the file system reads as after the kernel's or e2fsck's recovery.
     pub fn open(dev: Box<dyn Device>) -> Result<Ext4> {
-        let (fs, issues) = Ext4::open_inner(dev, true)?;
+        if needs_recovery(&*dev) {
+            return Ext4::open_recovering(dev);
+        }
+        let (fs, issues) = Ext4::open_inner(dev, true, false)?;
         debug_assert!(issues.is_empty());
         Ok(fs)
     }
 
     /// Opens for checking: checksum and location problems of the superblock and the group
     /// descriptors are returned instead of failing (the checker reports them). Only a
-    /// superblock whose geometry makes no sense at all is an error.
+    /// superblock whose geometry makes no sense at all is an error. A journal that needs
+    /// recovery is refused ([`Error::Incompatible`] "needs_recovery"): replay it first.
     pub fn open_for_check(dev: Box<dyn Device>) -> Result<(Ext4, Vec<OpenIssue>)> {
-        Ext4::open_inner(dev, false)
+        Ext4::open_inner(dev, false, false)
     }
 
-    fn open_inner(dev: Box<dyn Device>, strict: bool) -> Result<(Ext4, Vec<OpenIssue>)> {
+    /// Opens; `strict` fails on checksum and location problems instead of listing them,
+    /// `recovering` accepts needs_recovery (the first open of a replay in memory).
+    fn open_inner(
+        dev: Box<dyn Device>,
+        strict: bool,
+        recovering: bool,
+    ) -> Result<(Ext4, Vec<OpenIssue>)> {
         let mut issues = Vec::new();
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|e| {
@@ -88,7 +102,7 @@ impl Ext4 {
                 });
             }
         }
-        check_features(&f)?;
+        check_features(&f, recovering)?;
         let geo = Geometry::new(&sb, dev.len())?;
         let csum_seed = metadata_csum.then(|| {
             if f.has_incompat(incompat::CSUM_SEED) {
@@ -246,9 +260,17 @@ pub enum OpenIssue {
     },
 }
 
+/// Does the superblock on `dev` say the journal needs recovery? (False when unreadable:
+/// the open that follows reports that.)
+fn needs_recovery(dev: &dyn Device) -> bool {
+    let mut f = [0u8; 4];
+    dev.read_at(&mut f, SUPERBLOCK_OFFSET + 0x60).is_ok()
+        && u32::from_le_bytes(f) & incompat::RECOVER != 0
+}
+
 /// Refuses feature sets the reader cannot serve correctly.
-fn check_features(f: &features::Features) -> Result<()> {
-    if f.has_incompat(incompat::RECOVER) {
+fn check_features(f: &features::Features, recovering: bool) -> Result<()> {
+    if f.has_incompat(incompat::RECOVER) && !recovering {
         return Err(Error::incompatible(
             "needs_recovery: the journal holds transactions not yet replayed (run e2fsck, or mount and unmount it once)",
         ));
@@ -258,7 +280,10 @@ fn check_features(f: &features::Features) -> Result<()> {
             "journal_dev: this is an external journal device, not a file system",
         ));
     }
-    let unknown = f.incompat & !features::READ_INCOMPAT_SUPPORTED;
+    let mut unknown = f.incompat & !features::READ_INCOMPAT_SUPPORTED;
+    if recovering {
+        unknown &= !incompat::RECOVER;
+    }
     if unknown != 0 {
         let names = features::Features {
             incompat: unknown,

@@ -10,8 +10,9 @@ use crate::format::checksum::crc32c_raw;
 use crate::format::features::{compat, incompat, ro_compat, Features};
 use crate::format::geometry::Geometry;
 use crate::format::inode::{JOURNAL_INO, ROOT_INO};
-use crate::format::journal::{JournalSuperblock, JBD2_MAGIC, JBD2_SUPERBLOCK_V2};
 use crate::format::superblock::{Superblock, EXT4_MAGIC};
+use crate::journal::superblock::JBD2_SUPERBLOCK_V2;
+use crate::journal::{JournalSuperblock, JBD2_MAGIC};
 use usfs_dev::Device;
 use usfs_fs::{Error, Result, Timestamp};
 

@@ -1,0 +1,187 @@
+//! The reader's side of the journal: mapping the journal inode ([`Ext4::journal_map`]),
+//! and opening an image whose journal needs recovery by replaying it in memory (an
+//! [`Overlay`] over the device; the image is never written).
+
+use super::inode::LoadedInode;
+use super::Ext4;
+use crate::format::features::compat;
+use crate::format::inode::{flags, Inode};
+use crate::format::superblock::SUPERBLOCK_OFFSET;
+use crate::journal::{self, replay, JournalMap, ReplayPlan};
+use std::sync::Arc;
+use usfs_dev::{Device, Overlay};
+use usfs_fs::{Error, Result};
+
+impl Ext4 {
+    /// The journal's block map, from the extents or block map of inode
+    /// `s_journal_inum`. An external journal device (no journal inode) is refused by
+    /// name; a hole in the journal is corruption.
+    pub fn journal_map(&self) -> Result<JournalMap> {
+        let ino = self.sb.s_journal_inum();
+        if ino == 0 {
+            return Err(Error::incompatible(
+                "external journal device (the journal is not in this image)",
+            ));
+        }
+        let inode = self.journal_inode(ino)?;
+        let nblocks = inode.raw.size() >> self.geo.block_size_log;
+        if nblocks > u32::MAX as u64 {
+            return Err(Error::corrupt(format!(
+                "journal inode {ino}: {nblocks} blocks"
+            )));
+        }
+        let mut map = JournalMap::new();
+        let mut l = 0u64;
+        while l < nblocks {
+            let run = self.map_block(&inode, l)?;
+            let skip = l - run.lblk.min(l);
+            let Some(p) = run.pblk else {
+                return Err(Error::corrupt(format!(
+                    "journal inode {ino}: hole at block {l}"
+                )));
+            };
+            let len = (run.len - skip).min(nblocks - l).max(1);
+            map.push(p + skip, len as u32);
+            l += len;
+        }
+        Ok(map)
+    }
+
+    /// The journal inode, or (as e2fsck does) the copy of its block map and size in the
+    /// superblock (`s_jnl_blocks`) when the inode is not a regular file in use.
+    fn journal_inode(&self, ino: u32) -> Result<LoadedInode> {
+        let raw = self.read_inode_raw(self.check_ino(ino as u64)?)?;
+        let usable = raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000;
+        if usable || self.sb.s_jnl_backup_type() != 1 {
+            return self.load_inode(ino as u64);
+        }
+        let b = self.sb.s_jnl_blocks();
+        let mut raw = Inode::from_raw(&vec![0u8; self.geo.inode_size as usize]);
+        let iblock: [u8; 60] = b[..60].try_into().expect("60 bytes");
+        raw.set_i_block(&iblock);
+        let word = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().expect("4"));
+        raw.set_size((word(15) as u64) << 32 | word(16) as u64);
+        raw.set_i_links_count(1);
+        raw.set_i_mode(0o100600);
+        if u16::from_le_bytes([iblock[0], iblock[1]]) == crate::format::extent::EXTENT_MAGIC {
+            raw.set_i_flags(flags::EXTENTS);
+        }
+        Ok(LoadedInode { ino, raw })
+    }
+
+    /// The journal's superblock fields in the words of `dumpe2fs` ("Journal features",
+    /// "Total journal size", ...), or nothing without an internal journal.
+    pub(crate) fn describe_journal(&self) -> Vec<(String, String)> {
+        if !self.geo.features.has_compat(compat::HAS_JOURNAL) || self.sb.s_journal_inum() == 0 {
+            return Vec::new();
+        }
+        let fc = self.geo.features.has_compat(compat::FAST_COMMIT);
+        let raw = self.journal_map().and_then(|m| {
+            let mut raw = vec![0u8; self.geo.block_size as usize];
+            let b = m
+                .fs_block(0)
+                .ok_or_else(|| Error::corrupt("journal: empty"))?;
+            self.read_block_into(b, &mut raw, "journal superblock")?;
+            Ok(raw)
+        });
+        match raw {
+            Ok(raw) => journal::superblock::describe(&raw, self.geo.block_size, fc),
+            Err(e) => vec![("Journal superblock".into(), format!("unreadable: {e}"))],
+        }
+    }
+
+    /// Opens an image whose journal needs recovery: a lenient first open finds the
+    /// journal, the replay is planned, and the file system is opened again through an
+    /// overlay holding the replayed blocks, the journal superblock marked empty and the
+    /// superblock as recovery leaves it (needs_recovery clear).
+    pub(super) fn open_recovering(dev: Box<dyn Device>) -> Result<Ext4> {
+        let (pre, _) = Ext4::open_inner(dev, false, true)?;
+        let map = pre.journal_map()?;
+        let bs = pre.geo.block_size;
+        let plan = journal::plan_replay(&*pre.dev, &map, bs)?;
+        if let Some(e) = &plan.error {
+            return Err(Error::corrupt(format!("journal recovery failed: {e}")));
+        }
+        let ov = Overlay::new(pre.dev, bs);
+        overlay_replay(&ov, &map, &plan)?;
+        let (fs, _) = Ext4::open_inner(Box::new(ov), true, false)?;
+        Ok(fs)
+    }
+}
+
+/// Puts `plan`'s blocks, the recovered journal superblock and the recovered ext4
+/// superblock into `ov`.
+fn overlay_replay(ov: &Overlay, map: &JournalMap, plan: &ReplayPlan) -> Result<()> {
+    let bs = ov.block_size() as u64;
+    let dev_blocks = ov.len() / bs;
+    for &b in plan.blocks.keys() {
+        if b >= dev_blocks {
+            continue;
+        }
+        let data = plan.read_block(ov.base(), map, b)?.expect("planned");
+        ov.put(b, Arc::from(data));
+    }
+    if let Some(j0) = map.fs_block(0) {
+        let mut raw = vec![0u8; bs as usize];
+        ov.read_at(&mut raw, j0 * bs)?;
+        replay::recovered_journal_superblock(&mut raw, plan);
+        ov.put(j0, Arc::from(raw));
+    }
+    let sb_blk = SUPERBLOCK_OFFSET / bs;
+    let mut raw = vec![0u8; bs as usize];
+    ov.read_at(&mut raw, sb_blk * bs)?;
+    let at = (SUPERBLOCK_OFFSET - sb_blk * bs) as usize;
+    replay::recovered_superblock(&mut raw[at..at + 1024], plan);
+    ov.put(sb_blk, Arc::from(raw));
+    Ok(())
+}
+
+/// Replays the journal of the image on `dev` onto it, as `e2fsck -E journal_only` does
+/// ([`journal::replay_onto`]). `Ok(None)` when the superblock does not say the journal
+/// needs recovery; then only a journal `s_errno` is moved into the file system's state
+/// (ERROR_FS), as e2fsck's journal check does on every run.
+pub fn replay_journal(dev: Box<dyn Device>) -> Result<Option<ReplayPlan>> {
+    if !super::needs_recovery(&*dev) {
+        let (fs, _) = Ext4::open_inner(dev, false, false)?;
+        fs.clear_journal_errno()?;
+        return Ok(None);
+    }
+    let (pre, _) = Ext4::open_inner(dev, false, true)?;
+    let map = pre.journal_map()?;
+    let plan = journal::plan_replay(&*pre.dev, &map, pre.geo.block_size)?;
+    journal::replay_onto(&*pre.dev, &map, &plan)?;
+    Ok(Some(plan))
+}
+
+impl Ext4 {
+    /// A journal superblock with `s_errno` set: clears it and marks the file system as
+    /// having errors (e2fsck_check_ext3_journal). Without a readable internal journal,
+    /// nothing.
+    fn clear_journal_errno(&self) -> Result<()> {
+        if !self.geo.features.has_compat(compat::HAS_JOURNAL) || self.sb.s_journal_inum() == 0 {
+            return Ok(());
+        }
+        let Some(j0) = self.journal_map().ok().and_then(|m| m.fs_block(0)) else {
+            return Ok(());
+        };
+        let mut raw = self.read_block(j0, "journal superblock")?;
+        let mut jsb = journal::JournalSuperblock::new(&mut raw[..]).expect("a block");
+        if jsb.h_magic() != journal::JBD2_MAGIC || jsb.s_errno() == 0 {
+            return Ok(());
+        }
+        jsb.set_s_errno(0);
+        jsb.update_checksum();
+        let bs = self.geo.block_size as u64;
+        self.dev.write_at(&raw, j0 * bs)?;
+        let mut sb = self.sb.bytes()[..1024].to_vec();
+        let mut s = crate::format::superblock::Superblock::new(&mut sb[..]).expect("1024 bytes");
+        s.set_s_state(s.s_state() | 2);
+        if self.csum_seed.is_some() {
+            let c = s.compute_checksum();
+            s.set_s_checksum(c);
+        }
+        self.dev.write_at(&sb, SUPERBLOCK_OFFSET)?;
+        self.dev.flush()?;
+        Ok(())
+    }
+}

@@ -80,6 +80,38 @@ pub trait Device: Send + Sync {
     }
 }
 
+/// A shared device is a device: one owner can keep a handle (to put blocks into an
+/// [`Overlay`], to replay a journal before a reader opens it) while another owns a box.
+impl<T: Device + ?Sized> Device for std::sync::Arc<T> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn stats(&self) -> &IoStats {
+        (**self).stats()
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        (**self).as_slice()
+    }
+    fn will_need(&self, offset: u64, len: u64) {
+        (**self).will_need(offset, len)
+    }
+    fn start_writeback(&self, offset: u64, len: u64) {
+        (**self).start_writeback(offset, len)
+    }
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_direct(buf, offset)
+    }
+}
+
 /// How to open an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OpenMode {

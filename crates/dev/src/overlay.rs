@@ -196,35 +196,6 @@ impl Device for Overlay {
     }
 }
 
-/// A shared overlay is a device too, so its owner can keep a handle to put blocks while
-/// a reader owns another.
-impl Device for Arc<Overlay> {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        (**self).write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        (**self).flush()
-    }
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-    fn stats(&self) -> &IoStats {
-        (**self).stats()
-    }
-    fn as_slice(&self) -> Option<&[u8]> {
-        (**self).as_slice()
-    }
-    fn will_need(&self, offset: u64, len: u64) {
-        (**self).will_need(offset, len)
-    }
-    fn start_writeback(&self, offset: u64, len: u64) {
-        (**self).start_writeback(offset, len)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

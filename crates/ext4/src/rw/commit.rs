@@ -46,7 +46,36 @@ impl Volume {
         // Ordered data: file data before the metadata that points at it.
         self.overlay.flush()?;
         self.txn.data_written = false;
-        self.write_home()
+        self.log_to_journal()?;
+        self.write_home()?;
+        if let Some(j) = self.journal.as_mut() {
+            j.checkpointed(self.overlay.base())?;
+        }
+        Ok(())
+    }
+
+    /// Logs every changed block and the revoked ones to the journal (durable when it
+    /// returns); nothing without a journal.
+    fn log_to_journal(&mut self) -> Result<()> {
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let held: Vec<(u64, std::sync::Arc<[u8]>)> = self
+            .txn
+            .dirty
+            .iter()
+            .filter_map(|&b| self.overlay.get(b).map(|d| (b, d)))
+            .collect();
+        let blocks: Vec<(u64, &[u8])> = held.iter().map(|(b, d)| (*b, &d[..])).collect();
+        let revoked: Vec<u64> = self
+            .txn
+            .revoked
+            .iter()
+            .copied()
+            .filter(|b| !self.txn.dirty.contains(b))
+            .collect();
+        j.commit(self.overlay.base(), &blocks, &revoked)?;
+        Ok(())
     }
 
     /// Writes every changed block home, flushes, and drops it from the overlay.

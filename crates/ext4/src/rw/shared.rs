@@ -48,7 +48,7 @@ impl Ext4Rw {
             return Err(Error::ReadOnly);
         }
         let out = f(&mut v)?;
-        if v.txn.dirty.len() >= COMMIT_BLOCKS {
+        if v.txn.dirty.len() >= v.commit_threshold() {
             v.commit()?;
         }
         Ok(out)

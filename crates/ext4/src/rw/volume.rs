@@ -11,6 +11,7 @@ use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::geometry::Geometry;
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use crate::journal::JournalWriter;
 use crate::rw::meta::{Freed, Meta};
 use crate::write::no_space;
 use crate::Ext4;
@@ -54,6 +55,8 @@ pub struct Volume {
     pub(crate) open_count: std::collections::HashMap<u32, u32>,
     /// The in-memory superblock changed (orphan list) and must be committed.
     pub(crate) sb_dirty: bool,
+    /// The journal every transaction is logged to (None without has_journal).
+    pub(crate) journal: Option<JournalWriter>,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -73,7 +76,8 @@ const WRITE_RO_COMPAT_REFUSED: u32 = ro_compat::BIGALLOC
     | ro_compat::SHARED_BLOCKS
     | ro_compat::ORPHAN_PRESENT
     | ro_compat::BTREE_DIR;
-const WRITE_COMPAT_REFUSED: u32 = compat::EXCLUDE_INODE | compat::EXCLUDE_BITMAP;
+const WRITE_COMPAT_REFUSED: u32 =
+    compat::EXCLUDE_INODE | compat::EXCLUDE_BITMAP | compat::FAST_COMMIT;
 
 /// The wall clock.
 pub fn now() -> Timestamp {
@@ -91,6 +95,9 @@ impl Volume {
     /// are refused by name before anything is written; so are images whose bitmaps or
     /// descriptors are damaged (a corrupt image is never made worse).
     pub fn open(dev: Box<dyn Device>) -> Result<Volume> {
+        let dev: Arc<dyn Device> = Arc::from(dev);
+        // Writers replay the journal onto the image first, as the kernel does at mount.
+        crate::replay_journal(Box::new(dev.clone()))?;
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET)
             .map_err(|_| Error::corrupt("image too small to hold an ext4 superblock"))?;
@@ -101,13 +108,19 @@ impl Volume {
                 "superblock: block size 2^{log} out of range"
             )));
         }
-        let overlay = Arc::new(Overlay::new(dev, 1 << log));
+        let overlay = Arc::new(Overlay::new(Box::new(dev), 1 << log));
         let fs = Ext4::open(Box::new(overlay.clone()))?;
         check_write_features(fs.geometry())?;
         let geo = fs.geometry().clone();
         let blocks = seed_blocks(&fs)?;
         let inodes = seed_inodes(&fs)?;
         let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
+        let journal = if geo.features.has_compat(compat::HAS_JOURNAL) {
+            let map = fs.journal_map()?;
+            Some(JournalWriter::open(overlay.base(), map, geo.block_size)?)
+        } else {
+            None
+        };
         let mut v = Volume {
             fs,
             overlay,
@@ -120,6 +133,7 @@ impl Volume {
             closed: false,
             open_count: Default::default(),
             sb_dirty: false,
+            journal,
         };
         v.mark_in_use()?;
         v.cleanup_orphans()?;
@@ -141,6 +155,16 @@ impl Volume {
     /// are not yet among them).
     pub fn free_block_count(&self) -> u64 {
         self.blocks.free_blocks()
+    }
+
+    /// Changed blocks after which the running transaction is committed: the journal
+    /// must hold a transaction whole.
+    pub(crate) fn commit_threshold(&self) -> usize {
+        let cap = self
+            .journal
+            .as_ref()
+            .map_or(usize::MAX, |j| j.capacity() / 2);
+        crate::rw::COMMIT_BLOCKS.min(cap).max(16)
     }
 
     /// Marks the group holding block `b` dirty.

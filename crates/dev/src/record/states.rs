@@ -43,6 +43,11 @@ pub enum StateKind {
         /// Writes applied.
         n: usize,
     },
+    /// Every write of the epoch in log order except one.
+    AllBut {
+        /// The write left out (index in [`Log::events`]).
+        dropped: usize,
+    },
     /// A seeded random subset of the epoch's writes (in random order when the plan
     /// reorders; some may be torn into sectors).
     Subset {
@@ -85,6 +90,11 @@ impl fmt::Display for CrashState {
                     self.epoch, self.epoch
                 )
             }
+            StateKind::AllBut { dropped } => write!(
+                f,
+                "epochs 0..{e} whole + all writes of epoch {e} but event {dropped}",
+                e = self.epoch
+            ),
             StateKind::Subset {
                 seed,
                 index,
@@ -130,6 +140,8 @@ pub struct CrashPlan {
     pub prefixes: bool,
     /// Most prefixes per epoch, evenly spaced when the epoch has more writes (0: all).
     pub max_prefixes: usize,
+    /// For each write of a selected epoch, the state with all the others (in log order).
+    pub all_but_one: bool,
     /// Random subsets per selected epoch.
     pub subsets: usize,
     /// Seed of the subsets.
@@ -143,12 +155,13 @@ pub struct CrashPlan {
 }
 
 impl Default for CrashPlan {
-    /// Flush points and all prefixes of every epoch; no random subsets.
+    /// Flush points and all prefixes of every epoch; no all-but-one states, no random subsets.
     fn default() -> CrashPlan {
         CrashPlan {
             flush_points: true,
             prefixes: true,
             max_prefixes: 0,
+            all_but_one: false,
             subsets: 0,
             seed: 0,
             reorder: true,
@@ -200,6 +213,19 @@ impl Log {
                         kind: StateKind::Prefix { n },
                         pieces: writes[..n]
                             .iter()
+                            .map(|&i| Piece::whole(self, i))
+                            .collect::<io::Result<_>>()?,
+                    });
+                }
+            }
+            if plan.all_but_one && writes.len() > 1 {
+                for &dropped in writes {
+                    out.push(CrashState {
+                        epoch: k,
+                        kind: StateKind::AllBut { dropped },
+                        pieces: writes
+                            .iter()
+                            .filter(|&&i| i != dropped)
                             .map(|&i| Piece::whole(self, i))
                             .collect::<io::Result<_>>()?,
                     });

@@ -185,6 +185,26 @@ fn subsets_are_seeded_and_tears_are_sector_pieces() {
 }
 
 #[test]
+fn all_but_one_leaves_out_each_write_once() {
+    let (rec, _) = workload(Store::memory(1 << 20));
+    let log = rec.log();
+    let plan = CrashPlan {
+        flush_points: false,
+        prefixes: false,
+        all_but_one: true,
+        epochs: InEpochs::Last,
+        ..CrashPlan::default()
+    };
+    let states = log.states(&plan).unwrap();
+    assert_eq!(states.len(), 2);
+    assert_eq!(states[0].kind, StateKind::AllBut { dropped: 9 });
+    let img = rebuild(&log, &states[0]);
+    assert_eq!(&img[3100..3103], &[8; 3]);
+    assert_eq!(&img[3000..3100], &base()[3000..3100]);
+    assert_eq!(&rebuild(&log, &states[1])[3100..3103], &[7; 3]);
+}
+
+#[test]
 fn memory_limit_fails_the_write() {
     let rec = Recorder::with_store(Box::new(MemDevice::new(base(), true)), Store::memory(1000));
     rec.write_at(&[1; 600], 0).unwrap();

@@ -23,6 +23,7 @@
 mod cmp;
 mod content;
 pub mod crash;
+pub mod exercise;
 mod gen;
 pub mod names;
 pub mod rng;

@@ -16,7 +16,7 @@ use usfs_testkit::TempDir;
 const SIZE: u64 = 8 << 20;
 
 /// A small source tree; returns the files' image paths and bytes.
-fn tree(src: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn tree(src: &Path) -> check::FileSet {
     let mut rng = Rng::new(5);
     let mut expect = Vec::new();
     for (path, len) in [
@@ -62,7 +62,7 @@ fn record_mkfs(tmp: &Path, base: &Path, src: &Path) -> (Log, PathBuf) {
 
 /// A recorded mkfs: its temporary directory, the base image, the log, the image mkfs
 /// left, and the files it holds.
-type Recorded = (TempDir, PathBuf, Log, PathBuf, Vec<(Vec<u8>, Vec<u8>)>);
+type Recorded = (TempDir, PathBuf, Log, PathBuf, check::FileSet);
 
 fn setup() -> Option<Recorded> {
     if !check::have_e2fsprogs() {

@@ -9,6 +9,9 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Files a state must hold: (absolute path in the image, exact bytes).
+pub type FileSet = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Runs e2fsck with `args` on `image`: its exit code and its output (stdout then stderr).
 pub fn e2fsck(args: &[&str], image: &Path) -> Result<(i32, String), String> {
     let out = Command::new("e2fsck")
@@ -108,10 +111,10 @@ pub fn files_hold(image: &Path, expect: &[(Vec<u8>, Vec<u8>)]) -> Result<(), Str
             done += n;
         }
         got.truncate(done);
-        if meta.size != want.len() as u64 {
-            return Err(format!("{p}: size {}, expected {}", meta.size, want.len()));
-        }
         same(path, &got, want)?;
+        if meta.size != want.len() as u64 {
+            return Err(format!("{p}: {} bytes, expected {}", meta.size, want.len()));
+        }
     }
     Ok(())
 }

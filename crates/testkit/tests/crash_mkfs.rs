@@ -80,7 +80,7 @@ fn setup() -> Option<Recorded> {
 
 #[test]
 fn final_state_is_clean_and_states_missing_finish_are_caught() {
-    let Some((_tmp, base, log, live, expect)) = setup() else {
+    let Some((tmp, base, log, live, expect)) = setup() else {
         return;
     };
     let epochs = log.epochs();
@@ -110,8 +110,11 @@ fn final_state_is_clean_and_states_missing_finish_are_caught() {
         }
         Ok(())
     };
+    let kept = tmp.path().join("failed");
+    std::fs::create_dir(&kept).unwrap();
     let opts = Options {
         keep_failures: 64,
+        keep_failed: Some(kept.clone()),
         ..Options::default()
     };
     let report = check_states(&base, &log, &states, &opts, &mut checker).unwrap();

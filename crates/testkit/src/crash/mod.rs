@@ -8,6 +8,9 @@
 //! image (e2fsck -fy) gets a sparse copy of the working image per state; a read-only one
 //! can run on the working image itself ([`Options::scratch_copy`] off).
 //!
+//! [`check_plan`] takes a [`CrashPlan`] instead of a list of states;
+//! [`Options::keep_failed`] saves failing states' images for a closer look.
+//!
 //! Standard checkers are in [`check`]: e2fsck after journal replay, e2fsck repair, and
 //! "these files hold exactly these bytes" through usfs's own reader or debugfs.
 
@@ -20,7 +23,7 @@ use crate::TempDir;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use usfs_dev::record::{CrashState, Log};
+use usfs_dev::record::{CrashPlan, CrashState, Log};
 use usfs_dev::{Device, FileDevice};
 
 /// How [`check_states`] runs.
@@ -33,6 +36,9 @@ pub struct Options {
     pub keep_failures: usize,
     /// Where the working images go (a fresh temporary directory when absent).
     pub work_dir: Option<PathBuf>,
+    /// Save the image of each kept failure here as `state-<index>.img` (sparse), as it
+    /// was before the checker ran, for a look with debugfs or e2fsck.
+    pub keep_failed: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -41,6 +47,7 @@ impl Default for Options {
             scratch_copy: true,
             keep_failures: 8,
             work_dir: None,
+            keep_failed: None,
         }
     }
 }
@@ -136,6 +143,11 @@ pub fn check_states(
             &work
         };
         let result = check(target, state);
+        if let (Err(_), Some(keep)) = (&result, &opts.keep_failed) {
+            if report.failures.len() < opts.keep_failures {
+                copy_sparse(&work, &keep.join(format!("state-{i}.img")))?;
+            }
+        }
         for (off, old) in undo.iter().rev() {
             dev.write_at(old, *off)?;
         }
@@ -155,6 +167,17 @@ pub fn check_states(
         }
     }
     Ok(report)
+}
+
+/// The states `plan` gives for `log`, checked as [`check_states`] does.
+pub fn check_plan(
+    base: &Path,
+    log: &Log,
+    plan: &CrashPlan,
+    opts: &Options,
+    check: &mut Checker<'_>,
+) -> io::Result<Report> {
+    check_states(base, log, &log.states(plan)?, opts, check)
 }
 
 /// Applies the pieces of `state` to `dev`, returning the bytes they replaced.

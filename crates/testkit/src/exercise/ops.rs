@@ -110,11 +110,14 @@ impl Worker<'_> {
         }
     }
 
-    /// Records what is about to run.
+    /// Records what is about to run, with paths relative to the run's directory (so a
+    /// seed's log reads the same in any directory) and long names shortened.
     pub(super) fn note(&mut self, s: String) {
         if self.log.len() == self.opts.tail.max(1) {
             self.log.pop_front();
         }
+        let base = self.root.parent().unwrap_or(&self.root);
+        let s = shorten(&s.replace(&format!("{}/", base.display()), ""));
         self.log.push_back(format!("#{} {s}", self.stats.ops));
     }
 
@@ -361,6 +364,27 @@ impl Worker<'_> {
         }
         Ok(())
     }
+}
+
+/// `s` with each run of more than 8 `L`s (the filler of long names) written as `L*N`.
+fn shorten(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut run = 0;
+    let flush = |out: &mut String, run: usize| match run {
+        0..=8 => out.extend(std::iter::repeat_n('L', run)),
+        n => out.push_str(&format!("L*{n}")),
+    };
+    for c in s.chars() {
+        if c == 'L' {
+            run += 1;
+            continue;
+        }
+        flush(&mut out, run);
+        run = 0;
+        out.push(c);
+    }
+    flush(&mut out, run);
+    out
 }
 
 /// Opens `p` for writing (appending when `append`).

@@ -92,3 +92,27 @@ fn refuses_a_directory_in_use() {
     let e = run(tmp.path(), &small(1, 1)).unwrap_err();
     assert!(e.message.contains("not empty"), "{e}");
 }
+
+#[test]
+fn one_thread_repeats_with_its_seed_and_stops_at_the_duration() {
+    let once = |seed| {
+        let tmp = TempDir::new("exercise").unwrap();
+        let (r, w) = run_ops(tmp.path(), &small(seed, 1)).unwrap_or_else(|f| panic!("{f}"));
+        (
+            r.stats.done,
+            r.stats.expected_errors,
+            r.stats.per_op,
+            w.logs,
+        )
+    };
+    assert_eq!(once(9), once(9));
+    assert_ne!(once(9).3, once(10).3);
+    let tmp = TempDir::new("exercise").unwrap();
+    let opts = Options {
+        ops: 0,
+        duration: Some(Duration::from_millis(100)),
+        ..small(5, 2)
+    };
+    let r = run(tmp.path(), &opts).unwrap_or_else(|f| panic!("{f}"));
+    assert!(r.stats.ops > 0, "{r}");
+}

@@ -9,7 +9,7 @@
 //! write may be torn at sector (512-byte) granularity. [`Log::states`] enumerates such
 //! states from a [`CrashPlan`]; [`Log::apply`] builds one on a copy of the base image.
 //!
-//! Memory: the log keeps a 24-byte index entry per request; write payloads go to a
+//! Memory: the log keeps a 32-byte index entry per request; write payloads go to a
 //! [`Store`], either memory with a byte limit (a write that would pass it fails with an
 //! error naming the limit, so a runaway workload stops loudly instead of eating the
 //! machine) or a spill file (unlinked at creation, gone when the last [`Log`] handle
@@ -21,6 +21,9 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+mod states;
+pub use states::{CrashPlan, CrashState, InEpochs, Piece, StateKind};
 
 /// Bytes in a sector: the unit a torn write is cut into.
 pub const SECTOR: u64 = 512;
@@ -272,9 +275,6 @@ impl Device for Arc<Recorder> {
         (**self).start_writeback(offset, len)
     }
 }
-
-mod states;
-pub use states::{CrashPlan, CrashState, InEpochs, Piece, StateKind};
 
 /// A snapshot of a recorder's log: the events in order and the store with their bytes.
 #[derive(Clone)]

@@ -22,6 +22,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod file;
 mod states;
 pub use states::{CrashPlan, CrashState, InEpochs, Piece, StateKind};
 

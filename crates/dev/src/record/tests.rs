@@ -205,6 +205,32 @@ fn all_but_one_leaves_out_each_write_once() {
 }
 
 #[test]
+fn a_saved_log_loads_the_same_and_damage_is_an_error() {
+    let (rec, snaps) = workload(Store::memory(1 << 20));
+    let log = rec.log();
+    let path = std::env::temp_dir().join(format!("usfs-record-test-{}.log", std::process::id()));
+    log.save(&path).unwrap();
+    let back = Log::load(&path, Store::memory(1 << 20)).unwrap();
+    assert_eq!(back.events(), log.events());
+    let last = back.epochs_state(back.epochs().len());
+    assert_eq!(rebuild(&back, &last), snaps[3]);
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in [5, 13, 30, bytes.len() - 1] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert!(
+            Log::load(&path, Store::memory(1 << 20)).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut huge = bytes.clone();
+    huge[13 + 8..13 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&path, &huge).unwrap();
+    let e = Log::load(&path, Store::memory(1 << 20)).err().unwrap();
+    assert!(e.to_string().contains("left in the file"), "{e}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
 fn memory_limit_fails_the_write() {
     let rec = Recorder::with_store(Box::new(MemDevice::new(base(), true)), Store::memory(1000));
     rec.write_at(&[1; 600], 0).unwrap();

@@ -12,8 +12,12 @@
 //! Memory: the log keeps a 32-byte index entry per request; write payloads go to a
 //! [`Store`], either memory with a byte limit (a write that would pass it fails with an
 //! error naming the limit, so a runaway workload stops loudly instead of eating the
-//! machine) or a spill file (unlinked at creation, gone when the last [`Log`] handle
-//! drops) for long workloads.
+//! machine) or a spill file (`O_TMPFILE`: never named, gone when the last [`Log`] handle
+//! drops) for long workloads. [`Log::save`] and [`Log::load`] move a log between
+//! processes (a server records, a test checks).
+//!
+//! Writes are serialised by the recorder (one lock orders each write with its log entry),
+//! which costs parallel writers some speed: a test device, not a production one.
 
 use crate::{Device, IoStats};
 use std::fs::File;

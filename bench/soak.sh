@@ -12,8 +12,9 @@
 #   usfs-rw [IMAGE] the same through `usfs mount -o rw` — to be added when the read-write
 #                  volume lands (it exits 2 until then)
 # Environment: SEEDS ("1 2 3"), SECS per seed (60), THREADS (4), OPS per thread (0: until
-# SECS), SIZE_MB (512), MAX_FILE_SIZE (1048576), MAX_NODES (256), KEEP=1 keeps the
-# temporary image after a failure (its path is printed).
+# SECS), SIZE_MB (1536: room for THREADS * MAX_NODES * MAX_FILE_SIZE), MAX_FILE_SIZE
+# (1048576), MAX_NODES (128); KEEP=1 keeps the temporary image after a failure (its path
+# is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -22,10 +23,10 @@ seeds=${SEEDS:-1 2 3}
 secs=${SECS:-60}
 threads=${THREADS:-4}
 ops=${OPS:-0}
-size_mb=${SIZE_MB:-512}
+size_mb=${SIZE_MB:-1536}
 max_file=${MAX_FILE_SIZE:-1048576}
-max_nodes=${MAX_NODES:-256}
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+max_nodes=${MAX_NODES:-128}
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ -n "$mode" ] || usage
 
 cargo build --release -q -p usfs-testkit --bin usfs-exercise

@@ -36,8 +36,9 @@ fn head(text: &str, n: usize) -> String {
 }
 
 /// What a journaled file system must satisfy after any crash: once the journal is
-/// replayed (`e2fsck -E journal_only -y`, exit 0 or 1), `e2fsck -fn` finds nothing
-/// (exit 0). Changes the image (the replay).
+/// replayed (`e2fsck -E journal_only -y`, exit 0 or 1; it also releases the inodes on the
+/// orphan list, as the kernel does at mount), `e2fsck -fn` finds nothing (exit 0).
+/// Changes the image (the replay).
 pub fn fsck_clean_after_replay(image: &Path) -> Result<(), String> {
     let (code, out) = e2fsck(&["-E", "journal_only", "-y"], image)?;
     if code > 1 {

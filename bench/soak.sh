@@ -26,7 +26,7 @@ ops=${OPS:-0}
 size_mb=${SIZE_MB:-1536}
 max_file=${MAX_FILE_SIZE:-1048576}
 max_nodes=${MAX_NODES:-128}
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 [ -n "$mode" ] || usage
 
 cargo build --release -q -p usfs-testkit --bin usfs-exercise

@@ -357,7 +357,13 @@ impl Log {
     /// Applies every write of the epochs in `range` (see [`Log::epochs`]) in log order.
     pub fn apply_epochs(&self, range: std::ops::Range<usize>, dev: &dyn Device) -> io::Result<()> {
         let epochs = self.epochs();
-        for ep in epochs.get(range.clone()).unwrap_or(&[]) {
+        let Some(chosen) = epochs.get(range.clone()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("epochs {range:?}: the log has {}", epochs.len()),
+            ));
+        };
+        for ep in chosen {
             for &i in ep {
                 self.apply_piece(&Piece::whole(self, i)?, dev)?;
             }

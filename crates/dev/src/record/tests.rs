@@ -86,6 +86,8 @@ fn flush_points_rebuild_the_images_the_device_held() {
         // Flush points 0..=4 (4: everything, including the unflushed tail).
         assert_eq!(states.len(), 5);
         assert_eq!(rebuild(&log, &states[0]), base());
+        let beyond = log.epochs_state(5);
+        assert!(log.apply(&beyond, &MemDevice::new(base(), true)).is_err());
         for k in 1..5 {
             assert_eq!(states[k].kind, StateKind::Epochs);
             assert_eq!(rebuild(&log, &states[k]), snaps[k - 1], "flush point {k}");

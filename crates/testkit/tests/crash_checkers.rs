@@ -96,8 +96,16 @@ fn an_orphan_list_is_accepted_after_replay() {
     std::fs::write(src.join("f"), b"hello").unwrap();
     let img = mke2fs(tmp.path(), Some(&src));
     let cmds = tmp.path().join("cmds");
-    std::fs::write(&cmds, "unlink /f\nsif <12> links_count 0\nssv last_orphan 12\n").unwrap();
-    run(Command::new("debugfs").arg("-w").arg("-f").arg(&cmds).arg(&img));
+    std::fs::write(
+        &cmds,
+        "unlink /f\nsif <12> links_count 0\nssv last_orphan 12\n",
+    )
+    .unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(&img));
     let copy = tmp.path().join("a.img");
     std::fs::copy(&img, &copy).unwrap();
     assert!(check::fsck_clean(&copy).unwrap_err().contains("exit 4"));

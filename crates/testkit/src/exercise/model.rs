@@ -207,6 +207,18 @@ impl Tree {
             .any(|&c| self.is_dir(c) && self.is_within(id, c))
     }
 
+    /// Bytes of the longest relative path below `id` ("/name/name..."; 0 for a leaf).
+    pub fn deepest(&self, id: Id) -> usize {
+        match &self.node(id).kind {
+            Kind::Dir(d) => d
+                .iter()
+                .map(|(n, &c)| 1 + n.len() + self.deepest(c))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     /// Subdirectories of directory `id` (its link count is 2 + this).
     pub fn subdirs(&self, id: Id) -> u32 {
         self.dir(id).values().filter(|&&c| self.is_dir(c)).count() as u32

@@ -25,10 +25,11 @@ impl Worker<'_> {
             Some(n) => n,
             None => self.name(),
         };
-        let (from, to) = (
-            self.path(&src.path),
-            self.path(&dir.join(OsStr::from_bytes(&name))),
-        );
+        let new_rel = dir.join(OsStr::from_bytes(&name));
+        if !self.fits(new_rel.as_os_str().len() + self.tree.deepest(src.id)) {
+            return Ok(Outcome::Skipped); // the moved subtree would pass PATH_LIMIT
+        }
+        let (from, to) = (self.path(&src.path), self.path(&new_rel));
         self.note(format!("rename {} -> {}", from.display(), to.display()));
         let want = self.rename_errno(src.id, src.parent, did, &name);
         if let Some(()) = expect(std::fs::rename(&from, &to), want, "rename")? {

@@ -29,6 +29,13 @@ pub enum Outcome {
 /// An operation's outcome, or what did not match the model.
 pub type OpResult = Result<Outcome, String>;
 
+/// Longest name the exerciser makes.
+pub const NAME_MAX: usize = 255;
+
+/// Longest absolute path the exerciser makes (below Linux's PATH_MAX of 4096, so deep
+/// renames never turn into ENAMETOOLONG).
+pub const PATH_LIMIT: usize = 3800;
+
 /// A worker's state.
 pub struct Worker<'a> {
     /// Worker number.
@@ -125,7 +132,7 @@ impl Worker<'_> {
     pub(super) fn name(&mut self) -> Vec<u8> {
         match self.rng.below(16) {
             0 => {
-                let n = self.rng.range(64, 255) as usize;
+                let n = self.rng.range(64, NAME_MAX as u64) as usize;
                 let mut v = format!("long{}-", self.rng.below(4)).into_bytes();
                 v.resize(n, b'L');
                 v
@@ -139,9 +146,23 @@ impl Worker<'_> {
         under(&self.root, rel)
     }
 
+    /// A random directory with room below it for one more name (the root always).
     pub(super) fn pick_dir(&mut self) -> (PathBuf, Id) {
-        let dirs = self.tree.dirs();
+        let dirs: Vec<_> = self
+            .tree
+            .dirs()
+            .into_iter()
+            .filter(|(p, id)| {
+                *id == self.tree.root || self.fits(p.as_os_str().len() + 1 + NAME_MAX)
+            })
+            .collect();
         dirs[self.rng.index(dirs.len())].clone()
+    }
+
+    /// True when a path `rel_len` bytes long below the worker's root stays within
+    /// [`PATH_LIMIT`].
+    pub(super) fn fits(&self, rel_len: usize) -> bool {
+        self.root.as_os_str().len() + 1 + rel_len <= PATH_LIMIT
     }
 
     /// A random entry for which `keep` holds.

@@ -4,6 +4,8 @@
 //! [`FileDevice`] (pread/pwrite on an image file or block device) and [`MmapDevice`]
 //! (a shared memory mapping of the image, so readers can copy straight out of it) and
 //! [`MemDevice`] (a byte vector, for tests and fuzzing).
+//! [`Recorder`] wraps any of them and logs every write and flush, so tests can rebuild the
+//! image a crash could have left (see [`record`]).
 //! Every device counts the bytes and requests it serves ([`IoStats`]), which is how usfs
 //! measures I/O amplification.
 
@@ -13,6 +15,7 @@ mod mem;
 mod mmap;
 mod overlay;
 mod pages;
+pub mod record;
 mod stats;
 
 pub use aligned::{AlignedBuf, ALIGN};
@@ -21,6 +24,7 @@ pub use mem::MemDevice;
 pub use mmap::MmapDevice;
 pub use overlay::Overlay;
 pub use pages::Pages;
+pub use record::Recorder;
 pub use stats::{IoSnapshot, IoStats};
 
 use std::io;

@@ -3,6 +3,11 @@
 //! difference between two trees. Both are also binaries: `usfs-gentree` and
 //! `usfs-treecmp`.
 //!
+//! For crash consistency and write paths: [`crash`] rebuilds the images a crash could
+//! leave from a log recorded by `usfs_dev::Recorder` and checks each (e2fsck, file
+//! contents); [`exercise`] runs seeded random file operations on any directory against
+//! an in-memory model (the `usfs-exercise` binary).
+//!
 //! ```no_run
 //! use usfs_testkit::{compare, generate, CmpOptions, GenOptions, Profile};
 //! let opts = GenOptions::new(Profile::Small, 42);
@@ -17,6 +22,8 @@
 
 mod cmp;
 mod content;
+pub mod crash;
+pub mod exercise;
 mod gen;
 pub mod names;
 pub mod rng;

@@ -250,37 +250,6 @@ impl Device for Recorder {
     }
 }
 
-/// A shared recorder is a device too: the file system owns one handle, the test another.
-impl Device for Arc<Recorder> {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        (**self).write_at(buf, offset)
-    }
-    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        (**self).write_direct(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        (**self).flush()
-    }
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-    fn stats(&self) -> &IoStats {
-        (**self).stats()
-    }
-    fn as_slice(&self) -> Option<&[u8]> {
-        (**self).as_slice()
-    }
-    fn will_need(&self, offset: u64, len: u64) {
-        (**self).will_need(offset, len)
-    }
-    fn start_writeback(&self, offset: u64, len: u64) {
-        (**self).start_writeback(offset, len)
-    }
-}
-
 /// A snapshot of a recorder's log: the events in order and the store with their bytes.
 #[derive(Clone)]
 pub struct Log {

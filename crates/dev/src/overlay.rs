@@ -27,7 +27,10 @@ pub struct Overlay {
 impl Overlay {
     /// An empty overlay of `block_size`-byte blocks (a power of two) over `base`.
     pub fn new(base: Box<dyn Device>, block_size: u32) -> Overlay {
-        assert!(block_size.is_power_of_two(), "block size must be a power of two");
+        assert!(
+            block_size.is_power_of_two(),
+            "block size must be a power of two"
+        );
         Overlay {
             base,
             block_size,
@@ -48,7 +51,11 @@ impl Overlay {
 
     /// Makes block `blk` read as `data` (exactly one block long).
     pub fn put(&self, blk: u64, data: Arc<[u8]>) {
-        assert_eq!(data.len(), self.block_size as usize, "overlay blocks are whole blocks");
+        assert_eq!(
+            data.len(),
+            self.block_size as usize,
+            "overlay blocks are whole blocks"
+        );
         self.write_map().insert(blk, data);
     }
 
@@ -88,7 +95,12 @@ impl Overlay {
 
     /// Calls `f(block, offset in block, range in buf)` for each block `len` bytes at
     /// `offset` touch.
-    fn split(&self, offset: u64, len: usize, mut f: impl FnMut(u64, usize, std::ops::Range<usize>)) {
+    fn split(
+        &self,
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(u64, usize, std::ops::Range<usize>),
+    ) {
         let bs = self.block_size as u64;
         let mut done = 0usize;
         while done < len {
@@ -118,7 +130,9 @@ impl Device for Overlay {
             }
             if let Some(d) = map.get(&blk) {
                 if let Some(p) = pending.take() {
-                    result = self.base.read_at(&mut buf[p.clone()], offset + p.start as u64);
+                    result = self
+                        .base
+                        .read_at(&mut buf[p.clone()], offset + p.start as u64);
                 }
                 buf[r.clone()].copy_from_slice(&d[in_blk..in_blk + r.len()]);
             } else {
@@ -130,7 +144,8 @@ impl Device for Overlay {
         });
         result?;
         if let Some(p) = pending {
-            self.base.read_at(&mut buf[p.clone()], offset + p.start as u64)?;
+            self.base
+                .read_at(&mut buf[p.clone()], offset + p.start as u64)?;
         }
         Ok(())
     }

@@ -3,8 +3,9 @@
 
 pub mod alloc;
 pub mod format;
-pub mod rw;
 mod read;
+pub mod rw;
+pub mod walk;
 pub mod write;
 
 pub use read::{Ext4, OpenIssue};

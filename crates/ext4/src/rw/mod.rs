@@ -9,6 +9,13 @@
 //! - the volume: the overlay of the running transaction over the device, the journal
 //!   commit, the allocators seeded from the bitmaps, and the operations.
 
+pub mod blockmap;
+mod extent_edit;
+mod indirect_edit;
 pub mod meta;
 
+#[cfg(test)]
+mod blockmap_tests;
+
+pub use blockmap::{BlockMap, Run};
 pub use meta::{DirFile, Freed, MemMeta, Meta};

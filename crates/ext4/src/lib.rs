@@ -6,6 +6,7 @@ pub mod format;
 pub mod journal;
 mod read;
 pub mod rw;
+pub mod walk;
 pub mod write;
 
 pub use read::{replay_journal, Ext4, OpenIssue};

@@ -176,11 +176,7 @@ impl Volume {
             f |= flags::EXTENTS;
             rec.raw.set_i_flags(f);
             let mut ib = [0u8; 60];
-            let mut h = crate::format::extent::ExtentHeader::new(&mut ib[..12]).expect("12 bytes");
-            h.set_eh_magic(crate::format::extent::EXTENT_MAGIC);
-            h.set_eh_entries(0);
-            h.set_eh_max(4);
-            h.set_eh_depth(0);
+            super::blockmap::BlockMap::init_extent_root(&mut ib);
             rec.raw.set_i_block(&ib);
         }
     }

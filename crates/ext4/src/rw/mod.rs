@@ -9,6 +9,9 @@
 //! - the volume: the overlay of the running transaction over the device, the journal
 //!   commit, the allocators seeded from the bitmaps, and the operations.
 
+pub mod blockmap;
+#[cfg(test)]
+mod blockmap_tests;
 mod commit;
 mod data;
 pub mod dir_edit;
@@ -18,6 +21,8 @@ mod dir_leaf;
 mod dir_oracle_tests;
 #[cfg(test)]
 mod dir_tests;
+mod extent_edit;
+mod indirect_edit;
 mod inode;
 pub mod meta;
 mod namespace;
@@ -28,6 +33,7 @@ mod state;
 mod volume;
 mod xattr;
 
+pub use blockmap::{BlockMap, Run};
 pub use dir_edit::{check_name, DirEdit, HashParams};
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};

@@ -488,3 +488,80 @@ fn info_shows_the_journal_like_dumpe2fs() {
         );
     }
 }
+
+/// Damaged logs end where e2fsck ends them: three debugfs transactions (T1: descriptor
+/// at journal block 1, copies 2-3, commit 4; T2: revoke 5, commit 6; T3: descriptor 7,
+/// copies 8-9, commit 10), one byte of one block set to 0xFF. `open_ok`: recovery
+/// reports no error, so `Ext4::open` replays in memory too (else it refuses).
+#[test]
+fn corrupt_logs_end_where_e2fsck_ends_them() {
+    let test = "jnl-corrupt";
+    if !need_tool(test, "debugfs") || !need_tool(test, "e2fsck") {
+        return;
+    }
+    let cases: [(&str, &str, u32, usize, bool); 9] = [
+        ("intact", "-c", 0, 0x400, true),
+        ("commit-3-csum", "-c", 10, 0x100, true),
+        ("commit-1-csum", "-c", 4, 0x100, true),
+        ("descriptor-3-tail", "-c", 7, 100, false),
+        ("copy-1-tag-csum", "-c", 2, 5, false),
+        ("revoke-2-tail", "-c", 5, 100, false),
+        ("revoke-2-rcount", "-c", 5, 12, false),
+        ("copy-1-tag-csum-v2", "-c -v 2", 2, 5, false),
+        ("commit-3-no-csum", "", 10, 0x100, true),
+    ];
+    for (name, jo, jblock, off, open_ok) in cases {
+        let test = format!("{test}-{name}");
+        let s = Scratch::new(&test);
+        let img = s.path("a.img");
+        mke2fs(
+            &img,
+            "64M",
+            &["-b", "4096", "-O", "64bit,metadata_csum", "-T", "ext4"],
+            None,
+        );
+        let map = Ext4::open(Box::new(FileDevice::open(&img, false).unwrap()))
+            .unwrap()
+            .journal_map()
+            .unwrap();
+        std::fs::write(
+            s.path("cmds"),
+            format!("jo {jo}\njw -b 300,301 /dev/zero\njc\njo\njw -r 302\njw -b 302,303 /dev/zero\njc\n"),
+        )
+        .unwrap();
+        run_ok(
+            Command::new("debugfs")
+                .arg("-w")
+                .arg("-f")
+                .arg(s.path("cmds"))
+                .arg(&img),
+        );
+        let dev = FileDevice::open(&img, true).unwrap();
+        let at = map.fs_block(jblock).unwrap() * 4096 + off as u64;
+        dev.write_at(&[0xFF], at).unwrap();
+        drop(dev);
+        if open_ok {
+            replay_both(&s, &test, &img);
+        } else {
+            let e = s.path("e2fsck.img");
+            let u = s.path("usfs.img");
+            std::fs::copy(&img, &e).unwrap();
+            std::fs::copy(&img, &u).unwrap();
+            let o = Command::new("e2fsck")
+                .args(["-y", "-E", "journal_only"])
+                .arg(&e)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{test}: {o:?}");
+            let o = Command::new(usfs())
+                .args(["fsck", "-E", "journal_only", "-y"])
+                .arg(&u)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{test}: {o:?}");
+            assert_same_but_sb(&test, "usfs vs e2fsck", &read(&e), &read(&u));
+            let r = Ext4::open(Box::new(FileDevice::open(&img, false).unwrap()));
+            assert!(r.is_err(), "{test}: a failed recovery is refused in memory");
+        }
+    }
+}

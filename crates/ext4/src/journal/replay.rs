@@ -441,20 +441,21 @@ impl Recovery<'_> {
 /// recovery error and with ERROR_FS after a failed commit, and its checksum updated;
 /// a last flush. Returns the number of blocks written home.
 pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Result<usize> {
-    let bs = plan.info.block_size as usize;
+    let bs = plan.info.block_size as u64;
+    // Nothing is written when a tag names a block past the device (e2fsck would extend
+    // an image file there; the kernel fails at the device's end).
+    if let Some((&blk, _)) = plan.blocks.range(dev.len() / bs..).next() {
+        return Err(Error::corrupt(format!(
+            "journal: replayed block {blk} lies past the end of the device"
+        )));
+    }
     for &blk in plan.blocks.keys() {
         let data = plan.read_block(dev, map, blk)?.expect("planned");
-        let off = blk
-            .checked_mul(bs as u64)
-            .filter(|o| o.saturating_add(bs as u64) <= dev.len())
-            .ok_or_else(|| {
-                Error::corrupt(format!("journal: replayed block {blk} outside the device"))
-            })?;
-        dev.write_at(&data, off)?;
+        dev.write_at(&data, blk * bs)?;
     }
     dev.flush()?;
     let lg = log(dev, map, &plan.info);
-    let mut raw = vec![0u8; bs];
+    let mut raw = vec![0u8; bs as usize];
     lg.read(0, &mut raw)?;
     recovered_journal_superblock(&mut raw, plan);
     lg.write(0, &raw)?;

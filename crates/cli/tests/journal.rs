@@ -565,3 +565,57 @@ fn corrupt_logs_end_where_e2fsck_ends_them() {
         }
     }
 }
+
+/// A kernel fast commit (fsync on a fast_commit file system) is refused by name, by
+/// read-only commands and by `fsck -E journal_only` (which leaves the image untouched):
+/// usfs does not replay fast commits, and replaying the normal log alone would lose them.
+#[test]
+fn kernel_fast_commit_is_refused_by_name() {
+    let test = "jnl-fast-commit";
+    if !need_root(test) || !need_tool(test, "python3") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = s.path("a.img");
+    mke2fs(
+        &img,
+        "64M",
+        &["-b", "4096", "-t", "ext4", "-O", "fast_commit"],
+        None,
+    );
+    let dirty = s.path("dirty.img");
+    {
+        let m = Mount::new(&img, &s.path("mnt"), "ext4", "");
+        sh(&format!(
+            // The first fsync makes a full commit, the second a fast commit (as seen with
+            // debugfs logdump on Linux 6.18).
+            "sync && python3 -c \"import os\nfor n in 'fg':\n fd=os.open('{0}/'+n,os.O_WRONLY|os.O_CREAT,0o644)\n os.write(fd,b'x'*10000)\n os.fsync(fd)\" && cp '{1}' '{2}'",
+            m.dir.display(),
+            img.display(),
+            dirty.display()
+        ));
+    }
+    let o = Command::new(usfs())
+        .arg("ls")
+        .arg(&dirty)
+        .arg("/")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("fast_commit"),
+        "{test}: ls: {o:?}"
+    );
+    let before = read(&dirty);
+    let o = Command::new(usfs())
+        .args(["fsck", "-E", "journal_only", "-y"])
+        .arg(&dirty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(8), "{test}: fsck: {o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("fast_commit"));
+    assert!(
+        read(&dirty) == before,
+        "{test}: a refused replay writes nothing"
+    );
+}

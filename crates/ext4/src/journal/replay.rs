@@ -5,9 +5,11 @@
 //! home and marks the journal empty, as `e2fsck -E journal_only` does.
 //!
 //! The passes follow recovery.c's control flow step by step, including its quirks (a
-//! `break` inside its `switch` goes on scanning; tid 0 as "end not known yet"). One
-//! deliberate difference: a pass stops after consuming twice the journal's length in
-//! blocks, where a crafted log of descriptors with no commit could make jbd2 loop forever.
+//! `break` inside its `switch` goes on scanning; tid 0 as "end not known yet"). Two
+//! deliberate differences, for bounded time and memory on garbage: a pass stops after
+//! consuming twice the journal's length in blocks (a crafted log of descriptors with no
+//! commit could make jbd2 loop forever), and more than 2^22 distinct revoked blocks fail
+//! the recovery.
 
 use super::descriptor::{self, flag};
 use super::{blocktype, commit, fast_commit, feature, revoke, tid_geq, tid_gt};
@@ -153,6 +155,10 @@ pub fn plan_replay(dev: &dyn Device, map: &JournalMap, fs_block_size: u32) -> Re
     }
     Ok(plan)
 }
+
+/// Distinct revoked blocks a log may name before replay gives up (memory bound; jbd2
+/// has none, real logs stay far below: a transaction is limited to a quarter of the log).
+const MAX_REVOKED: usize = 1 << 22;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Pass {
@@ -400,6 +406,11 @@ impl Recovery<'_> {
             )
         })?;
         for b in records {
+            if self.revoked.len() >= MAX_REVOKED && !self.revoked.contains_key(&b) {
+                return Err(format!(
+                    "journal: more than {MAX_REVOKED} revoked blocks (garbage log?)"
+                ));
+            }
             let e = self.revoked.entry(b).or_insert(s.next_id);
             if tid_gt(s.next_id, *e) {
                 *e = s.next_id;

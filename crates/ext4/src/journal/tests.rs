@@ -215,3 +215,34 @@ fn unusable_superblocks_are_refused_by_name() {
         "block size mismatch"
     );
 }
+
+#[test]
+fn a_full_log_asks_for_a_checkpoint() {
+    let (dev, map) = device(0, feature::CSUM_V2);
+    let mut w = JournalWriter::open(&dev, map.clone(), BS).unwrap();
+    let data: Vec<Vec<u8>> = (0..300).map(|i| block(i as u8)).collect();
+    let t: Vec<(u64, &[u8])> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i as u64, &d[..]))
+        .collect();
+    let mut full = None;
+    for _ in 0..5 {
+        if let Err(e) = w.commit(&dev, &t, &[]) {
+            full = Some(e);
+            break;
+        }
+    }
+    match full {
+        Some(usfs_fs::Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::StorageFull),
+        other => panic!("expected a full log, got {other:?}"),
+    }
+    // Three transactions of 302 blocks are in the log and replay.
+    let plan = plan_replay(&dev, &map, BS).unwrap();
+    assert_eq!(plan.transactions, 3);
+    w.checkpointed(&dev).unwrap();
+    let tid = w.commit(&dev, &t, &[]).unwrap();
+    assert_eq!(tid, 7 + 3);
+    let plan = plan_replay(&dev, &map, BS).unwrap();
+    assert_eq!((plan.first_tid, plan.transactions), (10, 1));
+}

@@ -289,12 +289,13 @@ fn kernel_journal_replays_like_e2fsck_and_the_kernel() {
 
 /// Sets csum v2/v3 (or nothing) on a clean journal superblock, as a kernel mounting
 /// with journal_checksum would.
-fn set_journal_features(dev: &dyn Device, j0: u64, bs: u64, incompat: u32) {
+fn set_journal_features(dev: &dyn Device, j0: u64, bs: u64, compat: u32, incompat: u32) {
     let mut raw = vec![0u8; bs as usize];
     dev.read_at(&mut raw, j0 * bs).unwrap();
     let mut jsb = JournalSuperblock::new(&mut raw[..]).unwrap();
+    jsb.set_s_feature_compat(jsb.s_feature_compat() | compat);
     jsb.set_s_feature_incompat(jsb.s_feature_incompat() | incompat);
-    if incompat != 0 {
+    if incompat & (feature::CSUM_V2 | feature::CSUM_V3) != 0 {
         jsb.set_s_checksum_type(4);
     }
     jsb.update_checksum();
@@ -313,7 +314,7 @@ fn set_recover(dev: &dyn Device) {
     dev.flush().unwrap();
 }
 
-fn writer_case(test: &str, mkfs: &[&str], incompat: u32) {
+fn writer_case(test: &str, mkfs: &[&str], compat: u32, incompat: u32) {
     if !need_root(test) || !need_tool(test, "e2fsck") {
         return;
     }
@@ -343,7 +344,7 @@ fn writer_case(test: &str, mkfs: &[&str], incompat: u32) {
         })
         .collect();
     let dev = FileDevice::open(&img, true).unwrap();
-    set_journal_features(&dev, map.fs_block(0).unwrap(), bs, incompat);
+    set_journal_features(&dev, map.fs_block(0).unwrap(), bs, compat, incompat);
     let mut w = JournalWriter::open(&dev, map.clone(), bs as u32).unwrap();
     set_recover(&dev);
     // T1 wraps around the log's end: escaped block, plain block, a block T2 revokes.
@@ -413,6 +414,7 @@ fn writer_csum_v3_4k() {
     writer_case(
         "jnl-w-v3",
         &["-b", "4096", "-O", "64bit,metadata_csum", "-T", "ext4"],
+        0,
         feature::CSUM_V3,
     );
 }
@@ -422,7 +424,28 @@ fn writer_csum_v2_1k_32bit() {
     writer_case(
         "jnl-w-v2",
         &["-b", "1024", "-O", "^64bit,metadata_csum", "-T", "ext4"],
+        0,
         feature::CSUM_V2,
+    );
+}
+
+#[test]
+fn writer_async_commit_csum_v3_4k() {
+    writer_case(
+        "jnl-w-async",
+        &["-b", "4096", "-O", "64bit,metadata_csum", "-T", "ext4"],
+        0,
+        feature::CSUM_V3 | feature::ASYNC_COMMIT,
+    );
+}
+
+#[test]
+fn writer_old_crc32_checksum_4k() {
+    writer_case(
+        "jnl-w-crc32",
+        &["-b", "4096", "-O", "^metadata_csum", "-T", "ext4"],
+        feature::COMPAT_CHECKSUM,
+        0,
     );
 }
 
@@ -431,6 +454,7 @@ fn writer_no_checksums_1k() {
     writer_case(
         "jnl-w-plain",
         &["-b", "1024", "-O", "^metadata_csum", "-T", "ext4"],
+        0,
         0,
     );
 }
@@ -478,7 +502,7 @@ fn info_shows_the_journal_like_dumpe2fs() {
                 || l.starts_with("Max transaction")
                 || l.starts_with("Fast commit")
         })
-        .filter(|l| !l.starts_with("Journal inode") && !l.starts_with("Journal backup"))
+        .filter(|l| !l.starts_with("Journal inode"))
         .collect();
     assert!(lines.len() >= 8, "{test}: dumpe2fs printed {lines:?}");
     for l in lines {

@@ -239,20 +239,41 @@ fn debugfs_escaped_blocks() {
 /// A kernel-made journal: a copy of a mounted image after `sync` needs recovery.
 #[test]
 fn kernel_journal_replays_like_e2fsck_and_the_kernel() {
-    let test = "jnl-kernel";
+    kernel_case(
+        "jnl-kernel",
+        &["-b", "4096", "-T", "ext4"],
+        "mkdir -p d/e && for i in $(seq 1 40); do echo file $i > d/f$i; done && \
+         dd if=/dev/urandom of=d/e/big bs=64k count=20 status=none && ln -s f1 d/link && \
+         rm d/f3 && mv d/f4 d/e/g",
+    );
+}
+
+/// A small journal (1024 blocks of 1 KiB) that the kernel fills, checkpoints and wraps
+/// several times before the copy.
+#[test]
+fn kernel_journal_1k_small_log_replays_like_e2fsck() {
+    kernel_case(
+        "jnl-kernel-1k",
+        &["-b", "1024", "-J", "size=1", "-T", "ext4"],
+        "for r in $(seq 1 14); do mkdir d$r && for i in $(seq 1 300); do echo $r $i > d$r/f$i; \
+         done; sync; done; rm -r d2; mv d3 d1/",
+    );
+}
+
+/// Runs `script` in a kernel mount of a new image (mke2fs `mkfs`), syncs, copies the
+/// image while mounted, and checks the copy's replay against e2fsck and the kernel.
+fn kernel_case(test: &str, mkfs: &[&str], script: &str) {
     if !need_root(test) || !need_tool(test, "e2fsck") {
         return;
     }
     let s = Scratch::new(test);
     let img = s.path("a.img");
-    mke2fs(&img, "64M", &["-b", "4096", "-T", "ext4"], None);
+    mke2fs(&img, "64M", mkfs, None);
     let dirty = s.path("dirty.img");
     {
         let m = Mount::new(&img, &s.path("mnt-rw"), "ext4", "");
         sh(&format!(
-            "cd '{0}' && mkdir -p d/e && for i in $(seq 1 40); do echo file $i > d/f$i; done && \
-             dd if=/dev/urandom of=d/e/big bs=64k count=20 status=none && ln -s f1 d/link && \
-             rm d/f3 && mv d/f4 d/e/g && sync && cp --sparse=always '{1}' '{2}'",
+            "cd '{0}' && {script} && sync && cp --sparse=always '{1}' '{2}'",
             m.dir.display(),
             img.display(),
             dirty.display()
@@ -269,6 +290,19 @@ fn kernel_journal_replays_like_e2fsck_and_the_kernel() {
         "{test}: the copy of a mounted image needs recovery"
     );
     replay_both(&s, test, &dirty);
+    let o = Command::new("dumpe2fs")
+        .arg("-h")
+        .arg(&dirty)
+        .output()
+        .unwrap();
+    let d = String::from_utf8_lossy(&o.stdout);
+    eprintln!(
+        "{test}: {}",
+        d.lines()
+            .filter(|l| l.starts_with("Journal s"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     // usfs read-only commands on the dirty copy see the tree the kernel sees after
     // mounting (and recovering) another copy.
     let out = s.path("out");

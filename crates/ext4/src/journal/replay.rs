@@ -139,8 +139,11 @@ pub fn plan_replay(dev: &dyn Device, map: &JournalMap, fs_block_size: u32) -> Re
     if result.is_ok() {
         result = st.pass(Pass::Replay);
     }
-    plan.end_tid = st.end;
-    plan.transactions = st.end.wrapping_sub(info.sequence);
+    if st.end != 0 || info.sequence == 0 {
+        // (A scan that failed before finding the end leaves it unknown: nothing replayed.)
+        plan.end_tid = st.end;
+        plan.transactions = st.end.wrapping_sub(info.sequence);
+    }
     plan.blocks = st.blocks;
     plan.replays = st.replays;
     plan.revokes = st.revokes;

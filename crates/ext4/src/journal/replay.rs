@@ -5,9 +5,11 @@
 //! home and marks the journal empty, as `e2fsck -E journal_only` does.
 //!
 //! The passes follow recovery.c's control flow step by step, including its quirks (a
-//! `break` inside its `switch` goes on scanning; tid 0 as "end not known yet"). One
-//! deliberate difference: a pass stops after consuming twice the journal's length in
-//! blocks, where a crafted log of descriptors with no commit could make jbd2 loop forever.
+//! `break` inside its `switch` goes on scanning; tid 0 as "end not known yet"). Two
+//! deliberate differences, for bounded time and memory on garbage: a pass stops after
+//! consuming twice the journal's length in blocks (a crafted log of descriptors with no
+//! commit could make jbd2 loop forever), and more than 2^22 distinct revoked blocks fail
+//! the recovery.
 
 use super::descriptor::{self, flag};
 use super::{blocktype, commit, fast_commit, feature, revoke, tid_geq, tid_gt};
@@ -137,8 +139,11 @@ pub fn plan_replay(dev: &dyn Device, map: &JournalMap, fs_block_size: u32) -> Re
     if result.is_ok() {
         result = st.pass(Pass::Replay);
     }
-    plan.end_tid = st.end;
-    plan.transactions = st.end.wrapping_sub(info.sequence);
+    if st.end != 0 || info.sequence == 0 {
+        // (A scan that failed before finding the end leaves it unknown: nothing replayed.)
+        plan.end_tid = st.end;
+        plan.transactions = st.end.wrapping_sub(info.sequence);
+    }
     plan.blocks = st.blocks;
     plan.replays = st.replays;
     plan.revokes = st.revokes;
@@ -153,6 +158,10 @@ pub fn plan_replay(dev: &dyn Device, map: &JournalMap, fs_block_size: u32) -> Re
     }
     Ok(plan)
 }
+
+/// Distinct revoked blocks a log may name before replay gives up (memory bound; jbd2
+/// has none, real logs stay far below: a transaction is limited to a quarter of the log).
+const MAX_REVOKED: usize = 1 << 22;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Pass {
@@ -400,6 +409,11 @@ impl Recovery<'_> {
             )
         })?;
         for b in records {
+            if self.revoked.len() >= MAX_REVOKED && !self.revoked.contains_key(&b) {
+                return Err(format!(
+                    "journal: more than {MAX_REVOKED} revoked blocks (garbage log?)"
+                ));
+            }
             let e = self.revoked.entry(b).or_insert(s.next_id);
             if tid_gt(s.next_id, *e) {
                 *e = s.next_id;
@@ -441,20 +455,21 @@ impl Recovery<'_> {
 /// recovery error and with ERROR_FS after a failed commit, and its checksum updated;
 /// a last flush. Returns the number of blocks written home.
 pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Result<usize> {
-    let bs = plan.info.block_size as usize;
+    let bs = plan.info.block_size as u64;
+    // Nothing is written when a tag names a block past the device (e2fsck would extend
+    // an image file there; the kernel fails at the device's end).
+    if let Some((&blk, _)) = plan.blocks.range(dev.len() / bs..).next() {
+        return Err(Error::corrupt(format!(
+            "journal: replayed block {blk} lies past the end of the device"
+        )));
+    }
     for &blk in plan.blocks.keys() {
         let data = plan.read_block(dev, map, blk)?.expect("planned");
-        let off = blk
-            .checked_mul(bs as u64)
-            .filter(|o| o.saturating_add(bs as u64) <= dev.len())
-            .ok_or_else(|| {
-                Error::corrupt(format!("journal: replayed block {blk} outside the device"))
-            })?;
-        dev.write_at(&data, off)?;
+        dev.write_at(&data, blk * bs)?;
     }
     dev.flush()?;
     let lg = log(dev, map, &plan.info);
-    let mut raw = vec![0u8; bs];
+    let mut raw = vec![0u8; bs as usize];
     lg.read(0, &mut raw)?;
     recovered_journal_superblock(&mut raw, plan);
     lg.write(0, &raw)?;

@@ -180,3 +180,69 @@ fn mutated_journals_never_panic() {
         }
     }
 }
+
+#[test]
+fn version_1_superblock_has_no_features() {
+    // A v1 superblock's feature words are ignored (e2fsck clears them): 8-byte tags.
+    let (dev, map) = device(0, feature::CSUM_V3);
+    let mut raw = vec![0u8; BS as usize];
+    dev.read_at(&mut raw, JSTART * BS as u64).unwrap();
+    JournalSuperblock::new(&mut raw[..])
+        .unwrap()
+        .set_h_blocktype(blocktype::SUPERBLOCK_V1);
+    dev.write_at(&raw, JSTART * BS as u64).unwrap();
+    let mut w = JournalWriter::open(&dev, map.clone(), BS).unwrap();
+    assert_eq!((w.info().version, w.info().tag_bytes()), (1, 8));
+    let d = block(7);
+    w.commit(&dev, &[(1700, &d[..])], &[]).unwrap();
+    let (plan, got) = replayed(&dev, &map);
+    assert_eq!(plan.transactions, 1);
+    assert_eq!(got, vec![(1700, d)]);
+}
+
+#[test]
+fn unusable_superblocks_are_refused_by_name() {
+    let (dev, map) = device(0, 0x40);
+    let e = plan_replay(&dev, &map, BS).unwrap_err().to_string();
+    assert!(e.contains("FEATURE_I6"), "{e}");
+    let (dev, map) = device(0, feature::CSUM_V3);
+    dev.write_at(&[1], JSTART * BS as u64 + 0x30).unwrap();
+    let e = plan_replay(&dev, &map, BS).unwrap_err().to_string();
+    assert!(e.contains("checksum"), "{e}");
+    let (dev, map) = device(0, 0);
+    assert!(
+        plan_replay(&dev, &map, 4096).is_err(),
+        "block size mismatch"
+    );
+}
+
+#[test]
+fn a_full_log_asks_for_a_checkpoint() {
+    let (dev, map) = device(0, feature::CSUM_V2);
+    let mut w = JournalWriter::open(&dev, map.clone(), BS).unwrap();
+    let data: Vec<Vec<u8>> = (0..300).map(|i| block(i as u8)).collect();
+    let t: Vec<(u64, &[u8])> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i as u64, &d[..]))
+        .collect();
+    let mut full = None;
+    for _ in 0..5 {
+        if let Err(e) = w.commit(&dev, &t, &[]) {
+            full = Some(e);
+            break;
+        }
+    }
+    match full {
+        Some(usfs_fs::Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::StorageFull),
+        other => panic!("expected a full log, got {other:?}"),
+    }
+    // Three transactions of 302 blocks are in the log and replay.
+    let plan = plan_replay(&dev, &map, BS).unwrap();
+    assert_eq!(plan.transactions, 3);
+    w.checkpointed(&dev).unwrap();
+    let tid = w.commit(&dev, &t, &[]).unwrap();
+    assert_eq!(tid, 7 + 3);
+    let plan = plan_replay(&dev, &map, BS).unwrap();
+    assert_eq!((plan.first_tid, plan.transactions), (10, 1));
+}

@@ -115,6 +115,12 @@ impl JournalWriter {
     /// Commits one transaction: `blocks` (file-system block, its new contents, one block
     /// each) and `revoked` (blocks earlier transactions logged that must not be replayed
     /// any more). Durable when it returns. Returns the transaction id.
+    ///
+    /// Errors: a block of the wrong size ([`Error::Invalid`]); a block number above 2^32
+    /// without journal_64bit ([`Error::Incompatible`]); a transaction larger than the
+    /// log ([`Error::Io`] of kind `FileTooLarge`: never split, see [`Self::capacity`]);
+    /// one larger than the free part of the log ([`Error::Io`] of kind `StorageFull`:
+    /// write the committed blocks home and call [`Self::checkpointed`] first).
     pub fn commit(
         &mut self,
         dev: &dyn Device,
@@ -140,10 +146,13 @@ impl JournalWriter {
         }
         let needed = self.blocks_needed(blocks.len(), revoked.len());
         if needed > self.log_blocks() as u64 {
-            return Err(Error::corrupt(format!(
-                "journal: a transaction of {} blocks does not fit in the log (capacity {})",
-                blocks.len(),
-                self.capacity()
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!(
+                    "journal: a transaction of {} blocks does not fit in the log (capacity {})",
+                    blocks.len(),
+                    self.capacity()
+                ),
             )));
         }
         if needed > self.free_blocks() as u64 {

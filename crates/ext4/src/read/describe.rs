@@ -157,6 +157,11 @@ impl Ext4 {
             },
         ));
         v.push(("Directory Hash Seed", format_uuid(sb.s_hash_seed())));
+        match sb.s_jnl_backup_type() {
+            0 => {}
+            1 => v.push(("Journal backup", "inode blocks".into())),
+            t => v.push(("Journal backup", format!("type {t}"))),
+        }
         if let Some(seed) = self.csum_seed {
             v.push(("Checksum type", "crc32c".into()));
             v.push(("Checksum", format!("{:#010x}", sb.s_checksum())));

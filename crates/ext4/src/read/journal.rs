@@ -25,7 +25,9 @@ impl Ext4 {
         }
         let inode = self.journal_inode(ino)?;
         let nblocks = inode.raw.size() >> self.geo.block_size_log;
-        if nblocks > u32::MAX as u64 {
+        // A journal larger than the file system is garbage (and would make the map's
+        // size unbounded).
+        if nblocks > u32::MAX as u64 || nblocks > self.geo.blocks_count {
             return Err(Error::corrupt(format!(
                 "journal inode {ino}: {nblocks} blocks"
             )));

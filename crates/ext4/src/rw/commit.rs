@@ -131,12 +131,7 @@ impl Volume {
                 if csum {
                     let unused = geo.inodes_per_group - self.inodes.high_water(g);
                     // Never raised: the kernel only lowers it (freed slots stay "used").
-                    let was = if flags & BG_INODE_UNINIT != 0 && d.has_flag(BG_INODE_UNINIT) {
-                        geo.inodes_per_group
-                    } else {
-                        d.itable_unused()
-                    };
-                    d.set_itable_unused(unused.min(was));
+                    d.set_itable_unused(unused.min(d.itable_unused()));
                 }
             }
             d.set_free_blocks_count(self.blocks.group_free(g));

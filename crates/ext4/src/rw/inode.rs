@@ -126,6 +126,8 @@ impl Volume {
             .map_err(|e| no_space("inodes", e))?;
         let g = (ino - 1) / geo.inodes_per_group;
         self.txn.groups.insert(g);
+        self.mark_inode_slot_used(ino);
+        let geo = &self.fs.geo;
         let isz = geo.inode_size as usize;
         let mut raw = Inode::from_raw(&vec![0u8; isz.max(160)]);
         if isz > 128 {
@@ -142,6 +144,25 @@ impl Volume {
             // i_blocks counts 512-byte units; the HUGE_FILE flag stays off.
         }
         Ok(InodeRec { ino, raw })
+    }
+
+    /// Makes the descriptor of `ino`'s group cover the inode at once (INODE_UNINIT off,
+    /// itable_unused below it), so the reader accepts it within this transaction.
+    fn mark_inode_slot_used(&mut self, ino: u32) {
+        use crate::format::group_desc::BG_INODE_UNINIT;
+        if !super::volume::uninit_tracking(&self.fs.geo) {
+            return;
+        }
+        let ipg = self.fs.geo.inodes_per_group;
+        let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
+        let d = &mut self.fs.groups[g as usize];
+        if d.has_flag(BG_INODE_UNINIT) {
+            d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT);
+            d.set_itable_unused(ipg);
+        }
+        if idx >= ipg - d.itable_unused().min(ipg) {
+            d.set_itable_unused(ipg - idx - 1);
+        }
     }
 
     /// Frees inode `ino` (its blocks must already be gone): the record keeps its contents

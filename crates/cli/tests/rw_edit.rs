@@ -10,7 +10,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use usfs_testkit::cmp::{compare, CmpOptions};
+use usfs_testkit::{compare, CmpOptions};
 
 /// mke2fs layouts every test runs on.
 const LAYOUTS: &[(&str, &[&str])] = &[

@@ -9,7 +9,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use usfs_testkit::cmp::{compare, CmpOptions};
+use usfs_testkit::{compare, CmpOptions};
 
 /// A read-write `usfs mount`, unmounted with `usfs umount` (which waits for the volume to
 /// be committed and closed) on drop, also when the test fails.

@@ -249,7 +249,7 @@ fn linear_add_lookup_remove_reuse() {
         );
         assert_eq!(ed.lookup(b"nope").unwrap(), None);
         assert!(
-            matches!(ed.add(b"entry-000007", 5, FileType::Regular), Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EEXIST))
+            matches!(ed.add(b"entry-000007", 5, FileType::Regular), Err(Error::Exists))
         );
         assert_eq!(ed.remove(b"entry-000000").unwrap(), 100);
         assert_eq!(ed.remove(b"entry-000001").unwrap(), 101);

@@ -126,6 +126,7 @@ impl Volume {
             .map_err(|e| no_space("inodes", e))?;
         let g = (ino - 1) / geo.inodes_per_group;
         self.txn.groups.insert(g);
+        self.undo_inode(ino, kind != InodeKind::File, true);
         self.mark_inode_slot_used(ino);
         let geo = &self.fs.geo;
         let isz = geo.inode_size as usize;
@@ -155,6 +156,7 @@ impl Volume {
         }
         let ipg = self.fs.geo.inodes_per_group;
         let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
+        self.undo_desc(g);
         let d = &mut self.fs.groups[g as usize];
         if d.has_flag(BG_INODE_UNINIT) {
             d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT);
@@ -172,6 +174,7 @@ impl Volume {
         self.inodes
             .free(rec.ino, is_dir)
             .map_err(|e| Error::corrupt(format!("freeing inode: {e}")))?;
+        self.undo_inode(rec.ino, is_dir, false);
         let g = (rec.ino - 1) / self.fs.geo.inodes_per_group;
         self.txn.groups.insert(g);
         let now = (self.clock)();

@@ -30,6 +30,7 @@ mod orphan;
 mod seams;
 mod shared;
 mod state;
+mod undo;
 mod volume;
 mod xattr;
 

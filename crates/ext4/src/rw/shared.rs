@@ -47,7 +47,15 @@ impl Ext4Rw {
         if v.closed {
             return Err(Error::ReadOnly);
         }
-        let out = f(&mut v)?;
+        v.begin_op();
+        let out = match f(&mut v) {
+            Ok(o) => o,
+            Err(e) => {
+                v.rollback()?;
+                return Err(e);
+            }
+        };
+        v.end_op();
         if v.txn.dirty.len() >= v.commit_threshold() {
             v.commit()?;
         }

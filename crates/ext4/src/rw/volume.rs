@@ -57,6 +57,8 @@ pub struct Volume {
     pub(crate) sb_dirty: bool,
     /// The journal every transaction is logged to (None without has_journal).
     pub(crate) journal: Option<JournalWriter>,
+    /// The undo log of the running operation.
+    pub(crate) undo: Option<super::undo::Undo>,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -134,6 +136,7 @@ impl Volume {
             open_count: Default::default(),
             sb_dirty: false,
             journal,
+            undo: None,
         };
         v.mark_in_use()?;
         v.cleanup_orphans()?;
@@ -353,6 +356,7 @@ impl Meta for Volume {
                 "metadata write to block {blk} outside the file system"
             )));
         }
+        self.undo_block(blk);
         self.overlay.put(blk, data.into());
         self.txn.dirty.insert(blk);
         Ok(())
@@ -366,6 +370,7 @@ impl Meta for Volume {
             purpose: Purpose::Metadata,
         };
         let (start, got) = self.blocks.alloc(&req).map_err(|e| no_space("blocks", e))?;
+        self.undo_alloc(start, got as u64);
         let mut b = start;
         while b < start + got as u64 {
             self.touch_block_group(b);
@@ -389,8 +394,12 @@ impl Meta for Volume {
         }
         if how == Freed::Metadata {
             for b in start..start + len {
-                self.txn.revoked.insert(b);
-                if self.txn.dirty.remove(&b) {
+                if self.txn.revoked.insert(b) {
+                    self.undo_revoke(b);
+                }
+                if self.txn.dirty.contains(&b) {
+                    self.undo_block(b);
+                    self.txn.dirty.remove(&b);
                     self.overlay.remove(b);
                 }
             }

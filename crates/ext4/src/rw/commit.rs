@@ -174,7 +174,10 @@ impl Volume {
         self.fs.sb.set_s_wtime(now.sec as u32);
         self.fs.sb.update_checksum();
         let bs = self.fs.geo.block_size as u64;
-        let mut block = self.read_meta(self.sb_block)?;
+        // Not read_meta: on block sizes over 1 KiB the superblock lives in block 0, which
+        // no block pointer may name.
+        let mut block = vec![0u8; bs as usize];
+        self.overlay.read_at(&mut block, self.sb_block * bs)?;
         let off = (crate::format::superblock::SUPERBLOCK_OFFSET - self.sb_block * bs) as usize;
         block[off..off + 1024].copy_from_slice(self.fs.sb.bytes());
         self.write_meta(self.sb_block, block)

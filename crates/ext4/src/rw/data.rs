@@ -35,6 +35,7 @@ impl Volume {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
         }
         let size = rec.raw.size();
+        self.zero_for_growth(rec, end)?;
         let mut pos = offset;
         while pos < end {
             let lblk = pos / bs;
@@ -130,8 +131,10 @@ impl Volume {
         Ok(self.fs.geo.group_first_block(g))
     }
 
-    /// Sets the file's size: shrinking frees the blocks past the new end and zeroes the
-    /// rest of the last block (so a later extension reads zeros); growing leaves a hole.
+    /// Sets the file's size: shrinking frees the blocks past the new end (the rest of
+    /// the last block is left as it is: bytes past the end are never read, and growing
+    /// zeroes them first, so a crash before the shrink commits cannot show zeros inside
+    /// the old size); growing leaves a hole.
     pub fn set_size(&mut self, rec: &mut InodeRec, size: u64) -> Result<()> {
         if rec.file_type()? != FileType::Regular {
             return Err(if rec.file_type()? == FileType::Directory {
@@ -152,15 +155,8 @@ impl Volume {
         let old = rec.raw.size();
         if size < old {
             self.map_punch(rec, size.div_ceil(bs), u64::MAX)?;
-            if !size.is_multiple_of(bs) {
-                let r = self.map_run(rec, size / bs)?;
-                if let (Some(p), false) = (r.pblk, r.unwritten) {
-                    let at = (p + (size / bs - r.lblk)) * bs + size % bs;
-                    self.overlay
-                        .write_at(&vec![0u8; (bs - size % bs) as usize], at)?;
-                    self.txn.data_written = true;
-                }
-            }
+        } else {
+            self.zero_for_growth(rec, size)?;
         }
         rec.raw.set_size(size);
         self.touch(rec, true);
@@ -210,6 +206,7 @@ impl Volume {
             Fallocate::Allocate { keep_size } => {
                 self.reserve_range(rec, offset / bs, end.div_ceil(bs))?;
                 if !keep_size && end > size {
+                    self.zero_for_growth(rec, end)?;
                     rec.raw.set_size(end);
                 }
             }
@@ -228,6 +225,7 @@ impl Volume {
                     self.reserve_range(rec, a, b)?;
                 }
                 if !keep_size && end > size {
+                    self.zero_for_growth(rec, end)?;
                     rec.raw.set_size(end);
                 }
             }
@@ -256,6 +254,17 @@ impl Volume {
             lblk = run_end;
         }
         Ok(())
+    }
+
+    /// Before the size grows to `new_size`: zeroes the bytes past the old end inside the
+    /// old last block (a shrink left them as they were).
+    fn zero_for_growth(&mut self, rec: &mut InodeRec, new_size: u64) -> Result<()> {
+        let bs = self.fs.geo.block_size as u64;
+        let old = rec.raw.size();
+        if new_size <= old || old.is_multiple_of(bs) {
+            return Ok(());
+        }
+        self.zero_partial(rec, old, new_size.min(old.next_multiple_of(bs)))
     }
 
     /// Writes zeros over the bytes of `from..to` that lie in partly covered blocks.

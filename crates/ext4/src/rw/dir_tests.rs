@@ -248,9 +248,10 @@ fn linear_add_lookup_remove_reuse() {
             Some((2, Some(FileType::Directory)))
         );
         assert_eq!(ed.lookup(b"nope").unwrap(), None);
-        assert!(
-            matches!(ed.add(b"entry-000007", 5, FileType::Regular), Err(Error::Exists))
-        );
+        assert!(matches!(
+            ed.add(b"entry-000007", 5, FileType::Regular),
+            Err(Error::Exists)
+        ));
         assert_eq!(ed.remove(b"entry-000000").unwrap(), 100);
         assert_eq!(ed.remove(b"entry-000001").unwrap(), 101);
         assert!(matches!(ed.remove(b"entry-000001"), Err(Error::NotFound)));

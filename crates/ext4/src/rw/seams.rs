@@ -70,7 +70,9 @@ impl DirFile for VolDir<'_> {
         let n = self.rec.raw.size() / bs;
         let goal = match n.checked_sub(1).map(|l| self.pblk(m, l)) {
             Some(Ok(p)) => p + 1,
-            _ => m.geo().group_first_block((self.rec.ino - 1) / m.geo().inodes_per_group),
+            _ => m
+                .geo()
+                .group_first_block((self.rec.ino - 1) / m.geo().inodes_per_group),
         };
         let (p, _) = m.alloc_blocks(self.rec.ino, goal, 1)?;
         if let Err(e) = with_map(m, self.rec, |bm, m| bm.insert(m, n, p, 1, false)) {
@@ -93,7 +95,11 @@ impl DirFile for VolDir<'_> {
     }
     fn set_indexed(&mut self, on: bool) {
         let f = self.rec.raw.i_flags();
-        self.rec.raw.set_i_flags(if on { f | flags::INDEX } else { f & !flags::INDEX });
+        self.rec.raw.set_i_flags(if on {
+            f | flags::INDEX
+        } else {
+            f & !flags::INDEX
+        });
     }
 }
 
@@ -104,8 +110,17 @@ impl Volume {
     }
 
     /// Maps `len` blocks from `pblk` at logical block `lblk` (a hole).
-    pub(crate) fn map_add(&mut self, rec: &mut InodeRec, lblk: u64, pblk: u64, len: u32, unwritten: bool) -> Result<()> {
-        with_map(self, rec, |bm, m| bm.insert(m, lblk, pblk, len as u64, unwritten))
+    pub(crate) fn map_add(
+        &mut self,
+        rec: &mut InodeRec,
+        lblk: u64,
+        pblk: u64,
+        len: u32,
+        unwritten: bool,
+    ) -> Result<()> {
+        with_map(self, rec, |bm, m| {
+            bm.insert(m, lblk, pblk, len as u64, unwritten)
+        })
     }
 
     /// Unmaps and frees logical blocks `from..to` (data blocks counted out of i_blocks).
@@ -122,7 +137,11 @@ impl Volume {
     }
 
     /// Runs `f` on directory `dir` opened for changes.
-    fn dir_edit<T>(&mut self, dir: &mut InodeRec, f: impl FnOnce(&mut DirEdit) -> Result<T>) -> Result<T> {
+    fn dir_edit<T>(
+        &mut self,
+        dir: &mut InodeRec,
+        f: impl FnOnce(&mut DirEdit) -> Result<T>,
+    ) -> Result<T> {
         if dir.raw.has_flag(flags::INLINE_DATA) {
             return Err(Error::incompatible(format!(
                 "inline_data: changing inline directory {}",
@@ -139,7 +158,13 @@ impl Volume {
     }
 
     /// Adds entry `name` -> `ino` to directory `dir`.
-    pub(crate) fn dir_add(&mut self, dir: &mut InodeRec, name: &[u8], ino: u32, ft: FileType) -> Result<()> {
+    pub(crate) fn dir_add(
+        &mut self,
+        dir: &mut InodeRec,
+        name: &[u8],
+        ino: u32,
+        ft: FileType,
+    ) -> Result<()> {
         self.dir_edit(dir, |e| e.add(name, ino, ft))
     }
 
@@ -149,7 +174,13 @@ impl Volume {
     }
 
     /// Points the existing entry `name` of `dir` at `ino`.
-    pub(crate) fn dir_replace(&mut self, dir: &mut InodeRec, name: &[u8], ino: u32, ft: FileType) -> Result<()> {
+    pub(crate) fn dir_replace(
+        &mut self,
+        dir: &mut InodeRec,
+        name: &[u8],
+        ino: u32,
+        ft: FileType,
+    ) -> Result<()> {
         self.dir_edit(dir, |e| e.replace(name, ino, ft).map(|_| ()))
     }
 

@@ -210,16 +210,18 @@ impl FileSystemWrite for Ext4Rw {
         })
     }
     fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8]) -> Result<()> {
-        let _ = (ino, name, value);
-        Err(Error::incompatible(
-            "setting extended attributes is not written yet",
-        ))
+        self.change(|v| {
+            let mut rec = v.inode(ino32(ino)?)?;
+            v.set_xattr(&mut rec, name, Some(value))?;
+            v.put_inode(&mut rec)
+        })
     }
     fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        let _ = (ino, name);
-        Err(Error::incompatible(
-            "removing extended attributes is not written yet",
-        ))
+        self.change(|v| {
+            let mut rec = v.inode(ino32(ino)?)?;
+            v.set_xattr(&mut rec, name, None)?;
+            v.put_inode(&mut rec)
+        })
     }
     fn fsync(&self, _ino: Ino, _datasync: bool) -> Result<()> {
         self.w().commit()

@@ -13,11 +13,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use usfs_fs::{Error, Result};
 
+/// A metadata block's state before the operation: its overlay copy (when it was
+/// already changed in this transaction) and whether it was dirty.
+type PrevBlock = (Option<Arc<[u8]>>, bool);
+
 /// What the running operation changed.
 #[derive(Default)]
 pub(crate) struct Undo {
     /// Metadata blocks put: block -> (previous overlay copy, was it dirty before).
-    blocks: HashMap<u64, (Option<Arc<[u8]>>, bool)>,
+    blocks: HashMap<u64, PrevBlock>,
     /// Blocks allocated.
     allocs: Vec<(u64, u64)>,
     /// Inodes allocated (number, directory?).
@@ -53,9 +57,13 @@ impl Volume {
     pub(crate) fn undo_block(&mut self, blk: u64) {
         let was_dirty = self.txn.dirty.contains(&blk);
         if let Some(u) = self.undo.as_mut() {
-            if !u.blocks.contains_key(&blk) {
-                let prev = if was_dirty { self.overlay.get(blk) } else { None };
-                u.blocks.insert(blk, (prev, was_dirty));
+            if let std::collections::hash_map::Entry::Vacant(e) = u.blocks.entry(blk) {
+                let prev = if was_dirty {
+                    self.overlay.get(blk)
+                } else {
+                    None
+                };
+                e.insert((prev, was_dirty));
             }
         }
     }
@@ -88,7 +96,9 @@ impl Volume {
     /// Records group `g`'s descriptor before its first change.
     pub(crate) fn undo_desc(&mut self, g: u32) {
         if let Some(u) = self.undo.as_mut() {
-            u.descs.entry(g).or_insert_with(|| self.fs.groups[g as usize].clone());
+            u.descs
+                .entry(g)
+                .or_insert_with(|| self.fs.groups[g as usize].clone());
         }
     }
 

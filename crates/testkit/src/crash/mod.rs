@@ -16,6 +16,11 @@
 
 pub mod check;
 mod copy;
+#[cfg(feature = "ext4")]
+pub mod rw;
+#[cfg(feature = "ext4")]
+pub mod sweep;
+pub mod workload;
 
 pub use copy::copy_sparse;
 

@@ -503,11 +503,13 @@ fn kernel_view(img: &Path, mnt: &Path) -> Res<(Tree, std::path::PathBuf)> {
     let tree = read_host_tree(mnt);
     let mut unmounted = false;
     for _ in 0..50 {
-        if Command::new("umount")
+        // Busy for a moment when another thread's child (between fork and exec) holds a
+        // descriptor of the mount: retry quietly.
+        let st = Command::new("umount")
             .arg(mnt)
-            .status()
-            .is_ok_and(|s| s.success())
-        {
+            .stderr(Stdio::null())
+            .status();
+        if st.is_ok_and(|s| s.success()) {
             unmounted = true;
             break;
         }

@@ -303,9 +303,13 @@ pub fn chmod(a: &ChmodArgs) -> CliResult {
     })
 }
 
-/// Options of `usfs chown`.
+/// Options of `usfs chown` (`-h` is chown(1)'s --no-dereference; help is `--help`).
 #[derive(clap::Args)]
+#[command(disable_help_flag = true)]
 pub struct ChownArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// UID[:GID] (numbers, or names looked up on this host).
     owner: String,
     /// Do not follow a final symbolic link (change the link itself).

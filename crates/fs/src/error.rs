@@ -93,7 +93,40 @@ impl Error {
             Error::TooManyLinks => libc::EMLINK,
             Error::NotPermitted => libc::EPERM,
             Error::Busy(_) => libc::EBUSY,
-            Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::Io(e) => e.raw_os_error().unwrap_or_else(|| kind_errno(e.kind())),
         }
+    }
+}
+
+/// The errno of an I/O error made without one (`io::Error::new(kind, ...)`), such as
+/// the allocators' StorageFull.
+fn kind_errno(kind: std::io::ErrorKind) -> i32 {
+    use std::io::ErrorKind as K;
+    match kind {
+        K::StorageFull => libc::ENOSPC,
+        K::FileTooLarge => libc::EFBIG,
+        K::QuotaExceeded => libc::EDQUOT,
+        K::NotFound => libc::ENOENT,
+        K::PermissionDenied => libc::EACCES,
+        K::AlreadyExists => libc::EEXIST,
+        K::InvalidInput => libc::EINVAL,
+        K::ReadOnlyFilesystem => libc::EROFS,
+        K::Unsupported => libc::EOPNOTSUPP,
+        _ => libc::EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_without_an_errno_map_by_kind() {
+        let full = Error::Io(std::io::Error::new(std::io::ErrorKind::StorageFull, "x"));
+        assert_eq!(full.errno(), libc::ENOSPC);
+        let raw = Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG));
+        assert_eq!(raw.errno(), libc::EFBIG);
+        let other = Error::Io(std::io::Error::other("x"));
+        assert_eq!(other.errno(), libc::EIO);
     }
 }

@@ -17,6 +17,7 @@ use usfs_fs::{Error, Result};
 impl Volume {
     /// Commits the running transaction and makes it durable. A no-op when nothing changed.
     pub fn commit(&mut self) -> Result<()> {
+        self.flush_all_pending()?;
         if self.txn.dirty.is_empty()
             && self.txn.freed.is_empty()
             && self.txn.groups.is_empty()

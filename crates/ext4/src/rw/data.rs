@@ -35,6 +35,7 @@ impl Volume {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
         }
         let size = rec.raw.size();
+        let regular = rec.file_type()? == FileType::Regular;
         self.zero_for_growth(rec, end)?;
         let mut pos = offset;
         while pos < end {
@@ -54,6 +55,8 @@ impl Volume {
                     self.write_fresh(p + (first - run.lblk), first, pos, piece)?;
                     self.map_written(rec, first, last - first + 1)?;
                 }
+                // Delayed allocation for file data; a symlink's target gets its block now.
+                None if regular => self.buffer_hole(rec.ino, pos, piece)?,
                 None => {
                     let first = lblk;
                     let last = (run_end - 1) / bs;
@@ -120,7 +123,7 @@ impl Volume {
 
     /// Where to put logical block `lblk`: after the physical block of `lblk - 1`, else
     /// the start of the inode's group.
-    fn goal_for(&self, rec: &InodeRec, lblk: u64) -> Result<u64> {
+    pub(crate) fn goal_for(&self, rec: &InodeRec, lblk: u64) -> Result<u64> {
         if lblk > 0 {
             let r = self.map_run(rec, lblk - 1)?;
             if let Some(p) = r.pblk {
@@ -152,6 +155,7 @@ impl Volume {
         if size.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
         }
+        self.flush_into(rec)?;
         let old = rec.raw.size();
         if size < old {
             self.map_punch(rec, size.div_ceil(bs), u64::MAX)?;
@@ -201,6 +205,7 @@ impl Volume {
         if end.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
         }
+        self.flush_into(rec)?;
         let size = rec.raw.size();
         match mode {
             Fallocate::Allocate { keep_size } => {
@@ -253,6 +258,18 @@ impl Volume {
             }
             lblk = run_end;
         }
+        Ok(())
+    }
+
+    /// Gives the buffered data of `rec`'s file its blocks before a change that works on
+    /// the block map (truncate, fallocate), updating `rec` in place.
+    fn flush_into(&mut self, rec: &mut InodeRec) -> Result<()> {
+        if self.pending_of(rec.ino) == 0 {
+            return Ok(());
+        }
+        self.put_inode(rec)?;
+        self.flush_pending(rec.ino)?;
+        *rec = self.inode(rec.ino)?;
         Ok(())
     }
 

@@ -175,6 +175,7 @@ impl Volume {
             .free(rec.ino, is_dir)
             .map_err(|e| Error::corrupt(format!("freeing inode: {e}")))?;
         self.undo_inode(rec.ino, is_dir, false);
+        self.drop_pending(rec.ino);
         let g = (rec.ino - 1) / self.fs.geo.inodes_per_group;
         self.txn.groups.insert(g);
         let now = (self.clock)();

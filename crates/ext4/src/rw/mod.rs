@@ -14,6 +14,7 @@ pub mod blockmap;
 mod blockmap_tests;
 mod commit;
 mod data;
+mod delalloc;
 pub mod dir_edit;
 mod dir_htree;
 mod dir_leaf;
@@ -35,6 +36,7 @@ mod volume;
 mod xattr;
 
 pub use blockmap::{BlockMap, Run};
+pub use delalloc::FLUSH_BYTES;
 pub use dir_edit::{check_name, DirEdit, HashParams};
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};

@@ -56,7 +56,8 @@ impl Ext4Rw {
             }
         };
         v.end_op();
-        if v.txn.dirty.len() >= v.commit_threshold() {
+        let buffered = v.pending_blocks() * v.geometry().block_size as u64;
+        if v.txn.dirty.len() >= v.commit_threshold() || buffered >= super::FLUSH_BYTES {
             v.commit()?;
         }
         Ok(out)
@@ -90,12 +91,15 @@ impl FileSystem for Ext4Rw {
     }
     fn getattr(&self, ino: Ino) -> Result<Metadata> {
         let v = self.r();
-        match v.fs.getattr(ino) {
+        let mut m = match v.fs.getattr(ino) {
             Err(Error::Corrupt(_)) if v.is_open(ino32(ino)?) => {
                 v.fs.metadata(&v.open_orphan(ino32(ino)?)?)
             }
             r => r,
-        }
+        }?;
+        // Buffered blocks count as the file's, as ext4 counts its delayed ones.
+        m.blocks += v.pending_of(ino32(ino)?) * (v.geometry().block_size as u64 / 512);
+        Ok(m)
     }
     fn readdir(
         &self,
@@ -107,12 +111,14 @@ impl FileSystem for Ext4Rw {
     }
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let v = self.r();
-        match v.fs.read_at(ino, offset, buf) {
+        let n = match v.fs.read_at(ino, offset, buf) {
             Err(Error::Corrupt(_)) if v.is_open(ino32(ino)?) => {
                 v.fs.read_file(&v.open_orphan(ino32(ino)?)?, offset, buf)
             }
             r => r,
-        }
+        }?;
+        v.pending_read(ino32(ino)?, offset, &mut buf[..n]);
+        Ok(n)
     }
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         self.r().fs.readlink(ino)
@@ -124,10 +130,42 @@ impl FileSystem for Ext4Rw {
         self.r().fs.get_xattr(ino, name)
     }
     fn next_data(&self, ino: Ino, offset: u64) -> Result<Option<std::ops::Range<u64>>> {
-        self.r().fs.next_data(ino, offset)
+        let v = self.r();
+        let i = ino32(ino)?;
+        let size = v.fs.getattr(ino)?.size;
+        // Stored and buffered runs, joined where they meet.
+        let mut at = offset;
+        let mut found: Option<std::ops::Range<u64>> = None;
+        loop {
+            let a = v.fs.next_data(ino, at)?;
+            let b = v.pending_data(i, at);
+            let next = match (a, b) {
+                (Some(a), Some(b)) => Some(if a.start <= b.start { a } else { b }),
+                (a, b) => a.or(b),
+            };
+            match (next, found.as_mut()) {
+                (None, _) => break,
+                (Some(n), None) => found = Some(n),
+                (Some(n), Some(f)) if n.start <= f.end => f.end = f.end.max(n.end),
+                _ => break,
+            }
+            let f = found.as_ref().expect("set above");
+            if f.end >= size {
+                break;
+            }
+            at = f.end;
+        }
+        Ok(found
+            .map(|r| r.start..r.end.min(size))
+            .filter(|r| r.start < r.end))
     }
     fn statfs(&self) -> Result<StatFs> {
-        self.r().fs.statfs()
+        let v = self.r();
+        let mut s = v.fs.statfs()?;
+        let held = v.pending_blocks();
+        s.blocks_free = s.blocks_free.saturating_sub(held);
+        s.blocks_avail = s.blocks_avail.saturating_sub(held);
+        Ok(s)
     }
     fn io_stats(&self) -> IoSnapshot {
         self.r().fs.io_stats()

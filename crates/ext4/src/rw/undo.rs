@@ -36,6 +36,8 @@ pub(crate) struct Undo {
     descs: HashMap<u32, GroupDesc<[u8; 64]>>,
     /// The superblock at the start, and its dirty mark.
     sb: Option<(Superblock<Vec<u8>>, bool)>,
+    /// Buffered data of inodes freed by the operation (delayed allocation).
+    pending: Vec<(u32, super::delalloc::Pending)>,
 }
 
 impl Volume {
@@ -93,6 +95,13 @@ impl Volume {
         }
     }
 
+    /// Keeps the buffered data of inode `ino`, freed by the operation.
+    pub(crate) fn undo_pending(&mut self, ino: u32, p: super::delalloc::Pending) {
+        if let Some(u) = self.undo.as_mut() {
+            u.pending.push((ino, p));
+        }
+    }
+
     /// Records group `g`'s descriptor before its first change.
     pub(crate) fn undo_desc(&mut self, g: u32) {
         if let Some(u) = self.undo.as_mut() {
@@ -134,6 +143,9 @@ impl Volume {
         }
         for (g, d) in u.descs {
             self.fs.groups[g as usize] = d;
+        }
+        for (ino, p) in u.pending {
+            self.pending.insert(ino, p);
         }
         if let Some((sb, dirty)) = u.sb {
             self.fs.sb = sb;

@@ -15,6 +15,7 @@ use crate::journal::JournalWriter;
 use crate::rw::meta::{Freed, Meta};
 use crate::write::no_space;
 use crate::Ext4;
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use usfs_dev::{Device, Overlay};
@@ -59,6 +60,8 @@ pub struct Volume {
     pub(crate) journal: Option<JournalWriter>,
     /// The undo log of the running operation.
     pub(crate) undo: Option<super::undo::Undo>,
+    /// Data written into holes and not yet given blocks (delayed allocation), by inode.
+    pub(crate) pending: BTreeMap<u32, super::delalloc::Pending>,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -137,6 +140,7 @@ impl Volume {
             sb_dirty: false,
             journal,
             undo: None,
+            pending: BTreeMap::new(),
         };
         v.mark_in_use()?;
         v.cleanup_orphans()?;
@@ -152,6 +156,25 @@ impl Volume {
     /// The geometry.
     pub fn geometry(&self) -> &Geometry {
         self.fs.geometry()
+    }
+
+    /// Serves allocation request `req` and records it in the transaction (and in the
+    /// running operation's undo log). Metadata blocks and data blocks both come here; the
+    /// request's purpose decides which preallocation serves it.
+    pub(crate) fn alloc_data(&mut self, req: &Request) -> Result<(u64, u32)> {
+        let (start, got) = self.blocks.alloc(req).map_err(|e| no_space("blocks", e))?;
+        self.undo_alloc(start, got as u64);
+        let mut b = start;
+        while b < start + got as u64 {
+            self.touch_block_group(b);
+            let g = self.fs.geo.block_group(b);
+            b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
+        }
+        // A block reused in this transaction must not be revoked by it.
+        for k in start..start + got as u64 {
+            self.txn.revoked.remove(&k);
+        }
+        Ok((start, got))
     }
 
     /// Free blocks now (the allocator's count; blocks freed in the running transaction
@@ -369,19 +392,7 @@ impl Meta for Volume {
             len: len.max(1),
             purpose: Purpose::Metadata,
         };
-        let (start, got) = self.blocks.alloc(&req).map_err(|e| no_space("blocks", e))?;
-        self.undo_alloc(start, got as u64);
-        let mut b = start;
-        while b < start + got as u64 {
-            self.touch_block_group(b);
-            let g = self.fs.geo.block_group(b);
-            b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
-        }
-        // A block reused in this transaction must not be revoked by it.
-        for k in start..start + got as u64 {
-            self.txn.revoked.remove(&k);
-        }
-        Ok((start, got))
+        self.alloc_data(&req)
     }
 
     fn free_blocks(&mut self, owner: u32, start: u64, len: u64, how: Freed) -> Result<()> {

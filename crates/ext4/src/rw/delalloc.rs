@@ -1,0 +1,196 @@
+//! Delayed allocation at run time, as ext4's: data written into a hole is kept in memory
+//! and no block is chosen until it is flushed (at every commit: fsync, sync, a full
+//! transaction, close; or when the buffered data passes [`FLUSH_BYTES`]). By then the
+//! allocator knows how large the file is, so a file written in many small pieces gets one
+//! extent, small files share a locality group and growing ones an inode preallocation
+//! (`alloc::blocks`, the allocator of mkfs).
+//!
+//! Buffered blocks are counted against the free space when they are written (a write
+//! that could not be placed later fails with ENOSPC at once), readers see them
+//! ([`Volume::pending_read`]), and a file's size covers them as soon as the write
+//! returns. Crash semantics stay ordered: a flush writes the data before the commit that
+//! maps it.
+
+use super::inode::InodeRec;
+use super::volume::Volume;
+use crate::alloc::blocks::{Purpose, Request, MAX_EXTENT_LEN};
+use std::collections::BTreeMap;
+use usfs_dev::Device;
+use usfs_fs::Result;
+
+/// Buffered data after which the running operation's end flushes it.
+pub const FLUSH_BYTES: u64 = 64 << 20;
+
+/// One file's buffered blocks: logical block -> its bytes (a whole block, zero-filled
+/// where nothing was written).
+pub(crate) type Pending = BTreeMap<u64, Box<[u8]>>;
+
+impl Volume {
+    /// Blocks buffered in all files.
+    pub(crate) fn pending_blocks(&self) -> u64 {
+        self.pending.values().map(|p| p.len() as u64).sum()
+    }
+
+    /// Blocks buffered in file `ino`.
+    pub fn pending_of(&self, ino: u32) -> u64 {
+        self.pending.get(&ino).map_or(0, |p| p.len() as u64)
+    }
+
+    /// Free blocks after every buffered block and a margin for the extent blocks their
+    /// flush may need are set aside.
+    pub(crate) fn unreserved_free(&self) -> u64 {
+        let pending = self.pending_blocks();
+        // An extent block holds 340 extents (4 KiB) and a file's first four live in its
+        // inode: this covers the tree growth of fragmented placements.
+        let margin = pending / 256 + 4;
+        self.blocks.free_blocks().saturating_sub(pending + margin)
+    }
+
+    /// Writes `piece` (file bytes from `pos`, inside a hole of the block map) into file
+    /// `ino`'s buffered blocks.
+    pub(crate) fn buffer_hole(&mut self, ino: u32, pos: u64, piece: &[u8]) -> Result<()> {
+        let bs = self.fs.geo.block_size as u64;
+        let (first, last) = (pos / bs, (pos + piece.len() as u64 - 1) / bs);
+        let have = self.pending.get(&ino);
+        let new = (first..=last)
+            .filter(|b| !have.is_some_and(|p| p.contains_key(b)))
+            .count() as u64;
+        if new > 0 && self.unreserved_free() < new {
+            return Err(crate::write::no_space(
+                "blocks",
+                format!(
+                    "no space left: {new} blocks to buffer, {} free",
+                    self.unreserved_free()
+                ),
+            ));
+        }
+        let file = self.pending.entry(ino).or_default();
+        let mut at = pos;
+        let mut done = 0usize;
+        while done < piece.len() {
+            let lblk = at / bs;
+            let off = (at % bs) as usize;
+            let n = (bs as usize - off).min(piece.len() - done);
+            let blk = file
+                .entry(lblk)
+                .or_insert_with(|| vec![0u8; bs as usize].into_boxed_slice());
+            blk[off..off + n].copy_from_slice(&piece[done..done + n]);
+            done += n;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies file `ino`'s buffered bytes over `buf`, which holds the file's bytes from
+    /// `offset` as the block map gives them (zeros in holes).
+    pub fn pending_read(&self, ino: u32, offset: u64, buf: &mut [u8]) {
+        let Some(file) = self.pending.get(&ino) else {
+            return;
+        };
+        if buf.is_empty() {
+            return;
+        }
+        let bs = self.fs.geo.block_size as u64;
+        let end = offset + buf.len() as u64;
+        for (&lblk, data) in file.range(offset / bs..end.div_ceil(bs)) {
+            let (a, b) = ((lblk * bs).max(offset), ((lblk + 1) * bs).min(end));
+            let src = &data[(a - lblk * bs) as usize..(b - lblk * bs) as usize];
+            buf[(a - offset) as usize..(b - offset) as usize].copy_from_slice(src);
+        }
+    }
+
+    /// The first run of buffered blocks of `ino` at or after byte `offset`, in bytes.
+    pub fn pending_data(&self, ino: u32, offset: u64) -> Option<std::ops::Range<u64>> {
+        let file = self.pending.get(&ino)?;
+        let bs = self.fs.geo.block_size as u64;
+        let mut it = file.range(offset / bs..).map(|(&l, _)| l);
+        let first = it.next()?;
+        let mut last = first;
+        for l in it {
+            if l != last + 1 {
+                break;
+            }
+            last = l;
+        }
+        Some((first * bs).max(offset)..(last + 1) * bs)
+    }
+
+    /// Takes file `ino`'s buffered blocks out (the inode is being freed); the undo log
+    /// keeps them for a rollback.
+    pub(crate) fn drop_pending(&mut self, ino: u32) {
+        if let Some(p) = self.pending.remove(&ino) {
+            self.undo_pending(ino, p);
+        }
+    }
+
+    /// Allocates and writes every file's buffered blocks (before a commit).
+    pub(crate) fn flush_all_pending(&mut self) -> Result<()> {
+        let inos: Vec<u32> = self.pending.keys().copied().collect();
+        for ino in inos {
+            self.flush_pending(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Allocates blocks for file `ino`'s buffered data, knowing the file's size, writes
+    /// the data and maps it.
+    pub(crate) fn flush_pending(&mut self, ino: u32) -> Result<()> {
+        let Some(file) = self.pending.remove(&ino) else {
+            return Ok(());
+        };
+        let mut rec = self.inode(ino)?;
+        let bs = self.fs.geo.block_size as u64;
+        let size_blocks = rec.raw.size().div_ceil(bs);
+        // Blocks past the end (left by a write that failed and was rolled back) go.
+        let mut runs: Vec<(u64, Vec<Box<[u8]>>)> = Vec::new();
+        for (lblk, data) in file.into_iter().filter(|(l, _)| *l < size_blocks) {
+            match runs.last_mut() {
+                Some((start, v))
+                    if *start + v.len() as u64 == lblk && v.len() < MAX_EXTENT_LEN as usize =>
+                {
+                    v.push(data)
+                }
+                _ => runs.push((lblk, vec![data])),
+            }
+        }
+        for (lblk, blocks) in runs {
+            self.place_run(&mut rec, lblk, &blocks, size_blocks)?;
+        }
+        self.txn.data_written = true;
+        self.put_inode(&mut rec)
+    }
+
+    /// Allocates and writes one run of buffered blocks starting at logical `lblk`.
+    fn place_run(
+        &mut self,
+        rec: &mut InodeRec,
+        lblk: u64,
+        blocks: &[Box<[u8]>],
+        size_blocks: u64,
+    ) -> Result<()> {
+        let bs = self.fs.geo.block_size as usize;
+        let mut done = 0usize;
+        while done < blocks.len() {
+            let l = lblk + done as u64;
+            let req = Request {
+                goal: self.goal_for(rec, l)?,
+                len: (blocks.len() - done) as u32,
+                purpose: Purpose::Data {
+                    owner: rec.ino,
+                    final_blocks: Some(size_blocks),
+                },
+            };
+            let (p, got) = self.alloc_data(&req)?;
+            let got = got as usize;
+            let mut buf = Vec::with_capacity(got * bs);
+            for b in &blocks[done..done + got] {
+                buf.extend_from_slice(b);
+            }
+            self.overlay.write_at(&buf, p * bs as u64)?;
+            self.map_add(rec, l, p, got as u32, false)?;
+            rec.add_blocks(got as i64, bs as u32);
+            done += got;
+        }
+        Ok(())
+    }
+}

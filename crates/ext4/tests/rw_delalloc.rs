@@ -1,0 +1,169 @@
+//! Delayed allocation in the read-write volume, against debugfs and e2fsck: files
+//! written in small interleaved pieces get one extent each at the flush, buffered data
+//! reads back (read, SEEK_DATA, st_blocks) before it has blocks, and a full disk fails
+//! the write itself with ENOSPC, leaving a clean image.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use usfs_ext4::rw::Ext4Rw;
+use usfs_fs::{path::resolve, FileSystem, FileSystemWrite, FileType, Ino, NewNode};
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn image(name: &str, size: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("usfs-delalloc-{}-{name}", std::process::id()));
+    let st = Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4", "-b", "4096"])
+        .arg(&p)
+        .arg(size)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    p
+}
+
+fn open(p: &Path) -> Ext4Rw {
+    let dev = usfs_dev::open(p, usfs_dev::OpenMode::File, true).unwrap();
+    Ext4Rw::open(dev).unwrap()
+}
+
+fn create(fs: &Ext4Rw, name: &str) -> Ino {
+    let node = NewNode {
+        file_type: FileType::Regular,
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+    };
+    fs.create(fs.root(), name.as_bytes(), node).unwrap().ino
+}
+
+/// Extents of `path` as debugfs lists them (`ex`: one line per extent after a header).
+fn extents(img: &Path, path: &str) -> usize {
+    let o = Command::new("debugfs")
+        .args(["-R", &format!("ex {path}")])
+        .arg(img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .count()
+}
+
+fn fsck_clean(img: &Path) {
+    let o = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "e2fsck -fn:\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let n = fs.read_at(ino, done as u64, &mut buf[done..]).unwrap();
+        assert!(n > 0, "short read at {done}");
+        done += n;
+    }
+    buf
+}
+
+#[test]
+fn interleaved_appends_get_one_extent_per_file() {
+    if !have("mke2fs") || !have("debugfs") {
+        println!("SKIP: mke2fs/debugfs missing");
+        return;
+    }
+    let img = image("interleaved", "64M");
+    let fs = open(&img);
+    let (a, b) = (create(&fs, "a"), create(&fs, "b"));
+    let piece = |i: usize, f: u8| vec![f ^ (i as u8); 4096];
+    let mut want = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        fs.write_at(a, (i * 4096) as u64, &piece(i, 0xa0)).unwrap();
+        want.0.extend(piece(i, 0xa0));
+        fs.write_at(b, (i * 4096) as u64, &piece(i, 0xb0)).unwrap();
+        want.1.extend(piece(i, 0xb0));
+    }
+    // Before the flush: readable, counted in st_blocks, found by SEEK_DATA.
+    assert_eq!(read_all(&fs, a, want.0.len()), want.0);
+    assert_eq!(fs.getattr(a).unwrap().blocks, 200 * 8);
+    assert_eq!(fs.next_data(b, 5000).unwrap(), Some(5000..200 * 4096));
+    fs.sync().unwrap();
+    assert_eq!(read_all(&fs, b, want.1.len()), want.1);
+    assert_eq!(fs.getattr(a).unwrap().blocks, 200 * 8);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    assert_eq!(extents(&img, "/a"), 1, "a is fragmented");
+    assert_eq!(extents(&img, "/b"), 1, "b is fragmented");
+    let _ = std::fs::remove_file(&img);
+}
+
+#[test]
+fn buffered_data_survives_truncate_unlink_and_holes() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("SKIP: mke2fs/e2fsck missing");
+        return;
+    }
+    let img = image("ops", "32M");
+    let fs = open(&img);
+    let f = create(&fs, "f");
+    fs.write_at(f, 1 << 20, b"far out").unwrap();
+    assert_eq!(fs.next_data(f, 0).unwrap(), Some((1 << 20)..(1 << 20) + 7));
+    fs.write_at(f, 10, &[7u8; 9000]).unwrap();
+    // A truncate flushes the file first, then cuts it.
+    let attr = usfs_fs::SetAttr {
+        size: Some(5000),
+        ..Default::default()
+    };
+    fs.setattr(f, attr).unwrap();
+    let mut want = vec![0u8; 5000];
+    want[10..].fill(7);
+    assert_eq!(read_all(&fs, f, 5000), want);
+    // A buffered file unlinked before any flush leaves nothing behind.
+    let g = create(&fs, "g");
+    fs.write_at(g, 0, &[1u8; 100_000]).unwrap();
+    fs.unlink(fs.root(), b"g").unwrap();
+    assert!(resolve(&fs, b"/g", false).is_err());
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let _ = std::fs::remove_file(&img);
+}
+
+#[test]
+fn a_full_disk_fails_the_write_not_the_flush() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("SKIP: mke2fs/e2fsck missing");
+        return;
+    }
+    let img = image("full", "16M");
+    let fs = open(&img);
+    let f = create(&fs, "big");
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut written = 0u64;
+    let err = loop {
+        match fs.write_at(f, written, &chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        assert!(written < 64 << 20, "a 16M image took {written} bytes");
+    };
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    fs.sync().unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, written);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let _ = std::fs::remove_file(&img);
+}

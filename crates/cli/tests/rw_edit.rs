@@ -320,3 +320,46 @@ fn editing_commands_on_64k_blocks() {
         panic!("64 KiB and 4 KiB blocks differ after the same edits: {d}");
     }
 }
+
+/// A directory of 100,000 entries copied in (the htree grows to two index levels), part
+/// of it removed, against the kernel doing the same.
+#[test]
+fn a_hundred_thousand_entries_match_the_kernel() {
+    if !need_root("100k_entries") || !need_tool("100k_entries", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-100k");
+    let d = s.path("src/d");
+    std::fs::create_dir_all(&d).unwrap();
+    for i in 0..100_000 {
+        std::fs::File::create(d.join(format!("entry-with-a-longer-name-{i}"))).unwrap();
+    }
+    let a = s.path("usfs.img");
+    mke2fs(
+        &a,
+        "512M",
+        &["-t", "ext4", "-b", "4096", "-N", "120000"],
+        None,
+    );
+    let b = s.path("kernel.img");
+    std::fs::copy(&a, &b).unwrap();
+    let u = |rel: &str| format!("{}:{rel}", a.display());
+    usfs_ok(&["cp", "-r", d.to_str().unwrap(), &u("/d")]);
+    let gone: Vec<String> = (0..100_000)
+        .step_by(97)
+        .map(|i| u(&format!("/d/entry-with-a-longer-name-{i}")))
+        .collect();
+    let mut args = vec!["rm"];
+    args.extend(gone.iter().map(String::as_str));
+    usfs_ok(&args);
+    fsck_clean(&a, "100k entries");
+    {
+        let m = Mount::new(&b, &s.path("k"), "ext4", "");
+        sh(&format!(
+            "cp -r '{}' '{d}/d' && cd '{d}/d' && for i in $(seq 0 97 99999); do rm entry-with-a-longer-name-$i; done",
+            d.display(),
+            d = m.dir.display()
+        ));
+    }
+    compare_images(&s, &Pair { usfs: a, kernel: b }, "100k entries");
+}

@@ -79,7 +79,7 @@ with open('py.bin', 'r+b') as f:
 with open('sparse', 'wb') as f:
     f.seek(10 << 20); f.write(b'end')
 os.setxattr('py.bin', 'user.one', b'1')
-os.setxattr('py.bin', 'user.big', b'x' * 3000)
+os.setxattr('py.bin', 'user.big', b'x' * 900)
 os.setxattr('copy', 'user.dir', b'd')
 os.removexattr('py.bin', 'user.one')
 with open('app', 'ab') as f:
@@ -88,6 +88,9 @@ with open('app', 'ab') as f:
 os.truncate('app', 100)
 os.truncate('app', 5000)
 PY
+touch acl-f && mkdir -p acl-d && setfacl -m u:1234:rw acl-f && setfacl -m d:u:1234:rx,d:g::rwx acl-d
+touch acl-d/inherits && mkdir acl-d/sub && mkdir -m 0700 acl-d/priv && chmod 640 acl-f && setfacl -m u:5:r acl-f
+touch acl-g && setfacl -m u:7:rw acl-g && setfacl -b acl-g
 echo new > target && echo old > src && mv src target
 ln target hard1 && ln target hard2 && rm hard1
 mkdir -p deep && d=deep; for i in $(seq 1 40); do d=$d/level$i; done; mkdir -p $d && echo bottom > $d/f
@@ -177,6 +180,7 @@ fn check_layout(name: &str, args: &[&str], opts: &str) {
         let mb = Mount::new(&b, &s.path("cb"), "ext4", "ro");
         let opts = CmpOptions {
             atime: false,
+            system_xattrs: true,
             ..Default::default()
         };
         if let Err(d) = compare(&ma.dir, &mb.dir, &opts) {
@@ -195,15 +199,17 @@ fn check_layout(name: &str, args: &[&str], opts: &str) {
 
 fn ready(test: &str) -> bool {
     need_root(test)
-        && ["mke2fs", "sqlite3", "git", "make", "gcc", "python3", "tar"]
-            .iter()
-            .all(|t| need_tool(test, t))
+        && [
+            "mke2fs", "sqlite3", "git", "make", "gcc", "python3", "tar", "setfacl",
+        ]
+        .iter()
+        .all(|t| need_tool(test, t))
 }
 
 #[test]
 fn fuse_rw_matches_the_kernel_ext4() {
     if ready("fuse_rw ext4") {
-        check_layout("ext4", &["-t", "ext4"], "rw,threads=2");
+        check_layout("ext4", &["-t", "ext4", "-b", "4096"], "rw,threads=2");
     }
 }
 

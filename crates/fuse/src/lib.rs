@@ -12,9 +12,9 @@ mod write;
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -225,6 +225,12 @@ impl Filesystem for Server {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large reads in one request where the kernel allows them.
         let _ = config.set_max_readahead(1 << 20);
+        if self.w.is_some() {
+            // The kernel enforces POSIX ACLs and sends the umask apart from the mode: a
+            // new inode in a directory with a default ACL takes that ACL, not the umask
+            // (write::umask_for).
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
+        }
         Ok(())
     }
 
@@ -422,7 +428,14 @@ impl Filesystem for Server {
                 w.create(
                     dir,
                     name.as_bytes(),
-                    write::new_node(ft, mode, umask, rdev, Self::caller(req), &pm),
+                    write::new_node(
+                        ft,
+                        mode,
+                        write::umask_for(&*w, dir, umask),
+                        rdev,
+                        Self::caller(req),
+                        &pm,
+                    ),
                 )
             });
         self.entry(r, reply)
@@ -443,8 +456,14 @@ impl Filesystem for Server {
             .and_then(|w| {
                 let dir = self.ino_of(parent);
                 let pm = w.getattr(dir)?;
-                let node =
-                    write::new_node(FileType::Directory, mode, umask, 0, Self::caller(req), &pm);
+                let node = write::new_node(
+                    FileType::Directory,
+                    mode,
+                    write::umask_for(&*w, dir, umask),
+                    0,
+                    Self::caller(req),
+                    &pm,
+                );
                 w.mkdir(dir, name.as_bytes(), node)
             });
         self.entry(r, reply)
@@ -557,7 +576,14 @@ impl Filesystem for Server {
                 let m = w.create(
                     dir,
                     name.as_bytes(),
-                    write::new_node(ft, mode, umask, 0, Self::caller(req), &pm),
+                    write::new_node(
+                        ft,
+                        mode,
+                        write::umask_for(&*w, dir, umask),
+                        0,
+                        Self::caller(req),
+                        &pm,
+                    ),
                 )?;
                 w.open_file(m.ino)?;
                 Ok(m)

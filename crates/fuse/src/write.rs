@@ -43,6 +43,15 @@ pub(crate) fn new_node(
     }
 }
 
+/// The umask that applies to a new inode in `dir`: none when `dir` has a default ACL
+/// (POSIX: the ACL replaces it).
+pub(crate) fn umask_for(fs: &dyn FileSystemWrite, dir: Ino, umask: u32) -> u32 {
+    match fs.get_xattr(dir, b"system.posix_acl_default") {
+        Ok(_) => 0,
+        Err(_) => umask,
+    }
+}
+
 /// The file type in a mode's S_IFMT bits.
 pub(crate) fn type_of_mode(mode: u32) -> Result<FileType, Error> {
     FileType::from_mode(mode).ok_or(Error::Invalid)

@@ -318,6 +318,7 @@ impl Volume {
         if let Some(p) = attr.perm {
             let mode = rec.raw.i_mode() as u32;
             rec.raw.set_i_mode(((mode & !0o7777) | (p & 0o7777)) as u16);
+            self.chmod_acl(rec, (p & 0o777) as u16)?;
         }
         if let Some(u) = attr.uid {
             rec.raw.set_uid(u);

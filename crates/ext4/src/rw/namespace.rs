@@ -368,7 +368,10 @@ impl Volume {
         {
             return Err(Error::TooManyLinks);
         }
-        let rec = self.new_inode(dir, node.file_type, node.perm, node.uid, node.gid)?;
+        let mut rec = self.new_inode(dir, node.file_type, node.perm, node.uid, node.gid)?;
+        if node.file_type != FileType::Symlink {
+            self.inherit_acl(&d, &mut rec)?;
+        }
         Ok((d, rec))
     }
 

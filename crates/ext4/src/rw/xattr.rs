@@ -8,8 +8,8 @@ use super::inode::InodeRec;
 use super::volume::Volume;
 use crate::format::inode::{flags, GOOD_OLD_INODE_SIZE};
 use crate::format::xattr::{
-    block_checksum, finish_block_header, lay_out, to_on_disk, OnDisk, XattrBlockHeader,
-    BLOCK_HEADER_SIZE, XATTR_MAGIC,
+    acl, block_checksum, finish_block_header, lay_out, split_name, to_on_disk, OnDisk,
+    XattrBlockHeader, BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, XATTR_MAGIC,
 };
 use crate::read::inode::LoadedInode;
 use crate::rw::meta::Meta;
@@ -44,11 +44,35 @@ impl Volume {
                 value: x.value,
             })
             .collect();
-        let want = to_on_disk(rec.ino, name, value.unwrap_or(&[]))?;
+        // A POSIX access ACL sets the permission bits, and one the bits say in full is
+        // not stored (the kernel's posix_acl_update_mode).
+        let mut value = value;
+        let mut equivalent = false;
+        if let (Some(v), Some((INDEX_POSIX_ACL_ACCESS, _))) = (value, split_name(name)) {
+            let (perm, full) = acl_mode(v).ok_or(Error::Invalid)?;
+            let mode = rec.raw.i_mode();
+            rec.raw.set_i_mode((mode & !0o777) | perm);
+            if full {
+                value = None;
+                equivalent = true;
+            }
+        }
+        let want = match value {
+            Some(v) => to_on_disk(rec.ino, name, v)?,
+            None => {
+                let (index, suffix) = split_name(name).ok_or(Error::NoData)?;
+                OnDisk {
+                    index,
+                    name: suffix.to_vec(),
+                    value: Vec::new(),
+                }
+            }
+        };
         let at = set
             .iter()
             .position(|a| a.index == want.index && a.name == want.name);
         match (at, value) {
+            (None, None) if equivalent => {}
             (None, None) => return Err(Error::NoData),
             (Some(i), None) => {
                 set.remove(i);
@@ -59,6 +83,68 @@ impl Volume {
         self.store_xattrs(rec, set)?;
         self.touch(rec, false);
         Ok(())
+    }
+
+    /// A new inode in directory `dir` takes `dir`'s default ACL, as ext4_init_acl does:
+    /// the access ACL is the default one with its permissions masked by the mode asked
+    /// for, the mode keeps what the ACL allows, and a directory inherits the default ACL
+    /// itself. (The front end leaves the umask out when the parent has a default ACL.)
+    pub(crate) fn inherit_acl(&mut self, dir: &InodeRec, rec: &mut InodeRec) -> Result<()> {
+        let name: &[u8] = b"system.posix_acl_default";
+        let Some(default) = self.get_acl(dir, name)? else {
+            return Ok(());
+        };
+        let mode = rec.raw.i_mode();
+        let (access, perm, full) = acl_create(&default, mode & 0o777)
+            .ok_or_else(|| Error::corrupt(format!("inode {}: malformed default ACL", dir.ino)))?;
+        rec.raw.set_i_mode((mode & !0o777) | perm);
+        if !full {
+            self.set_xattr(rec, b"system.posix_acl_access", Some(&access))?;
+        }
+        if rec.file_type()? == usfs_fs::FileType::Directory {
+            self.set_xattr(rec, name, Some(&default))?;
+        }
+        Ok(())
+    }
+
+    /// A chmod of an inode with an access ACL rewrites the ACL's owner, group class
+    /// (the mask, or the owning group without one) and others to the new bits, as
+    /// posix_acl_chmod does.
+    pub(crate) fn chmod_acl(&mut self, rec: &mut InodeRec, perm: u16) -> Result<()> {
+        let name: &[u8] = b"system.posix_acl_access";
+        let Some(mut acl) = self.get_acl(rec, name)? else {
+            return Ok(());
+        };
+        let has_mask = acl_entries(&acl).any(|(tag, _)| tag == acl::MASK);
+        for e in acl.get_mut(4..).unwrap_or_default().chunks_exact_mut(8) {
+            let shift = match u16::from_le_bytes([e[0], e[1]]) {
+                acl::USER_OBJ => 6,
+                acl::MASK => 3,
+                acl::GROUP_OBJ if !has_mask => 3,
+                acl::OTHER => 0,
+                _ => continue,
+            };
+            e[2..4].copy_from_slice(&((perm >> shift) & 7).to_le_bytes());
+        }
+        let mode = rec.raw.i_mode();
+        self.set_xattr(rec, name, Some(&acl))?;
+        // Setting the ACL derives the same bits; keep the special bits the chmod set.
+        rec.raw.set_i_mode(mode);
+        Ok(())
+    }
+
+    /// ACL `name` of `rec` in xattr form, if it has one.
+    fn get_acl(&self, rec: &InodeRec, name: &[u8]) -> Result<Option<Vec<u8>>> {
+        let l = LoadedInode {
+            ino: rec.ino,
+            raw: rec.raw.clone(),
+        };
+        Ok(self
+            .fs
+            .read_xattrs(&l)?
+            .iter()
+            .find(|x| x.full_name().as_deref() == Some(name))
+            .map(|x| x.user_value()))
     }
 
     /// Writes `set` as `rec`'s attributes: in the inode while they fit, else the block.
@@ -133,4 +219,69 @@ impl Volume {
         }
         self.write_meta(target, blk)
     }
+}
+
+/// The permission bits a POSIX access ACL (xattr form) gives, and whether the bits say
+/// all of it (only owner, owning group and others: nothing to store). `None` if
+/// malformed.
+fn acl_mode(v: &[u8]) -> Option<(u16, bool)> {
+    if v.len() < 4 || u32::from_le_bytes(v[0..4].try_into().ok()?) != acl::POSIX_ACL_XATTR_VERSION {
+        return None;
+    }
+    let (mut user, mut group, mut other, mut mask) = (None, None, None, None);
+    let mut extended = false;
+    for e in v[4..].chunks(8) {
+        if e.len() != 8 {
+            return None;
+        }
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = u16::from_le_bytes([e[2], e[3]]) & 7;
+        match tag {
+            acl::USER_OBJ => user = Some(perm),
+            acl::GROUP_OBJ => group = Some(perm),
+            acl::OTHER => other = Some(perm),
+            acl::MASK => mask = Some(perm),
+            acl::USER | acl::GROUP => extended = true,
+            _ => return None,
+        }
+    }
+    let g = mask.or(group)?;
+    Some((user? << 6 | g << 3 | other?, !extended && mask.is_none()))
+}
+
+/// posix_acl_create: the access ACL a new inode of permission bits `perm` gets from the
+/// default ACL `default` (xattr form), the permission bits it ends with, and whether the
+/// bits say all of it.
+fn acl_create(default: &[u8], perm: u16) -> Option<(Vec<u8>, u16, bool)> {
+    let mut acl = default.to_vec();
+    let has_mask = acl[4..]
+        .chunks(8)
+        .any(|e| e.len() == 8 && u16::from_le_bytes([e[0], e[1]]) == acl::MASK);
+    for e in acl.get_mut(4..)?.chunks_mut(8) {
+        if e.len() != 8 {
+            return None;
+        }
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let shift = match tag {
+            acl::USER_OBJ => 6,
+            acl::MASK => 3,
+            acl::GROUP_OBJ if !has_mask => 3,
+            acl::OTHER => 0,
+            _ => continue,
+        };
+        let p = u16::from_le_bytes([e[2], e[3]]) & ((perm >> shift) & 7);
+        e[2..4].copy_from_slice(&p.to_le_bytes());
+    }
+    let (bits, full) = acl_mode(&acl)?;
+    Some((acl, bits, full))
+}
+
+/// The (tag, permission) pairs of an ACL in xattr form (whole entries only).
+fn acl_entries(acl: &[u8]) -> impl Iterator<Item = (u16, u16)> + '_ {
+    acl.get(4..).unwrap_or_default().chunks_exact(8).map(|e| {
+        (
+            u16::from_le_bytes([e[0], e[1]]),
+            u16::from_le_bytes([e[2], e[3]]),
+        )
+    })
 }

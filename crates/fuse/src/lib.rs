@@ -431,7 +431,7 @@ impl Filesystem for Server {
                     write::new_node(
                         ft,
                         mode,
-                        write::umask_for(&*w, dir, umask),
+                        write::umask_for(w, dir, umask),
                         rdev,
                         Self::caller(req),
                         &pm,
@@ -459,7 +459,7 @@ impl Filesystem for Server {
                 let node = write::new_node(
                     FileType::Directory,
                     mode,
-                    write::umask_for(&*w, dir, umask),
+                    write::umask_for(w, dir, umask),
                     0,
                     Self::caller(req),
                     &pm,
@@ -579,7 +579,7 @@ impl Filesystem for Server {
                     write::new_node(
                         ft,
                         mode,
-                        write::umask_for(&*w, dir, umask),
+                        write::umask_for(w, dir, umask),
                         0,
                         Self::caller(req),
                         &pm,

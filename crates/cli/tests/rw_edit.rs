@@ -363,3 +363,139 @@ fn a_hundred_thousand_entries_match_the_kernel() {
     }
     compare_images(&s, &Pair { usfs: a, kernel: b }, "100k entries");
 }
+
+/// inline_data layouts: 4 KiB blocks, 1 KiB blocks with large inodes (a long
+/// `system.data`), no metadata_csum, and block maps instead of extents (the last two at
+/// mke2fs's 1 KiB default for 64M).
+const INLINE_LAYOUTS: &[(&str, &[&str])] = &[
+    (
+        "inline-4k",
+        &["-t", "ext4", "-O", "inline_data", "-b", "4096"],
+    ),
+    (
+        "inline-1k-i1024",
+        &[
+            "-t",
+            "ext4",
+            "-O",
+            "inline_data",
+            "-b",
+            "1024",
+            "-I",
+            "1024",
+        ],
+    ),
+    (
+        "inline-nocsum",
+        &["-t", "ext4", "-O", "inline_data,^metadata_csum"],
+    ),
+    (
+        "inline-noextent",
+        &["-t", "ext4", "-O", "inline_data,^extent,^64bit"],
+    ),
+];
+
+/// A tree mke2fs -d stores inline: files under 60 bytes (i_block only), files of 60-150
+/// bytes (the rest in `system.data`), small directories (mke2fs keeps their entries in
+/// i_block; the edits add more in `system.data`, or overflow and convert), and a few
+/// files to copy over them.
+fn make_inline_tree(dir: &Path, extra: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::create_dir_all(extra).unwrap();
+    sh(&format!(
+        "cd '{}' && mkdir -p d1 d2 d3 d4 d5/s d6 d8 && \
+         for f in t1 t2 t3 t4 t5; do printf 'tiny %s\\n' $f > $f; done && \
+         for f in m1 m2 m3 m4; do head -c 75 /dev/urandom | base64 -w0 | head -c 100 > $f; done && \
+         echo a > d1/a && echo b > d1/bb && echo c > d2/c && \
+         for i in 1 2 3; do echo $i > d3/entry_$i; done && \
+         echo s > d5/s/x && echo y > d5/y && echo z > d6/z && echo p > d8/p && echo q > d8/q && \
+         cd '{}' && printf 'forty bytes of text, give or take a few\\n' > small && \
+         head -c 90 /dev/urandom | base64 -w0 | head -c 120 > mid && \
+         head -c 5000 /dev/urandom > big && printf 'short\\n' > short",
+        dir.display(),
+        extra.display()
+    ));
+}
+
+/// The inline data size debugfs reports for `path` in `img` (None: not inline).
+fn inline_size(img: &Path, path: &str) -> Option<u64> {
+    let o = Command::new("debugfs")
+        .args(["-R", &format!("stat {path}")])
+        .arg(img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v = text.split("Size of inline data: ").nth(1)?;
+    v.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn inline_data_images_are_edited_like_the_kernel() {
+    if !need_root("inline_data_images") || !need_tool("inline_data_images", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("rw-inline");
+    let (src, extra) = (s.path("src"), s.path("extra"));
+    make_inline_tree(&src, &extra);
+    let x = |f: &str| extra.join(f).to_str().unwrap().to_string();
+    for (name, args) in INLINE_LAYOUTS {
+        let p = make_pair(&s, name, args, &src);
+        let u = |rel: &str| format!("{}:{rel}", p.usfs.display());
+        // usfs side.
+        usfs_ok(&["cp", &x("small"), &u("/t1")]); // stays in i_block
+        usfs_ok(&["cp", &x("mid"), &u("/t2")]); // grows into system.data
+        usfs_ok(&["cp", &x("big"), &u("/t3")]); // converts to a block
+        usfs_ok(&["cp", "/etc/services", &u("/m1")]);
+        usfs_ok(&["cp", &x("short"), &u("/m2")]); // shrinks system.data
+        usfs_ok(&["cp", &x("big"), &u("/d2/new")]);
+        usfs_ok(&["rm", &u("/t4")]);
+        usfs_ok(&["rm", &u("/d3/entry_2")]);
+        usfs_ok(&["mv", &u("/d1/a"), &u("/d2/a")]);
+        usfs_ok(&["mv", &u("/m3"), &u("/d1/m3")]);
+        usfs_ok(&["mv", &u("/d3/entry_3"), &u("/d3/renamed_3")]);
+        usfs_ok(&["mv", &u("/d6"), &u("/d1/d6")]);
+        usfs_ok(&["mkdir", &u("/d2/sub")]);
+        for i in 1..=36 {
+            usfs_ok(&["mkdir", &u(&format!("/d4/dir_with_a_long_name_{i}"))]);
+        }
+        usfs_ok(&["rm", "-r", &u("/d5")]);
+        usfs_ok(&["ln", &u("/t5"), &u("/d1/hard")]);
+        usfs_ok(&["ln", "-s", "../t5", &u("/d3/sym")]);
+        // d8 fills i_block, then its entries go on in system.data.
+        for n in ["name_one", "name_two", "name_three", "name_four"] {
+            usfs_ok(&["cp", &x("small"), &u(&format!("/d8/{n}"))]);
+        }
+        usfs_ok(&["rm", &u("/d8/name_three")]);
+        usfs_ok(&["mv", &u("/d8/name_four"), &u("/d1/name_four")]);
+        usfs_ok(&["mv", &u("/d8/q"), &u("/d8/q_renamed")]);
+        fsck_clean(&p.usfs, &format!("{name}: usfs editing commands"));
+        // Small changes stayed inline (system.data grew where needed), larger ones
+        // converted.
+        let inl = |path: &str| inline_size(&p.usfs, path);
+        assert_eq!(inl("/t1"), Some(60), "{name}: /t1");
+        assert!(inl("/t2") > Some(60), "{name}: /t2 {:?}", inl("/t2"));
+        assert_eq!(inl("/m2"), Some(60), "{name}: /m2");
+        assert!(inl("/d8") > Some(60), "{name}: /d8 {:?}", inl("/d8"));
+        for path in ["/t3", "/m1", "/d4"] {
+            assert_eq!(inl(path), None, "{name}: {path} should be block-mapped");
+        }
+        // The kernel side, the same steps.
+        {
+            let m = Mount::new(&p.kernel, &s.path("k"), "ext4", "");
+            sh(&format!(
+                "cd '{d}' && umask 022 && cp '{e}/small' t1 && cp '{e}/mid' t2 && \
+                 cp '{e}/big' t3 && cp /etc/services m1 && cp '{e}/short' m2 && \
+                 cp '{e}/big' d2/new && rm t4 && rm d3/entry_2 && mv d1/a d2/a && \
+                 mv m3 d1/m3 && mv d3/entry_3 d3/renamed_3 && mv d6 d1/d6 && mkdir d2/sub && \
+                 for i in $(seq 1 36); do mkdir d4/dir_with_a_long_name_$i; done && \
+                 rm -r d5 && ln t5 d1/hard && ln -s ../t5 d3/sym && \
+                 for n in name_one name_two name_three name_four; do cp '{e}/small' d8/$n; done && \
+                 rm d8/name_three && mv d8/name_four d1/name_four && mv d8/q d8/q_renamed",
+                d = m.dir.display(),
+                e = extra.display()
+            ));
+        }
+        compare_images(&s, &p, name);
+        kernel_keeps_writing(&s, &p.usfs, name);
+    }
+}

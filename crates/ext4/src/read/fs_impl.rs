@@ -53,7 +53,7 @@ impl Ext4 {
     }
 
     /// The bytes an inline-data inode stores: i_block, then the `system.data` value.
-    fn inline_bytes(&self, inode: &LoadedInode) -> Result<Vec<u8>> {
+    pub(crate) fn inline_bytes(&self, inode: &LoadedInode) -> Result<Vec<u8>> {
         let mut data = inode.raw.i_block().to_vec();
         if inode.raw.size() > I_BLOCK_SIZE as u64 {
             data.extend_from_slice(&self.inline_xattr_data(inode)?);

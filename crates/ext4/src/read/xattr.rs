@@ -53,19 +53,8 @@ impl RawXattr {
 impl Ext4 {
     /// All attributes of an inode: in-inode ones first, then the block's.
     pub(crate) fn read_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
-        let mut out = Vec::new();
-        let isz = self.geo.inode_size as usize;
+        let mut out = self.read_ibody_xattrs(inode)?;
         let ino = inode.ino;
-        if isz > GOOD_OLD_INODE_SIZE {
-            let start = GOOD_OLD_INODE_SIZE + inode.raw.i_extra_isize() as usize;
-            let bytes = &inode.raw.bytes()[..isz];
-            if start + 4 <= isz
-                && u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) == XATTR_MAGIC
-            {
-                let area = &bytes[start + 4..];
-                self.parse_entries(ino, area, 0, area, &mut out, "in-inode xattrs")?;
-            }
-        }
         let blk = inode.raw.file_acl();
         if blk != 0 {
             let what = format!("inode {ino}: xattr block");
@@ -82,6 +71,23 @@ impl Ext4 {
                 }
             }
             self.parse_entries(ino, &block, BLOCK_HEADER_SIZE, &block, &mut out, &what)?;
+        }
+        Ok(out)
+    }
+
+    /// The attributes stored in the inode itself (after the extra fields), in disk order.
+    pub(crate) fn read_ibody_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
+        let mut out = Vec::new();
+        let isz = self.geo.inode_size as usize;
+        if isz > GOOD_OLD_INODE_SIZE {
+            let start = GOOD_OLD_INODE_SIZE + inode.raw.i_extra_isize() as usize;
+            let bytes = &inode.raw.bytes()[..isz];
+            if start + 4 <= isz
+                && u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) == XATTR_MAGIC
+            {
+                let area = &bytes[start + 4..];
+                self.parse_entries(inode.ino, area, 0, area, &mut out, "in-inode xattrs")?;
+            }
         }
         Ok(out)
     }

@@ -2,6 +2,9 @@
 //! into unwritten extents), truncation (shrink frees blocks and zeroes the tail of the
 //! last block; grow leaves a hole), fallocate, and attribute changes.
 //!
+//! Inline files (inline_data) are changed in their inode or first made block-mapped:
+//! see [`super::inline`].
+//!
 //! Data is written straight to the device (ordered mode: the commit flushes it before the
 //! metadata that points at it); blocks are allocated per write as one extent near the
 //! file's previous block, so a file written front to back is contiguous.
@@ -22,17 +25,22 @@ impl Volume {
         if data.is_empty() {
             return Ok(());
         }
-        if rec.raw.has_flag(flags::INLINE_DATA) {
-            return Err(Error::incompatible(
-                "inline_data: writing into an inline file",
-            ));
-        }
         let bs = self.fs.geo.block_size as u64;
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or(Error::Invalid)?;
         if end.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
+        }
+        if Self::is_inline(rec) {
+            if self.inline_write(rec, offset, data)? {
+                if end > rec.raw.size() {
+                    rec.raw.set_size(end);
+                }
+                self.touch(rec, true);
+                return Ok(());
+            }
+            self.uninline_file(rec)?;
         }
         let size = rec.raw.size();
         let regular = rec.file_type()? == FileType::Regular;
@@ -146,14 +154,14 @@ impl Volume {
                 Error::Invalid
             });
         }
-        if rec.raw.has_flag(flags::INLINE_DATA) {
-            return Err(Error::incompatible(
-                "inline_data: truncating an inline file",
-            ));
-        }
         let bs = self.fs.geo.block_size as u64;
         if size.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
+        }
+        if Self::is_inline(rec) {
+            self.inline_set_size(rec, size)?;
+            self.touch(rec, true);
+            return Ok(());
         }
         self.flush_into(rec)?;
         let old = rec.raw.size();
@@ -194,6 +202,9 @@ impl Volume {
         }
         if len == 0 {
             return Err(Error::Invalid);
+        }
+        if Self::is_inline(rec) {
+            self.uninline_file(rec)?;
         }
         if !rec.raw.has_flag(flags::EXTENTS) {
             return Err(Error::Io(std::io::Error::from_raw_os_error(

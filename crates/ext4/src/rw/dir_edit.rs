@@ -136,18 +136,34 @@ impl<'a> DirEdit<'a> {
     /// Writes the first block of a new, empty directory (`.` and `..` pointing at
     /// `parent`). The directory must have no blocks yet.
     pub fn init(&mut self, parent: u32) -> Result<()> {
+        self.init_with(parent, &[])
+    }
+
+    /// Writes the first block of a directory that has none: `.`, `..` (= `parent`), then
+    /// `ents` (an inline directory becoming a block one, as the kernel's
+    /// ext4_finish_convert_inline_dir). They must fit in one block.
+    pub(crate) fn init_with(&mut self, parent: u32, ents: &[Ent]) -> Result<()> {
         if self.d.nblocks() != 0 {
             return Err(Error::corrupt(format!(
                 "directory {}: init of a directory that has blocks",
                 self.d.ino()
             )));
         }
-        let pblk = self.d.append_block(self.m)?;
-        let ents = [
+        let mut all = vec![
             self.dot_ent(b".", self.d.ino()),
             self.dot_ent(b"..", parent),
         ];
-        let buf = self.fmt.pack(&ents);
+        all.extend_from_slice(ents);
+        let need: usize = all.iter().map(|e| dirent::entry_size(e.name.len())).sum();
+        if need > self.fmt.usable() {
+            return Err(Error::corrupt(format!(
+                "directory {}: {} entries do not fit in one block",
+                self.d.ino(),
+                all.len()
+            )));
+        }
+        let pblk = self.d.append_block(self.m)?;
+        let buf = self.fmt.pack(&all);
         self.write_leaf(pblk, buf)
     }
 

@@ -24,6 +24,7 @@ mod dir_oracle_tests;
 mod dir_tests;
 mod extent_edit;
 mod indirect_edit;
+mod inline;
 mod inode;
 pub mod meta;
 mod namespace;

@@ -143,8 +143,8 @@ impl Volume {
         f: impl FnOnce(&mut DirEdit) -> Result<T>,
     ) -> Result<T> {
         if dir.raw.has_flag(flags::INLINE_DATA) {
-            return Err(Error::incompatible(format!(
-                "inline_data: changing inline directory {}",
+            return Err(Error::corrupt(format!(
+                "directory {}: block edit of an inline directory",
                 dir.ino
             )));
         }
@@ -165,11 +165,20 @@ impl Volume {
         ino: u32,
         ft: FileType,
     ) -> Result<()> {
+        if Self::is_inline(dir) {
+            if self.inline_dir_add(dir, name, ino, ft)? {
+                return Ok(());
+            }
+            self.uninline_dir(dir)?;
+        }
         self.dir_edit(dir, |e| e.add(name, ino, ft))
     }
 
     /// Removes entry `name` from `dir`; returns the inode it named.
     pub(crate) fn dir_remove(&mut self, dir: &mut InodeRec, name: &[u8]) -> Result<u32> {
+        if Self::is_inline(dir) {
+            return self.inline_dir_remove(dir, name);
+        }
         self.dir_edit(dir, |e| e.remove(name))
     }
 
@@ -181,6 +190,9 @@ impl Volume {
         ino: u32,
         ft: FileType,
     ) -> Result<()> {
+        if Self::is_inline(dir) {
+            return self.inline_dir_replace(dir, name, ino, ft);
+        }
         self.dir_edit(dir, |e| e.replace(name, ino, ft).map(|_| ()))
     }
 
@@ -189,8 +201,22 @@ impl Volume {
         self.dir_edit(rec, |e| e.init(parent))
     }
 
+    /// The first block of directory `rec` that has none: `.`, `..` = `parent`, `ents`.
+    pub(crate) fn dir_init_with(
+        &mut self,
+        rec: &mut InodeRec,
+        parent: u32,
+        ents: &[super::dir_leaf::Ent],
+    ) -> Result<()> {
+        self.dir_edit(rec, |e| e.init_with(parent, ents))
+    }
+
     /// Points `..` of directory `rec` at `parent`.
     pub(crate) fn dir_set_dotdot(&mut self, rec: &mut InodeRec, parent: u32) -> Result<()> {
+        if Self::is_inline(rec) {
+            self.inline_dir_set_dotdot(rec, parent);
+            return Ok(());
+        }
         self.dir_edit(rec, |e| e.set_dotdot(parent))
     }
 

@@ -2,14 +2,15 @@
 //! is laid out again as mkfs lays it out (in the inode after the extra fields while they
 //! fit, the rest in one xattr block, sorted); a block shared with other inodes
 //! (refcount > 1) is never changed in place: the inode gets its own copy and the shared
-//! block loses one reference.
+//! block loses one reference. An inline inode's `system.data` (its bytes past i_block,
+//! see [`super::inline`]) is kept first in the inode and is not a user attribute.
 
 use super::inode::InodeRec;
 use super::volume::Volume;
-use crate::format::inode::{flags, GOOD_OLD_INODE_SIZE};
+use crate::format::inode::GOOD_OLD_INODE_SIZE;
 use crate::format::xattr::{
     acl, block_checksum, finish_block_header, lay_out, split_name, to_on_disk, OnDisk,
-    XattrBlockHeader, BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, XATTR_MAGIC,
+    XattrBlockHeader, BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, INDEX_SYSTEM, XATTR_MAGIC,
 };
 use crate::read::inode::LoadedInode;
 use crate::rw::meta::Meta;
@@ -25,11 +26,6 @@ impl Volume {
         name: &[u8],
         value: Option<&[u8]>,
     ) -> Result<()> {
-        if rec.raw.has_flag(flags::INLINE_DATA) {
-            return Err(Error::incompatible(
-                "inline_data: changing the xattrs of an inline inode",
-            ));
-        }
         let l = LoadedInode {
             ino: rec.ino,
             raw: rec.raw.clone(),
@@ -68,6 +64,15 @@ impl Volume {
                 }
             }
         };
+        if is_inline_data(&want) {
+            // The kernel has no handler for `system.data`: it is the file's own store.
+            return Err(Error::Io(std::io::Error::from_raw_os_error(
+                libc::EOPNOTSUPP,
+            )));
+        }
+        // An inline inode's `system.data` must stay in the inode: it goes first, where it
+        // fitted before.
+        set.sort_by_key(|a| !is_inline_data(a));
         let at = set
             .iter()
             .position(|a| a.index == want.index && a.name == want.name);
@@ -149,31 +154,26 @@ impl Volume {
 
     /// Writes `set` as `rec`'s attributes: in the inode while they fit, else the block.
     fn store_xattrs(&mut self, rec: &mut InodeRec, set: Vec<OnDisk>) -> Result<()> {
-        let isz = self.fs.geo.inode_size as usize;
-        let start = GOOD_OLD_INODE_SIZE + rec.raw.i_extra_isize() as usize;
-        let in_inode_room = isz > GOOD_OLD_INODE_SIZE && start + 4 < isz;
+        let in_inode_room = ibody_area(rec, self.fs.geo.inode_size).is_some();
         let mut inode_set = Vec::new();
         let mut block_set = Vec::new();
         for a in set {
             let mut trial = inode_set.clone();
             trial.push(a.clone());
-            let mut scratch = vec![0u8; isz];
             if in_inode_room
                 && block_set.is_empty()
-                && lay_out(&mut scratch, start + 4, isz, start + 4, &trial)
+                && ibody_fits(rec, self.fs.geo.inode_size, &trial)
             {
                 inode_set = trial;
             } else {
                 block_set.push(a);
             }
         }
+        if block_set.iter().any(is_inline_data) {
+            return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
+        }
         if in_inode_room {
-            let b = rec.raw.bytes_mut();
-            b[start..isz].fill(0);
-            if !inode_set.is_empty() {
-                b[start..start + 4].copy_from_slice(&XATTR_MAGIC.to_le_bytes());
-                lay_out(b, start + 4, isz, start + 4, &inode_set);
-            }
+            write_ibody(rec, self.fs.geo.inode_size, &inode_set);
         }
         if block_set.is_empty() {
             return self.drop_xattr_block(rec);
@@ -254,9 +254,7 @@ fn acl_mode(v: &[u8]) -> Option<(u16, bool)> {
 /// bits say all of it.
 fn acl_create(default: &[u8], perm: u16) -> Option<(Vec<u8>, u16, bool)> {
     let mut acl = default.to_vec();
-    let has_mask = acl[4..]
-        .chunks(8)
-        .any(|e| e.len() == 8 && u16::from_le_bytes([e[0], e[1]]) == acl::MASK);
+    let has_mask = acl_entries(&acl).any(|(tag, _)| tag == acl::MASK);
     for e in acl.get_mut(4..)?.chunks_mut(8) {
         if e.len() != 8 {
             return None;
@@ -284,4 +282,46 @@ fn acl_entries(acl: &[u8]) -> impl Iterator<Item = (u16, u16)> + '_ {
             u16::from_le_bytes([e[2], e[3]]),
         )
     })
+}
+
+/// Is this the `system.data` attribute (an inline inode's bytes past i_block)?
+pub(crate) fn is_inline_data(a: &OnDisk) -> bool {
+    a.index == INDEX_SYSTEM && a.name == b"data"
+}
+
+/// Where `rec`'s in-inode attribute area lies (from its 4-byte magic to the end of the
+/// inode), or `None` when the inode has no room for one.
+pub(crate) fn ibody_area(rec: &InodeRec, inode_size: u32) -> Option<(usize, usize)> {
+    let isz = inode_size as usize;
+    let start = GOOD_OLD_INODE_SIZE + rec.raw.i_extra_isize() as usize;
+    (isz > GOOD_OLD_INODE_SIZE && start + 4 < isz).then_some((start, isz))
+}
+
+/// Do attributes `set` fit in `rec`'s in-inode area?
+pub(crate) fn ibody_fits(rec: &InodeRec, inode_size: u32, set: &[OnDisk]) -> bool {
+    match ibody_area(rec, inode_size) {
+        None => set.is_empty(),
+        Some((start, end)) => {
+            let mut scratch = vec![0u8; end];
+            lay_out(&mut scratch, start + 4, end, start + 4, set)
+        }
+    }
+}
+
+/// Lays `set` out as `rec`'s in-inode attributes (the area is cleared first; an empty set
+/// leaves it without a magic). Returns false, changing nothing, when they do not fit.
+pub(crate) fn write_ibody(rec: &mut InodeRec, inode_size: u32, set: &[OnDisk]) -> bool {
+    if !ibody_fits(rec, inode_size, set) {
+        return false;
+    }
+    let Some((start, end)) = ibody_area(rec, inode_size) else {
+        return true;
+    };
+    let b = rec.raw.bytes_mut();
+    b[start..end].fill(0);
+    if !set.is_empty() {
+        b[start..start + 4].copy_from_slice(&XATTR_MAGIC.to_le_bytes());
+        lay_out(b, start + 4, end, start + 4, set);
+    }
+    true
 }

@@ -44,7 +44,9 @@ impl Volume {
         }
         let size = rec.raw.size();
         let regular = rec.file_type()? == FileType::Regular;
-        self.zero_for_growth(rec, end)?;
+        // Only the gap between the old end and the write: bytes the write covers are
+        // written once, so no crash shows them zeroed.
+        self.zero_for_growth(rec, offset)?;
         let mut pos = offset;
         while pos < end {
             let lblk = pos / bs;

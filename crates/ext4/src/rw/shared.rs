@@ -17,6 +17,9 @@ use usfs_fs::{
     Result, SetAttr, StatFs,
 };
 
+/// Directory entries read under the lock at a time by [`Ext4Rw`]'s readdir.
+const READDIR_CHUNK: usize = 256;
+
 /// Changed blocks after which the running transaction is committed.
 pub const COMMIT_BLOCKS: usize = 2048;
 
@@ -107,7 +110,27 @@ impl FileSystem for Ext4Rw {
         cookie: u64,
         f: &mut dyn FnMut(DirEntry, u64) -> bool,
     ) -> Result<()> {
-        self.r().fs.readdir(dir, cookie, f)
+        // The callback runs without the lock (a front end's callback may call back in,
+        // and a read lock taken twice deadlocks once a writer waits between): entries
+        // are taken READDIR_CHUNK at a time under the lock, then handed over.
+        let mut cookie = cookie;
+        loop {
+            let mut chunk = Vec::with_capacity(READDIR_CHUNK);
+            self.r().fs.readdir(dir, cookie, &mut |e, next| {
+                chunk.push((e, next));
+                chunk.len() < READDIR_CHUNK
+            })?;
+            let full = chunk.len() == READDIR_CHUNK;
+            for (e, next) in chunk {
+                cookie = next;
+                if !f(e, next) {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
     }
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let v = self.r();

@@ -140,6 +140,6 @@ int main(int argc, char **argv) {
         if (t_end[t] > b) b = t_end[t];
         bytes += t_bytes[t];
     }
-    printf("%.1f %llu %.3f\n", (double)bytes / (b - a) / 1048576.0, (unsigned long long)bytes, b - a);
+    printf("%.3f %llu %.3f\n", (double)bytes / (b - a) / 1048576.0, (unsigned long long)bytes, b - a);
     return 0;
 }

@@ -9,12 +9,19 @@
 #   kernel [IMAGE] kernel ext4: mke2fs a fresh IMAGE (default a temporary file of SIZE_MB),
 #                  loop-mount it, run each seed in its own subdirectory, unmount and
 #                  require `e2fsck -fn` clean after each seed (root)
-#   usfs-rw [IMAGE] the same through `usfs mount -o rw` — to be added when the read-write
-#                  volume lands (it exits 2 until then)
+#   usfs-rw [IMAGE] the same through `usfs mount -o rw,threads=USFS_THREADS` (root): per
+#                  seed mount, run, `usfs umount` (waits until the volume is committed
+#                  and closed), `e2fsck -fn` clean required, then the kernel mounts the
+#                  image read-only at the same place and the exerciser, still holding its
+#                  model, compares the tree the kernel sees with it again
+#                  (--reverify-when); `find | wc -l` of the kernel's view is printed.
+#                  Extended attributes are left out (XATTRS=1 puts them back): the
+#                  read-write volume does not write them yet.
 # Environment: SEEDS ("1 2 3"), SECS per seed (60), THREADS (4), OPS per thread (0: until
 # SECS), SIZE_MB (1536: room for THREADS * MAX_NODES * MAX_FILE_SIZE), MAX_FILE_SIZE
-# (1048576), MAX_NODES (128); KEEP=1 keeps the temporary image after a failure (its path
-# is printed).
+# (1048576), MAX_NODES (128), MKFS_OPTS (added to mke2fs -t ext4), USFS_THREADS (1: more can deadlock today),
+# USFS_BIN (another usfs binary); KEEP=1 keeps the temporary image and the exerciser's
+# log after a failure (its path is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -30,12 +37,17 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 [ -n "$mode" ] || usage
 
 cargo build --release -q -p usfs-testkit --bin usfs-exercise
+[ "$mode" = usfs-rw ] && [ -z "${USFS_BIN:-}" ] && cargo build --release -q -p usfs-cli
+usfs=${USFS_BIN:-$PWD/target/release/usfs}
+mkfs_opts=${MKFS_OPTS:-}
 work=$(mktemp -d /tmp/usfs-soak.XXXXXX)
 cp target/release/usfs-exercise "$work/usfs-exercise"
 mnt=$work/mnt
 loopdev=
 failed=
+ex_pid=
 cleanup() {
+    [ -n "$ex_pid" ] && kill "$ex_pid" 2>/dev/null || true
     if mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt" || umount -l "$mnt"; fi
     [ -n "$loopdev" ] && losetup -d "$loopdev" 2>/dev/null || true
     if [ -n "$failed" ] && [ "${KEEP:-0}" = 1 ]; then
@@ -60,12 +72,69 @@ soak_one() {
         exit 1
     fi
     echo "$out"
-    # "... N ops in S s (R ops/s) ..."
+    count_ops "$out"
+}
+
+# Adds the figures of an exerciser report ("... N ops in S s (R ops/s) ...") to the totals.
+count_ops() {
     local n s
-    n=$(sed -n 's/.*: \([0-9]*\) ops in \([0-9.]*\) s.*/\1/p' <<<"$out")
-    s=$(sed -n 's/.*: \([0-9]*\) ops in \([0-9.]*\) s.*/\2/p' <<<"$out")
+    n=$(sed -n 's/.*: \([0-9]*\) ops in \([0-9.]*\) s.*/\1/p' <<<"$1")
+    s=$(sed -n 's/.*: \([0-9]*\) ops in \([0-9.]*\) s.*/\2/p' <<<"$1")
     total_ops=$((total_ops + n))
     total_secs=$(echo "$total_secs + $s" | bc -l)
+}
+
+fsck_clean() { # image seed what
+    if ! e2fsck -fn "$1" >"$work/fsck.out" 2>&1; then
+        failed=1
+        cat "$work/fsck.out" >&2
+        echo "bench/soak: e2fsck -fn found errors after seed $2 ($3)" >&2
+        exit 1
+    fi
+}
+
+# One seed through `usfs mount -o rw`: the exerciser runs and checks on the usfs mount,
+# waits; usfs umount, e2fsck; the kernel mounts the image read-only at the same place and
+# the exerciser compares that tree with its model again.
+soak_usfs_rw_one() {
+    local img=$1 seed=$2 dir=$mnt/soak-$2 flag=$work/reverify-$2 log=$work/exercise-$2.log
+    local xattrs=(--no-xattrs)
+    [ "${XATTRS:-0}" = 1 ] && xattrs=()
+    "$usfs" mount -o "rw,threads=${USFS_THREADS:-1}" "$img" "$mnt"
+    mkdir "$dir"
+    : >"$log"
+    "$work/usfs-exercise" --seed "$seed" --threads "$threads" --ops "$ops" \
+        --duration "$secs" --max-file-size "$max_file" --max-nodes "$max_nodes" \
+        "${xattrs[@]}" --reverify-when "$flag" "$dir" >"$log" 2>&1 &
+    ex_pid=$!
+    # The run is over (and checked on the usfs mount) when the report is printed.
+    while kill -0 "$ex_pid" 2>/dev/null && ! grep -q ' ops in ' "$log"; do sleep 0.2; done
+    if ! grep -q ' ops in ' "$log"; then
+        wait "$ex_pid" || true
+        ex_pid=
+        failed=1
+        cat "$log" >&2
+        echo "bench/soak: seed $seed failed on the usfs mount (log: $log)" >&2
+        exit 1
+    fi
+    cat "$log"
+    "$usfs" umount "$mnt"
+    fsck_clean "$img" "$seed" "after usfs umount"
+    echo "  e2fsck -fn clean after seed $seed (usfs mount -o rw)"
+    mount -t ext4 -o ro "$img" "$mnt"
+    touch "$flag"
+    if ! wait "$ex_pid"; then
+        ex_pid=
+        failed=1
+        cat "$log" >&2
+        echo "bench/soak: seed $seed: the kernel's view of the usfs-written image differs from the model (log: $log)" >&2
+        exit 1
+    fi
+    ex_pid=
+    tail -n 1 "$log" | sed 's/^/  kernel mount: /'
+    echo "  kernel mount: $(find "$mnt" | wc -l) names under the mount"
+    umount "$mnt"
+    count_ops "$(cat "$log")"
 }
 
 kernel_mount() {
@@ -95,7 +164,8 @@ kernel)
     img=${target:-$work/soak.img}
     rm -f "$img"
     truncate -s "${size_mb}M" "$img"
-    mke2fs -q -F -t ext4 "$img"
+    # shellcheck disable=SC2086 # MKFS_OPTS is a list of options
+    mke2fs -q -F -t ext4 $mkfs_opts "$img"
     mkdir -p "$mnt"
     for seed in $seeds; do
         kernel_mount "$img"
@@ -105,8 +175,14 @@ kernel)
     done
     ;;
 usfs-rw)
-    echo "bench/soak: usfs-rw mode comes with the read-write ext4 volume (usfs mount -o rw)" >&2
-    exit 2
+    [ "$(id -u)" = 0 ] || { echo "bench/soak: usfs-rw mode needs root (FUSE and kernel mounts)" >&2; exit 2; }
+    img=${target:-$work/soak.img}
+    rm -f "$img"
+    truncate -s "${size_mb}M" "$img"
+    # shellcheck disable=SC2086 # MKFS_OPTS is a list of options
+    mke2fs -q -F -t ext4 $mkfs_opts "$img"
+    mkdir -p "$mnt"
+    for seed in $seeds; do soak_usfs_rw_one "$img" "$seed"; done
     ;;
 *) usage ;;
 esac

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use usfs_testkit::exercise::{run, FailKind, Options};
+use usfs_testkit::exercise::{run_ops, FailKind, Options, World};
 
 /// Run seeded random file operations (create, write with holes, append, truncate,
 /// fallocate, rename, link, unlink, mkdir, rmdir, symlink, xattrs, chmod, utimens, fsync)
@@ -43,6 +43,12 @@ struct Args {
     /// Operations shown per thread on a mismatch.
     #[arg(long, default_value_t = 32)]
     tail: usize,
+    /// After the run and its check, wait until this path exists, then compare DIR with
+    /// the model again (meanwhile DIR can be unmounted and the image mounted there by
+    /// another implementation, e.g. the kernel after `usfs mount -o rw`). DIR must not
+    /// be needed open in between: the exerciser holds nothing in it while it waits.
+    #[arg(long, value_name = "PATH")]
+    reverify_when: Option<PathBuf>,
     /// An empty directory (lost+found is allowed) to work in.
     dir: PathBuf,
 }
@@ -67,13 +73,20 @@ fn main() -> ExitCode {
         xattrs: !a.no_xattrs,
         tail: a.tail,
     };
-    match run(&a.dir, &opts) {
-        Ok(report) => {
+    let checked = run_ops(&a.dir, &opts).and_then(|(report, world)| {
+        world.verify()?;
+        Ok((report, world))
+    });
+    match checked {
+        Ok((report, world)) => {
             println!(
                 "usfs-exercise: seed {} threads {}: {report}",
                 a.seed, a.threads
             );
-            ExitCode::SUCCESS
+            match a.reverify_when {
+                Some(flag) => reverify(&flag, &world),
+                None => ExitCode::SUCCESS,
+            }
         }
         Err(f) if f.kind == FailKind::Setup => {
             eprintln!("usfs-exercise: {}", f.message);
@@ -81,6 +94,25 @@ fn main() -> ExitCode {
         }
         Err(f) => {
             eprintln!("usfs-exercise: {f}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Waits for `flag` to exist, then compares the directory with the model again.
+fn reverify(flag: &std::path::Path, world: &World) -> ExitCode {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    while !flag.exists() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    match world.verify() {
+        Ok(()) => {
+            println!("usfs-exercise: the tree matches the model again");
+            ExitCode::SUCCESS
+        }
+        Err(f) => {
+            eprintln!("usfs-exercise: on re-verifying: {f}");
             ExitCode::from(1)
         }
     }

@@ -15,11 +15,10 @@
 #                  image read-only at the same place and the exerciser, still holding its
 #                  model, compares the tree the kernel sees with it again
 #                  (--reverify-when); `find | wc -l` of the kernel's view is printed.
-#                  Extended attributes are left out (XATTRS=1 puts them back): the
-#                  read-write volume does not write them yet.
+#                  XATTRS=0 leaves extended attributes out.
 # Environment: SEEDS ("1 2 3"), SECS per seed (60), THREADS (4), OPS per thread (0: until
 # SECS), SIZE_MB (1536: room for THREADS * MAX_NODES * MAX_FILE_SIZE), MAX_FILE_SIZE
-# (1048576), MAX_NODES (128), MKFS_OPTS (added to mke2fs -t ext4), USFS_THREADS (1: more can deadlock today),
+# (1048576), MAX_NODES (128), MKFS_OPTS (added to mke2fs -t ext4), USFS_THREADS (2),
 # USFS_BIN (another usfs binary); KEEP=1 keeps the temporary image and the exerciser's
 # log after a failure (its path is printed).
 set -euo pipefail
@@ -98,9 +97,9 @@ fsck_clean() { # image seed what
 # the exerciser compares that tree with its model again.
 soak_usfs_rw_one() {
     local img=$1 seed=$2 dir=$mnt/soak-$2 flag=$work/reverify-$2 log=$work/exercise-$2.log
-    local xattrs=(--no-xattrs)
-    [ "${XATTRS:-0}" = 1 ] && xattrs=()
-    "$usfs" mount -o "rw,threads=${USFS_THREADS:-1}" "$img" "$mnt"
+    local xattrs=()
+    [ "${XATTRS:-1}" = 0 ] && xattrs=(--no-xattrs)
+    "$usfs" mount -o "rw,threads=${USFS_THREADS:-2}" "$img" "$mnt"
     mkdir "$dir"
     : >"$log"
     "$work/usfs-exercise" --seed "$seed" --threads "$threads" --ops "$ops" \

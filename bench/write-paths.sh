@@ -45,7 +45,7 @@
 # QUICK=1: one round, 4K and 1M only, 20000 files (a smoke run of a few minutes).
 # Usage: bench/write-paths.sh   (root: loop and FUSE mounts; env SIZE_MB, FSYNC_MB, SECS,
 # FSYNC_SECS, REPS, METHODS, WORKLOADS, BSS, THREADS, MODES, FILES, DIRS, FILE_SIZE, TREE,
-# EDIT_DIRS, EDIT_FILES, IMG_MB (2048), MKFS_OPTS, USFS_THREADS (1: more server threads can deadlock today), QUICK, BENCH_DIR,
+# EDIT_DIRS, EDIT_FILES, IMG_MB (2048), MKFS_OPTS, USFS_THREADS (2), QUICK, BENCH_DIR,
 # USFS_BIN: another usfs binary to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +67,7 @@ edit_dirs=${EDIT_DIRS:-40}
 edit_files=${EDIT_FILES:-40}
 img_mb=${IMG_MB:-2048}
 mkfs_opts=${MKFS_OPTS:-}
-usfs_threads=${USFS_THREADS:-1}
+usfs_threads=${USFS_THREADS:-2}
 methods=${METHODS:-"kernel usfs usfs-direct fuse2fs"}
 workloads=${WORKLOADS:-"data meta edit"}
 if [ -z "${USFS_BIN:-}" ]; then nice -n 10 cargo build --release -q -p usfs-cli; fi

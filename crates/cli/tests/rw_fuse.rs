@@ -234,8 +234,8 @@ fn fuse_rw_matches_the_kernel_ext3() {
     }
 }
 
-/// A few seconds of seeded random operations (2 threads, without xattrs: the volume does
-/// not write them yet) on `usfs mount -o OPTS`, checked against the exerciser's model;
+/// A few seconds of seeded random operations (2 threads, xattrs included) on
+/// `usfs mount -o OPTS`, checked against the exerciser's model;
 /// then `e2fsck -fn` clean and the tree the kernel mounts read-only equal to the same
 /// model. The exerciser runs on its own thread: a server that stops answering fails the
 /// test after a minute instead of hanging it.
@@ -249,7 +249,7 @@ fn exercise(name: &str, mke2fs_args: &[&str], mount_opts: &str) {
         ops: 600,
         duration: Some(Duration::from_secs(5)),
         max_file_size: 256 << 10,
-        xattrs: false,
+        xattrs: true,
         ..Default::default()
     };
     let dir = s.path("m");
@@ -290,8 +290,6 @@ fn fuse_rw_exerciser_matches_its_model() {
 }
 
 #[test]
-#[ignore = "usfs -o rw,threads=2 can deadlock: readdir takes the volume's read lock again \
-            (fuse_ino -> root) while a writer waits"]
 fn fuse_rw_exerciser_matches_its_model_2_server_threads() {
     if need_root("fuse_rw exerciser threads") && need_tool("fuse_rw exerciser threads", "mke2fs") {
         exercise("threads", &["-t", "ext4"], "rw,threads=2");
@@ -299,8 +297,6 @@ fn fuse_rw_exerciser_matches_its_model_2_server_threads() {
 }
 
 #[test]
-#[ignore = "usfs -o rw cannot commit on 4 KiB-block images yet: the superblock's block 0 is \
-            refused (fsync EIO, changes lost at unmount)"]
 fn fuse_rw_exerciser_matches_its_model_4k() {
     if need_root("fuse_rw exerciser 4k") && need_tool("fuse_rw exerciser 4k", "mke2fs") {
         exercise("4k", &["-t", "ext4", "-b", "4096"], "rw");

@@ -230,6 +230,12 @@ impl Filesystem for Server {
             // new inode in a directory with a default ACL takes that ACL, not the umask
             // (write::umask_for).
             let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
+            // With `-o cache` the kernel gathers small writes in its page cache and sends
+            // them in large requests at writeback, fsync and close (safe: this mount is
+            // the image's only writer; fsync still reaches usfs after the data).
+            if self.cache == CacheMode::Cache {
+                let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
+            }
         }
         Ok(())
     }

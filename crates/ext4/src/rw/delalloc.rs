@@ -25,15 +25,62 @@ pub const FLUSH_BYTES: u64 = 64 << 20;
 /// where nothing was written).
 pub(crate) type Pending = BTreeMap<u64, Box<[u8]>>;
 
+/// Every file's buffered blocks, with their count kept as they come and go (asked on
+/// every write).
+#[derive(Default)]
+pub(crate) struct Buffered {
+    /// Inode -> its buffered blocks.
+    files: BTreeMap<u32, Pending>,
+    /// Blocks in all of `files`.
+    blocks: u64,
+}
+
+impl Buffered {
+    /// File `ino`'s blocks.
+    fn get(&self, ino: u32) -> Option<&Pending> {
+        self.files.get(&ino)
+    }
+
+    /// Takes file `ino`'s blocks out.
+    pub(crate) fn take(&mut self, ino: u32) -> Option<Pending> {
+        let p = self.files.remove(&ino)?;
+        self.blocks -= p.len() as u64;
+        Some(p)
+    }
+
+    /// Puts file `ino`'s blocks back (a rollback).
+    pub(crate) fn restore(&mut self, ino: u32, p: Pending) {
+        self.blocks += p.len() as u64;
+        if let Some(old) = self.files.insert(ino, p) {
+            self.blocks -= old.len() as u64;
+        }
+    }
+
+    /// The block at `lblk` of file `ino`, made (zeroed, `bs` bytes) when absent.
+    fn block(&mut self, ino: u32, lblk: u64, bs: usize) -> &mut [u8] {
+        let file = self.files.entry(ino).or_default();
+        let blocks = &mut self.blocks;
+        file.entry(lblk).or_insert_with(|| {
+            *blocks += 1;
+            vec![0u8; bs].into_boxed_slice()
+        })
+    }
+
+    /// Files with buffered blocks.
+    fn inodes(&self) -> Vec<u32> {
+        self.files.keys().copied().collect()
+    }
+}
+
 impl Volume {
     /// Blocks buffered in all files.
     pub(crate) fn pending_blocks(&self) -> u64 {
-        self.pending.values().map(|p| p.len() as u64).sum()
+        self.pending.blocks
     }
 
     /// Blocks buffered in file `ino`.
     pub fn pending_of(&self, ino: u32) -> u64 {
-        self.pending.get(&ino).map_or(0, |p| p.len() as u64)
+        self.pending.get(ino).map_or(0, |p| p.len() as u64)
     }
 
     /// Free blocks after every buffered block and a margin for the extent blocks their
@@ -51,7 +98,7 @@ impl Volume {
     pub(crate) fn buffer_hole(&mut self, ino: u32, pos: u64, piece: &[u8]) -> Result<()> {
         let bs = self.fs.geo.block_size as u64;
         let (first, last) = (pos / bs, (pos + piece.len() as u64 - 1) / bs);
-        let have = self.pending.get(&ino);
+        let have = self.pending.get(ino);
         let new = (first..=last)
             .filter(|b| !have.is_some_and(|p| p.contains_key(b)))
             .count() as u64;
@@ -64,16 +111,13 @@ impl Volume {
                 ),
             ));
         }
-        let file = self.pending.entry(ino).or_default();
         let mut at = pos;
         let mut done = 0usize;
         while done < piece.len() {
             let lblk = at / bs;
             let off = (at % bs) as usize;
             let n = (bs as usize - off).min(piece.len() - done);
-            let blk = file
-                .entry(lblk)
-                .or_insert_with(|| vec![0u8; bs as usize].into_boxed_slice());
+            let blk = self.pending.block(ino, lblk, bs as usize);
             blk[off..off + n].copy_from_slice(&piece[done..done + n]);
             done += n;
             at += n as u64;
@@ -84,7 +128,7 @@ impl Volume {
     /// Copies file `ino`'s buffered bytes over `buf`, which holds the file's bytes from
     /// `offset` as the block map gives them (zeros in holes).
     pub fn pending_read(&self, ino: u32, offset: u64, buf: &mut [u8]) {
-        let Some(file) = self.pending.get(&ino) else {
+        let Some(file) = self.pending.get(ino) else {
             return;
         };
         if buf.is_empty() {
@@ -101,7 +145,7 @@ impl Volume {
 
     /// The first run of buffered blocks of `ino` at or after byte `offset`, in bytes.
     pub fn pending_data(&self, ino: u32, offset: u64) -> Option<std::ops::Range<u64>> {
-        let file = self.pending.get(&ino)?;
+        let file = self.pending.get(ino)?;
         let bs = self.fs.geo.block_size as u64;
         let mut it = file.range(offset / bs..).map(|(&l, _)| l);
         let first = it.next()?;
@@ -118,15 +162,14 @@ impl Volume {
     /// Takes file `ino`'s buffered blocks out (the inode is being freed); the undo log
     /// keeps them for a rollback.
     pub(crate) fn drop_pending(&mut self, ino: u32) {
-        if let Some(p) = self.pending.remove(&ino) {
+        if let Some(p) = self.pending.take(ino) {
             self.undo_pending(ino, p);
         }
     }
 
     /// Allocates and writes every file's buffered blocks (before a commit).
     pub(crate) fn flush_all_pending(&mut self) -> Result<()> {
-        let inos: Vec<u32> = self.pending.keys().copied().collect();
-        for ino in inos {
+        for ino in self.pending.inodes() {
             self.flush_pending(ino)?;
         }
         Ok(())
@@ -135,7 +178,7 @@ impl Volume {
     /// Allocates blocks for file `ino`'s buffered data, knowing the file's size, writes
     /// the data and maps it.
     pub(crate) fn flush_pending(&mut self, ino: u32) -> Result<()> {
-        let Some(file) = self.pending.remove(&ino) else {
+        let Some(file) = self.pending.take(ino) else {
             return Ok(());
         };
         let mut rec = self.inode(ino)?;

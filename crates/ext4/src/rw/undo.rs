@@ -145,7 +145,7 @@ impl Volume {
             self.fs.groups[g as usize] = d;
         }
         for (ino, p) in u.pending {
-            self.pending.insert(ino, p);
+            self.pending.restore(ino, p);
         }
         if let Some((sb, dirty)) = u.sb {
             self.fs.sb = sb;

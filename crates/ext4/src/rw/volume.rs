@@ -15,7 +15,6 @@ use crate::journal::JournalWriter;
 use crate::rw::meta::{Freed, Meta};
 use crate::write::no_space;
 use crate::Ext4;
-use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use usfs_dev::{Device, Overlay};
@@ -61,7 +60,7 @@ pub struct Volume {
     /// The undo log of the running operation.
     pub(crate) undo: Option<super::undo::Undo>,
     /// Data written into holes and not yet given blocks (delayed allocation), by inode.
-    pub(crate) pending: BTreeMap<u32, super::delalloc::Pending>,
+    pub(crate) pending: super::delalloc::Buffered,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -140,7 +139,7 @@ impl Volume {
             sb_dirty: false,
             journal,
             undo: None,
-            pending: BTreeMap::new(),
+            pending: Default::default(),
         };
         v.mark_in_use()?;
         v.cleanup_orphans()?;

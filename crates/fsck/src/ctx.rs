@@ -120,8 +120,10 @@ pub struct Worker {
     /// The per-thread block cache of pass 2: a run of neighbouring directory blocks read
     /// with one request (see [`crate::dirio`]).
     pub window: Vec<u8>,
-    /// One buffer per extent-tree / indirect level, and one for directory blocks.
+    /// Buffers for directory, htree root and xattr blocks (indices 6 and 7).
     pub blocks: Vec<Vec<u8>>,
+    /// The block-map walkers' buffers, one per tree level.
+    pub walk: usfs_ext4::walk::Scratch,
     /// A padded inode view, reused.
     pub inode: Inode<Vec<u8>>,
     /// Busy nanoseconds per stage (pass 1, pass 2), for the trace and the scheduler.
@@ -148,6 +150,7 @@ impl Worker {
             table: Vec::new(),
             window: Vec::new(),
             blocks: (0..8).map(|_| vec![0u8; block_size]).collect(),
+            walk: Default::default(),
             inode: Inode::from_raw(&[0u8; 1024]),
             busy_ns: [0; 2],
             timeline: Vec::new(),

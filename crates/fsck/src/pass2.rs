@@ -12,7 +12,7 @@ use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
 use usfs_ext4::format::dirent::{
-    self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DIRENT_HEADER,
+    self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DirentFault, Dirents,
 };
 use usfs_ext4::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
@@ -174,53 +174,18 @@ fn walk_entries(
     // Entries whose target pass 1 must have judged: checked together at the end, now if
     // every target's group is done, else all after pass 1 (so none is checked twice).
     let mut refs: Vec<(u32, u8, &[u8])> = Vec::new();
-    let mut off = 0usize;
-    let mut index = 0usize;
-    while off < area.len() {
-        let report = how == Visit::First;
-        if area.len() - off < DIRENT_HEADER {
-            if report {
-                w.report(
-                    Problem::new(
-                        Code::DirCorruptEntry,
-                        format!("{}, block #{}, offset {}", b.dir, b.lblk, base + off),
-                    )
-                    .ino(b.dir),
-                );
+    let report = how == Visit::First;
+    for (index, e) in Dirents::lenient(area, geo.block_size, has_ft).enumerate() {
+        let e = match e {
+            Ok(e) => e,
+            Err((at, fault)) => {
+                if report {
+                    w.report(corrupt_entry(b, base + at, fault));
+                }
+                break;
             }
-            break;
-        }
-        let h = DirEntryHeader::new(&area[off..]).expect("checked");
-        let rec_len = decode_rec_len(h.rec_len(), geo.block_size) as usize;
-        let name_len = if has_ft {
-            h.name_len() as usize
-        } else {
-            h.name_len() as usize | (h.file_type() as usize) << 8
         };
-        if rec_len < DIRENT_HEADER
-            || !rec_len.is_multiple_of(4)
-            || off + rec_len > area.len()
-            || DIRENT_HEADER + name_len > rec_len
-        {
-            if report {
-                w.report(
-                    Problem::new(
-                        Code::DirCorruptEntry,
-                        format!(
-                            "{}, block #{}, offset {}: rec_len {rec_len}, name_len {name_len}",
-                            b.dir,
-                            b.lblk,
-                            base + off
-                        ),
-                    )
-                    .ino(b.dir),
-                );
-            }
-            break;
-        }
-        let ino = h.inode();
-        let name = &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len];
-        let ft = if has_ft { h.file_type() } else { 0 };
+        let (ino, name, ft) = (e.ino, e.name, e.file_type);
         if report {
             w.counters.entries += 1;
         }
@@ -259,12 +224,8 @@ fn walk_entries(
                     w.dotdots.push((b.dir, ino));
                 }
             }
-            index += 1;
-            off += rec_len;
             continue;
         }
-        index += 1;
-        off += rec_len;
         if ino == 0 {
             continue;
         }
@@ -318,6 +279,19 @@ fn walk_entries(
         check_reference(w, b.dir, ino, ft, name, ctx.shared.kind(ino), has_ft);
     }
     false
+}
+
+/// The problem for a broken entry chain at byte `off` of directory block `b`.
+fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
+    let at = format!("{}, block #{}, offset {off}", b.dir, b.lblk);
+    let detail = match fault {
+        DirentFault::RecLen { rec_len, name_len } | DirentFault::NameLen { rec_len, name_len } => {
+            format!("{at}: rec_len {rec_len}, name_len {name_len}")
+        }
+        // (Inode faults are not raised by the lenient walk.)
+        DirentFault::TruncatedHeader | DirentFault::Inode { .. } => at,
+    };
+    Problem::new(Code::DirCorruptEntry, detail).ino(b.dir)
 }
 
 /// The checks that need pass 1's verdict on the named inode.

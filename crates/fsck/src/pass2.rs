@@ -11,9 +11,7 @@ use crate::htree::HtreeFact;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
-use usfs_ext4::format::dirent::{
-    self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DirentFault, Dirents,
-};
+use usfs_ext4::format::dirent::{self, file_type_from_dirent, DirentFault, Dirents, TailFault};
 use usfs_ext4::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
 use usfs_ext4::format::features::incompat;
@@ -83,10 +81,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
         w.counters.dir_blocks += 1;
     }
     let bs = buf.len();
-    let is_dx_node = b.indexed && b.lblk != 0 && {
-        let h = DirEntryHeader::new(buf).expect("block >= 8");
-        h.inode() == 0 && decode_rec_len(h.rec_len(), bs as u32) as usize == bs
-    };
+    let is_dx_node = b.indexed && b.lblk != 0 && dirent::is_dx_node(buf);
     if is_dx_node {
         if how == Visit::First {
             check_dx_node(ctx, w, &b, buf, NODE_COUNT_OFFSET);
@@ -98,12 +93,11 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     // A dx root has no leaf tail (its dx tail may even look like one: the kernel builds
     // the root from a former leaf block, leaving the old tail bytes in dt_reserved).
     if let (Some(seed), false) = (ctx.fs.csum_seed(), root_dx) {
-        match dirent::find_tail(buf) {
-            Some(t) => {
+        match dirent::check_tail(seed, b.dir, b.generation, buf) {
+            Ok(()) => end = bs - dirent::TAIL_SIZE,
+            Err(TailFault::Checksum { .. }) => {
                 end = bs - dirent::TAIL_SIZE;
-                if how == Visit::First
-                    && t.det_checksum() != dirent::leaf_checksum(seed, b.dir, b.generation, buf)
-                {
+                if how == Visit::First {
                     w.report(
                         Problem::new(
                             Code::DirBlockChecksum,
@@ -114,7 +108,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
                     );
                 }
             }
-            None => {
+            Err(TailFault::Missing) => {
                 if how == Visit::First {
                     w.report(
                         Problem::new(Code::DirNoTail, format!("{}, block #{}", b.dir, b.lblk))

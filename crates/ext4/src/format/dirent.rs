@@ -110,6 +110,49 @@ pub fn find_tail(block: &[u8]) -> Option<DirTail<&[u8]>> {
         .then_some(t)
 }
 
+/// What is wrong with a leaf block's checksum tail (metadata_csum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailFault {
+    /// The block does not end in a well-formed tail.
+    Missing,
+    /// The tail's checksum does not match the block.
+    Checksum {
+        /// The checksum in the tail.
+        stored: u32,
+        /// The checksum of the block.
+        computed: u32,
+    },
+}
+
+impl std::fmt::Display for TailFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TailFault::Missing => write!(f, "no checksum tail"),
+            TailFault::Checksum { .. } => write!(f, "checksum does not match"),
+        }
+    }
+}
+
+/// Checks the checksum tail of leaf `block` of directory `ino` (i_generation
+/// `generation`) with the metadata checksum `seed`: the one tail check of the reader,
+/// the writer and the checker.
+pub fn check_tail(seed: u32, ino: u32, generation: u32, block: &[u8]) -> Result<(), TailFault> {
+    let stored = find_tail(block).ok_or(TailFault::Missing)?.det_checksum();
+    let computed = leaf_checksum(seed, ino, generation, block);
+    if stored != computed {
+        return Err(TailFault::Checksum { stored, computed });
+    }
+    Ok(())
+}
+
+/// Is `block`, a block past the first of an indexed directory, an interior dx node: one
+/// unused entry spanning the whole block (the htree's fake dirent)?
+pub fn is_dx_node(block: &[u8]) -> bool {
+    DirEntryHeader::new(block).is_some_and(|h| {
+        h.inode() == 0 && decode_rec_len(h.rec_len(), block.len() as u32) as usize == block.len()
+    })
+}
+
 /// Space an entry with an `name_len`-byte name takes when packed (header + name, rounded up
 /// to 4 bytes): the kernel's EXT4_DIR_REC_LEN.
 pub fn entry_size(name_len: usize) -> usize {

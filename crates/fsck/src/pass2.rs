@@ -61,7 +61,7 @@ fn visit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock], how: Visit) {
 /// A block whose run could not be read in one go: read it alone, so that an unreadable
 /// block is reported as such.
 fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
-    let mut buf = std::mem::take(&mut w.blocks[6]);
+    let mut buf = std::mem::take(&mut w.dir_buf);
     if ctx.read_block(b.pblk, &mut buf).is_ok() {
         visit_block(ctx, w, b, &buf, how);
     } else if how == Visit::First {
@@ -73,7 +73,7 @@ fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
             .ino(b.dir),
         );
     }
-    w.blocks[6] = buf;
+    w.dir_buf = buf;
 }
 
 fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {

@@ -144,3 +144,6 @@ pub fn map(
         indirect::map(src, cx, root, lblk)
     }
 }
+
+#[cfg(test)]
+mod scan_tests;

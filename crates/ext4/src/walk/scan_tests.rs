@@ -63,20 +63,19 @@ fn root(depth: u16, max: u16, entries: &[[u32; 3]]) -> [u8; 60] {
     r
 }
 
+/// What a whole walk of the extent tree in `r` reports in `mode`.
+fn scan_extents(r: &[u8; 60], mode: Mode) -> Log {
+    let mut log = Log::default();
+    let flow = extent::scan(&NoBlocks, &cx(), r, mode, &mut Default::default(), &mut log);
+    assert!(flow.is_continue());
+    log
+}
+
 #[test]
 fn extent_leaf_issues_are_values_and_the_walk_goes_on() {
     // (ee_block, ee_len | ee_start_hi << 16, ee_start_lo)
     let r = root(0, 4, &[[0, 2, 100], [1, 1, 200], [5, 1, 5000], [9, 0, 300]]);
-    let mut log = Log::default();
-    let flow = extent::scan(
-        &NoBlocks,
-        &cx(),
-        &r,
-        Mode::Lenient,
-        &mut Default::default(),
-        &mut log,
-    );
-    assert!(flow.is_continue());
+    let log = scan_extents(&r, Mode::Lenient);
     assert_eq!(log.data, [(0, 100, 2), (1, 200, 1)]);
     assert_eq!(
         log.issues,
@@ -100,25 +99,9 @@ fn extent_leaf_issues_are_values_and_the_walk_goes_on() {
 fn extent_root_rules_depend_on_the_mode() {
     // eh_max 1: the kernel accepts it, e2fsck does not (more than 2 below 4).
     let r = root(0, 1, &[[0, 1, 100]]);
-    let mut log = Log::default();
-    let _ = extent::scan(
-        &NoBlocks,
-        &cx(),
-        &r,
-        Mode::Strict,
-        &mut Default::default(),
-        &mut log,
-    );
+    let log = scan_extents(&r, Mode::Strict);
     assert_eq!((log.data.len(), log.issues.len()), (1, 0));
-    let mut log = Log::default();
-    let _ = extent::scan(
-        &NoBlocks,
-        &cx(),
-        &r,
-        Mode::Lenient,
-        &mut Default::default(),
-        &mut log,
-    );
+    let log = scan_extents(&r, Mode::Lenient);
     let short = HeaderIssue::ShortMax {
         found: 1,
         capacity: 4,
@@ -137,15 +120,7 @@ fn extent_root_rules_depend_on_the_mode() {
 fn extent_index_children_are_visited_then_reported_unreadable() {
     // (ei_block, ei_leaf_lo, ei_leaf_hi | unused)
     let r = root(1, 4, &[[0, 50, 0], [10, 2000, 0]]);
-    let mut log = Log::default();
-    let _ = extent::scan(
-        &NoBlocks,
-        &cx(),
-        &r,
-        Mode::Lenient,
-        &mut Default::default(),
-        &mut log,
-    );
+    let log = scan_extents(&r, Mode::Lenient);
     assert_eq!(log.nodes, [50]);
     assert_eq!(
         log.issues,

@@ -120,8 +120,12 @@ pub struct Worker {
     /// The per-thread block cache of pass 2: a run of neighbouring directory blocks read
     /// with one request (see [`crate::dirio`]).
     pub window: Vec<u8>,
-    /// One buffer per extent-tree / indirect level, and one for directory blocks.
-    pub blocks: Vec<Vec<u8>>,
+    /// A directory block pass 2 reads on its own (one block).
+    pub dir_buf: Vec<u8>,
+    /// An htree root or xattr block pass 1 reads (one block).
+    pub meta_buf: Vec<u8>,
+    /// The block-map walkers' buffers, one per tree level.
+    pub walk: usfs_ext4::walk::Scratch,
     /// A padded inode view, reused.
     pub inode: Inode<Vec<u8>>,
     /// Busy nanoseconds per stage (pass 1, pass 2), for the trace and the scheduler.
@@ -147,7 +151,9 @@ impl Worker {
             lost_found: None,
             table: Vec::new(),
             window: Vec::new(),
-            blocks: (0..8).map(|_| vec![0u8; block_size]).collect(),
+            dir_buf: vec![0u8; block_size],
+            meta_buf: vec![0u8; block_size],
+            walk: Default::default(),
             inode: Inode::from_raw(&[0u8; 1024]),
             busy_ns: [0; 2],
             timeline: Vec::new(),

@@ -385,9 +385,9 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         let mut hash = None;
         if indexed {
             if let Some(&(_, root)) = blocks.iter().find(|b| b.0 == 0) {
-                let mut buf = std::mem::take(&mut w.blocks[7]);
+                let mut buf = std::mem::take(&mut w.meta_buf);
                 hash = crate::htree::root_hash_version(ctx, root, &mut buf);
-                w.blocks[7] = buf;
+                w.meta_buf = buf;
             }
             let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
             w.htree_dirs
@@ -584,7 +584,7 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     if !first {
         return true;
     }
-    let mut buf = std::mem::take(&mut w.blocks[7]);
+    let mut buf = std::mem::take(&mut w.meta_buf);
     let ok = ctx.read_block(blk, &mut buf).is_ok() && {
         let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
         h.h_magic() == XATTR_MAGIC
@@ -619,7 +619,7 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
             );
         }
     }
-    w.blocks[7] = buf;
+    w.meta_buf = buf;
     let _ = ENTRY_HEADER_SIZE;
     true
 }

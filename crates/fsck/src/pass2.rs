@@ -11,9 +11,7 @@ use crate::htree::HtreeFact;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
-use usfs_ext4::format::dirent::{
-    self, decode_rec_len, file_type_from_dirent, DirEntryHeader, DIRENT_HEADER,
-};
+use usfs_ext4::format::dirent::{self, file_type_from_dirent, DirentFault, Dirents, TailFault};
 use usfs_ext4::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
 use usfs_ext4::format::features::incompat;
@@ -63,7 +61,7 @@ fn visit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock], how: Visit) {
 /// A block whose run could not be read in one go: read it alone, so that an unreadable
 /// block is reported as such.
 fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
-    let mut buf = std::mem::take(&mut w.blocks[6]);
+    let mut buf = std::mem::take(&mut w.dir_buf);
     if ctx.read_block(b.pblk, &mut buf).is_ok() {
         visit_block(ctx, w, b, &buf, how);
     } else if how == Visit::First {
@@ -75,7 +73,7 @@ fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
             .ino(b.dir),
         );
     }
-    w.blocks[6] = buf;
+    w.dir_buf = buf;
 }
 
 fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
@@ -83,10 +81,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
         w.counters.dir_blocks += 1;
     }
     let bs = buf.len();
-    let is_dx_node = b.indexed && b.lblk != 0 && {
-        let h = DirEntryHeader::new(buf).expect("block >= 8");
-        h.inode() == 0 && decode_rec_len(h.rec_len(), bs as u32) as usize == bs
-    };
+    let is_dx_node = b.indexed && b.lblk != 0 && dirent::is_dx_node(buf);
     if is_dx_node {
         if how == Visit::First {
             check_dx_node(ctx, w, &b, buf, NODE_COUNT_OFFSET);
@@ -98,12 +93,11 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     // A dx root has no leaf tail (its dx tail may even look like one: the kernel builds
     // the root from a former leaf block, leaving the old tail bytes in dt_reserved).
     if let (Some(seed), false) = (ctx.fs.csum_seed(), root_dx) {
-        match dirent::find_tail(buf) {
-            Some(t) => {
+        match dirent::check_tail(seed, b.dir, b.generation, buf) {
+            Ok(()) => end = bs - dirent::TAIL_SIZE,
+            Err(TailFault::Checksum { .. }) => {
                 end = bs - dirent::TAIL_SIZE;
-                if how == Visit::First
-                    && t.det_checksum() != dirent::leaf_checksum(seed, b.dir, b.generation, buf)
-                {
+                if how == Visit::First {
                     w.report(
                         Problem::new(
                             Code::DirBlockChecksum,
@@ -114,7 +108,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
                     );
                 }
             }
-            None => {
+            Err(TailFault::Missing) => {
                 if how == Visit::First {
                     w.report(
                         Problem::new(Code::DirNoTail, format!("{}, block #{}", b.dir, b.lblk))
@@ -174,53 +168,18 @@ fn walk_entries(
     // Entries whose target pass 1 must have judged: checked together at the end, now if
     // every target's group is done, else all after pass 1 (so none is checked twice).
     let mut refs: Vec<(u32, u8, &[u8])> = Vec::new();
-    let mut off = 0usize;
-    let mut index = 0usize;
-    while off < area.len() {
-        let report = how == Visit::First;
-        if area.len() - off < DIRENT_HEADER {
-            if report {
-                w.report(
-                    Problem::new(
-                        Code::DirCorruptEntry,
-                        format!("{}, block #{}, offset {}", b.dir, b.lblk, base + off),
-                    )
-                    .ino(b.dir),
-                );
+    let report = how == Visit::First;
+    for (index, e) in Dirents::lenient(area, geo.block_size, has_ft).enumerate() {
+        let e = match e {
+            Ok(e) => e,
+            Err((at, fault)) => {
+                if report {
+                    w.report(corrupt_entry(b, base + at, fault));
+                }
+                break;
             }
-            break;
-        }
-        let h = DirEntryHeader::new(&area[off..]).expect("checked");
-        let rec_len = decode_rec_len(h.rec_len(), geo.block_size) as usize;
-        let name_len = if has_ft {
-            h.name_len() as usize
-        } else {
-            h.name_len() as usize | (h.file_type() as usize) << 8
         };
-        if rec_len < DIRENT_HEADER
-            || !rec_len.is_multiple_of(4)
-            || off + rec_len > area.len()
-            || DIRENT_HEADER + name_len > rec_len
-        {
-            if report {
-                w.report(
-                    Problem::new(
-                        Code::DirCorruptEntry,
-                        format!(
-                            "{}, block #{}, offset {}: rec_len {rec_len}, name_len {name_len}",
-                            b.dir,
-                            b.lblk,
-                            base + off
-                        ),
-                    )
-                    .ino(b.dir),
-                );
-            }
-            break;
-        }
-        let ino = h.inode();
-        let name = &area[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len];
-        let ft = if has_ft { h.file_type() } else { 0 };
+        let (ino, name, ft) = (e.ino, e.name, e.file_type);
         if report {
             w.counters.entries += 1;
         }
@@ -259,12 +218,8 @@ fn walk_entries(
                     w.dotdots.push((b.dir, ino));
                 }
             }
-            index += 1;
-            off += rec_len;
             continue;
         }
-        index += 1;
-        off += rec_len;
         if ino == 0 {
             continue;
         }
@@ -318,6 +273,19 @@ fn walk_entries(
         check_reference(w, b.dir, ino, ft, name, ctx.shared.kind(ino), has_ft);
     }
     false
+}
+
+/// The problem for a broken entry chain at byte `off` of directory block `b`.
+fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
+    let at = format!("{}, block #{}, offset {off}", b.dir, b.lblk);
+    let detail = match fault {
+        DirentFault::RecLen { rec_len, name_len } | DirentFault::NameLen { rec_len, name_len } => {
+            format!("{at}: rec_len {rec_len}, name_len {name_len}")
+        }
+        // (Inode faults are not raised by the lenient walk.)
+        DirentFault::TruncatedHeader | DirentFault::Inode { .. } => at,
+    };
+    Problem::new(Code::DirCorruptEntry, detail).ino(b.dir)
 }
 
 /// The checks that need pass 1's verdict on the named inode.

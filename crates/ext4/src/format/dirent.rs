@@ -110,6 +110,49 @@ pub fn find_tail(block: &[u8]) -> Option<DirTail<&[u8]>> {
         .then_some(t)
 }
 
+/// What is wrong with a leaf block's checksum tail (metadata_csum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailFault {
+    /// The block does not end in a well-formed tail.
+    Missing,
+    /// The tail's checksum does not match the block.
+    Checksum {
+        /// The checksum in the tail.
+        stored: u32,
+        /// The checksum of the block.
+        computed: u32,
+    },
+}
+
+impl std::fmt::Display for TailFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TailFault::Missing => write!(f, "no checksum tail"),
+            TailFault::Checksum { .. } => write!(f, "checksum does not match"),
+        }
+    }
+}
+
+/// Checks the checksum tail of leaf `block` of directory `ino` (i_generation
+/// `generation`) with the metadata checksum `seed`: the one tail check of the reader,
+/// the writer and the checker.
+pub fn check_tail(seed: u32, ino: u32, generation: u32, block: &[u8]) -> Result<(), TailFault> {
+    let stored = find_tail(block).ok_or(TailFault::Missing)?.det_checksum();
+    let computed = leaf_checksum(seed, ino, generation, block);
+    if stored != computed {
+        return Err(TailFault::Checksum { stored, computed });
+    }
+    Ok(())
+}
+
+/// Is `block`, a block past the first of an indexed directory, an interior dx node: one
+/// unused entry spanning the whole block (the htree's fake dirent)?
+pub fn is_dx_node(block: &[u8]) -> bool {
+    DirEntryHeader::new(block).is_some_and(|h| {
+        h.inode() == 0 && decode_rec_len(h.rec_len(), block.len() as u32) as usize == block.len()
+    })
+}
+
 /// Space an entry with an `name_len`-byte name takes when packed (header + name, rounded up
 /// to 4 bytes): the kernel's EXT4_DIR_REC_LEN.
 pub fn entry_size(name_len: usize) -> usize {
@@ -137,7 +180,12 @@ pub enum DirentFault {
     /// Fewer than 8 bytes left for the header.
     TruncatedHeader,
     /// rec_len below 8, not a multiple of 4, or past the end of the area.
-    RecLen(usize),
+    RecLen {
+        /// Stored rec_len (decoded).
+        rec_len: usize,
+        /// Stored name length.
+        name_len: usize,
+    },
     /// The name does not fit in rec_len.
     NameLen {
         /// Stored name length.
@@ -158,7 +206,7 @@ impl std::fmt::Display for DirentFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             DirentFault::TruncatedHeader => write!(f, "truncated entry header"),
-            DirentFault::RecLen(r) => write!(f, "rec_len {r} invalid"),
+            DirentFault::RecLen { rec_len, .. } => write!(f, "rec_len {rec_len} invalid"),
             DirentFault::NameLen { name_len, rec_len } => {
                 write!(f, "name_len {name_len} exceeds rec_len {rec_len}")
             }
@@ -179,7 +227,9 @@ pub struct Dirents<'a> {
     off: usize,
     block_size: u32,
     has_filetype: bool,
-    inodes_count: u32,
+    /// Live entries must point at 1..=this and have a name; `None` leaves both to the
+    /// caller ([`Dirents::lenient`]).
+    inodes_count: Option<u32>,
 }
 
 impl<'a> Dirents<'a> {
@@ -192,7 +242,20 @@ impl<'a> Dirents<'a> {
             off: 0,
             block_size,
             has_filetype,
-            inodes_count,
+            inodes_count: Some(inodes_count),
+        }
+    }
+
+    /// The checker's walk of `area`: only the chain rules (header, rec_len, name_len) are
+    /// faults; a live entry's inode number and an empty name are the caller's to judge
+    /// (e2fsck reports them and goes on to the next entry).
+    pub fn lenient(area: &'a [u8], block_size: u32, has_filetype: bool) -> Self {
+        Dirents {
+            area,
+            off: 0,
+            block_size,
+            has_filetype,
+            inodes_count: None,
         }
     }
 
@@ -209,13 +272,14 @@ impl<'a> Dirents<'a> {
             h.name_len() as usize | (h.file_type() as usize) << 8
         };
         if rec_len < DIRENT_HEADER || !rec_len.is_multiple_of(4) || rec_len > area.len() - off {
-            return Err(DirentFault::RecLen(rec_len));
+            return Err(DirentFault::RecLen { rec_len, name_len });
         }
         if DIRENT_HEADER + name_len > rec_len {
             return Err(DirentFault::NameLen { name_len, rec_len });
         }
         let ino = h.inode();
-        if ino != 0 && (ino > self.inodes_count || name_len == 0) {
+        let strict = self.inodes_count;
+        if ino != 0 && strict.is_some_and(|n| ino > n || name_len == 0) {
             return Err(DirentFault::Inode { ino, name_len });
         }
         Ok(Dirent {

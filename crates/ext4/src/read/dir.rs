@@ -3,7 +3,7 @@
 
 use super::inode::LoadedInode;
 use super::Ext4;
-use crate::format::dirent::{self, decode_rec_len, DirEntryHeader, Dirents};
+use crate::format::dirent::{self, Dirents};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::flags;
 use usfs_fs::{DirEntry, Error, FileType, Result};
@@ -76,8 +76,7 @@ impl Ext4 {
         if lblk == 0 || !dir.has_flag(flags::INDEX) {
             return false;
         }
-        let h = DirEntryHeader::new(block).expect("block >= 8");
-        h.inode() == 0 && decode_rec_len(h.rec_len(), self.geo.block_size) == self.geo.block_size
+        dirent::is_dx_node(block)
     }
 
     /// Parses one leaf block of an indexed directory from its start.
@@ -110,18 +109,10 @@ impl Ext4 {
         let mut end = bs;
         if let Some(seed) = self.csum_seed {
             if !indexed_root {
-                let Some(tail) = dirent::find_tail(block) else {
-                    return Err(Error::corrupt(format!(
-                        "directory {} block {lblk}: no checksum tail",
-                        dir.ino
-                    )));
-                };
-                let want = dirent::leaf_checksum(seed, dir.ino, dir.raw.i_generation(), block);
-                if tail.det_checksum() != want {
-                    return Err(Error::corrupt(format!(
-                        "directory {} block {lblk}: checksum does not match",
-                        dir.ino
-                    )));
+                let generation = dir.raw.i_generation();
+                if let Err(fault) = dirent::check_tail(seed, dir.ino, generation, block) {
+                    let msg = format!("directory {} block {lblk}: {fault}", dir.ino);
+                    return Err(Error::corrupt(msg));
                 }
                 end = bs - dirent::TAIL_SIZE;
             }

@@ -33,6 +33,7 @@ impl Ext4 {
             seed: self.csum_seed,
             block_size: self.geo.block_size,
             blocks_count: self.geo.blocks_count,
+            first_data_block: self.geo.first_data_block,
         };
         let extents = inode.has_flag(flags::EXTENTS);
         let m = walk::map(self, &cx, inode.raw.i_block(), extents, lblk)?;

@@ -80,6 +80,7 @@ impl<'a> BlockMap<'a> {
             seed: m.csum_seed(),
             block_size: m.geo().block_size,
             blocks_count: m.geo().blocks_count,
+            first_data_block: m.geo().first_data_block,
         }
     }
 

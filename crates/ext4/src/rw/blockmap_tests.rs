@@ -165,6 +165,7 @@ impl File {
             seed: m.seed,
             block_size: m.geo.block_size,
             blocks_count: m.geo.blocks_count,
+            first_data_block: m.geo.first_data_block,
         };
         let mut blocks = HashSet::new();
         if self.extents {

@@ -435,12 +435,8 @@ impl<'a> DirEdit<'a> {
     pub(crate) fn read_leaf(&mut self, lblk: u64) -> Result<(u64, Vec<u8>)> {
         let (pblk, buf) = self.read_raw(lblk)?;
         if let Some(seed) = self.seed {
-            let Some(tail) = dirent::find_tail(&buf) else {
-                return Err(self.corrupt(lblk, "no checksum tail".into()));
-            };
-            let want = dirent::leaf_checksum(seed, self.d.ino(), self.d.generation(), &buf);
-            if tail.det_checksum() != want {
-                return Err(self.corrupt(lblk, "checksum does not match".into()));
+            if let Err(fault) = dirent::check_tail(seed, self.d.ino(), self.d.generation(), &buf) {
+                return Err(self.corrupt(lblk, fault.to_string()));
             }
         }
         Ok((pblk, buf))

@@ -200,9 +200,7 @@ impl DirEdit<'_> {
     /// block)?
     pub(crate) fn is_dx_node(&mut self, lblk: u64) -> Result<bool> {
         let (_, buf) = self.read_raw(lblk)?;
-        let h = DirEntryHeader::new(&buf[..]).expect("block >= 8");
-        let bs = self.fmt.bs;
-        Ok(h.inode() == 0 && crate::format::dirent::decode_rec_len(h.rec_len(), bs) == bs)
+        Ok(crate::format::dirent::is_dx_node(&buf))
     }
 
     /// Adds `e` to this htree directory (the name is known to be absent).

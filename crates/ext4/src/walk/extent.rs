@@ -2,12 +2,16 @@
 //! would hold) a logical block, as the kernel's ext4_find_extent does. Every node on the
 //! way is checked (magic, capacity, entry count, depth) and every tree block's checksum
 //! verified, so a mutator that edits the returned nodes never edits a node it could not
-//! trust.
+//! trust. [`scan`] walks a whole tree, every node checked by the same rules, and hands
+//! each extent, node and issue to a [`MapVisitor`](super::MapVisitor).
 
-use super::{BlockSource, MapCtx, Mapped, MAX_LBLK};
+use super::{
+    BlockSource, HeaderIssue, MapCtx, MapIssue, MapVisitor, Mapped, Mode, Scratch, MAX_LBLK,
+};
 use crate::format::extent::{
     self, Extent, ExtentHeader, ExtentIndex, ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH,
 };
+use std::ops::ControlFlow;
 use usfs_fs::{Error, Result};
 
 /// Entries the root in `i_block` holds.
@@ -72,55 +76,76 @@ pub fn block_capacity(block_size: u32) -> usize {
     (block_size as usize - ENTRY_SIZE) / ENTRY_SIZE
 }
 
-/// Validates a node header; `max_cap` is the most entries the node can hold.
-fn check_header(cx: &MapCtx, buf: &[u8], max_cap: usize, depth: Option<u16>) -> Result<()> {
+/// Root depths a [`Mode::Lenient`] walk still walks (deeper roots are a bad header).
+pub const LENIENT_MAX_DEPTH: u16 = 4 * MAX_DEPTH;
+
+/// What is wrong with the header of a node holding at most `cap` entries, `depth` the
+/// depth its parent implies (`None` at the root), judged by `mode`.
+pub fn header_issue(buf: &[u8], cap: usize, depth: Option<u16>, mode: Mode) -> Option<HeaderIssue> {
     let h = header(buf);
-    let ino = cx.ino;
-    let bad = |what: String| Err(Error::corrupt(format!("inode {ino}: extent tree: {what}")));
+    let capacity = cap as u16;
+    let (max, found) = (h.eh_max(), h.eh_entries());
+    let max_depth = match mode {
+        Mode::Strict => MAX_DEPTH,
+        Mode::Lenient => LENIENT_MAX_DEPTH,
+    };
     if h.eh_magic() != EXTENT_MAGIC {
-        return bad(format!("bad magic {:#06x}", h.eh_magic()));
+        Some(HeaderIssue::Magic {
+            found: h.eh_magic(),
+        })
+    } else if max as usize > cap || max == 0 {
+        Some(HeaderIssue::Max {
+            found: max,
+            capacity,
+        })
+    } else if mode == Mode::Lenient && max as usize + 2 < cap {
+        Some(HeaderIssue::ShortMax {
+            found: max,
+            capacity,
+        })
+    } else if found > max {
+        Some(HeaderIssue::Entries { found, max })
+    } else if h.eh_depth() > max_depth || depth.is_some_and(|d| d != h.eh_depth()) {
+        Some(HeaderIssue::Depth {
+            found: h.eh_depth(),
+            expected: depth,
+        })
+    } else {
+        None
     }
-    if h.eh_max() as usize > max_cap || h.eh_max() == 0 {
-        return bad(format!("eh_max {} (at most {max_cap})", h.eh_max()));
-    }
-    if h.eh_entries() > h.eh_max() {
-        return bad(format!(
-            "{} entries in a node of {}",
-            h.eh_entries(),
-            h.eh_max()
-        ));
-    }
-    if h.eh_depth() > MAX_DEPTH || depth.is_some_and(|d| d != h.eh_depth()) {
-        return bad(format!("depth {} where {depth:?} expected", h.eh_depth()));
-    }
-    Ok(())
 }
 
 /// Checks the root in `i_block` (60 bytes).
 pub fn check_root(cx: &MapCtx, root: &[u8]) -> Result<()> {
-    check_header(cx, root, ROOT_ENTRIES, None)
+    match header_issue(root, ROOT_ENTRIES, None, Mode::Strict) {
+        Some(issue) => Err(MapIssue::Header { blk: 0, issue }.into_error(cx.ino)),
+        None => Ok(()),
+    }
+}
+
+/// Does the checksum in the tail of tree block `block` (header already checked) match?
+/// True without metadata_csum.
+pub fn checksum_ok(cx: &MapCtx, block: &[u8]) -> bool {
+    let Some(seed) = cx.seed else {
+        return true;
+    };
+    let max = header(block).eh_max();
+    let off = extent::tail_offset(max);
+    off + 4 <= block.len()
+        && u32::from_le_bytes(block[off..off + 4].try_into().expect("4 bytes"))
+            == extent::block_checksum(seed, cx.ino, cx.generation, block, max)
 }
 
 /// Reads tree block `blk` expected at `depth`: header and (with metadata_csum) checksum
 /// checked.
 pub fn read_node(src: &dyn BlockSource, cx: &MapCtx, blk: u64, depth: u16) -> Result<Vec<u8>> {
-    let ino = cx.ino;
     let block = cx.read(src, blk, "extent tree node")?;
-    check_header(cx, &block, block_capacity(cx.block_size), Some(depth))?;
-    if let Some(seed) = cx.seed {
-        let max = header(&block).eh_max();
-        let off = extent::tail_offset(max);
-        if off + 4 > block.len() {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: extent block {blk} has no room for its checksum"
-            )));
-        }
-        let stored = u32::from_le_bytes(block[off..off + 4].try_into().expect("4 bytes"));
-        if stored != extent::block_checksum(seed, ino, cx.generation, &block, max) {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: extent block {blk} checksum does not match"
-            )));
-        }
+    let cap = block_capacity(cx.block_size);
+    if let Some(issue) = header_issue(&block, cap, Some(depth), Mode::Strict) {
+        return Err(MapIssue::Header { blk, issue }.into_error(cx.ino));
+    }
+    if !checksum_ok(cx, &block) {
+        return Err(MapIssue::Checksum { blk }.into_error(cx.ino));
     }
     Ok(block)
 }
@@ -224,4 +249,118 @@ pub fn map(src: &dyn BlockSource, cx: &MapCtx, root: &[u8], lblk: u64) -> Result
         last.end
     };
     Ok(Mapped::hole(lblk, hole_end.saturating_sub(lblk)))
+}
+
+/// Walks the whole tree rooted in `root` (the 60 bytes of `i_block`) depth first, in
+/// key order: each index block goes to `v.node` before its subtree, each leaf extent to
+/// `v.data`, each thing wrong to `v.issue` (judged by `mode`). A bad node or entry is
+/// skipped; a bad checksum, an index key that differs from its child's first key and
+/// out-of-order extents are reported and walked. Node buffers come from `scratch`.
+pub fn scan(
+    src: &dyn BlockSource,
+    cx: &MapCtx,
+    root: &[u8],
+    mode: Mode,
+    scratch: &mut Scratch,
+    v: &mut dyn MapVisitor,
+) -> ControlFlow<()> {
+    if let Some(issue) = header_issue(root, ROOT_ENTRIES, None, mode) {
+        return v.issue(MapIssue::Header { blk: 0, issue });
+    }
+    let mut walk = Scan {
+        src,
+        cx,
+        mode,
+        scratch,
+        last_end: None,
+    };
+    walk.node(root, header(root).eh_depth(), 0, v)
+}
+
+/// The state of one [`scan`].
+struct Scan<'a> {
+    src: &'a dyn BlockSource,
+    cx: &'a MapCtx,
+    mode: Mode,
+    scratch: &'a mut Scratch,
+    /// End (exclusive) of the last leaf extent visited, to check their order.
+    last_end: Option<u64>,
+}
+
+impl Scan<'_> {
+    fn node(
+        &mut self,
+        buf: &[u8],
+        depth: u16,
+        level: usize,
+        v: &mut dyn MapVisitor,
+    ) -> ControlFlow<()> {
+        for i in 0..entries(buf) {
+            if depth == 0 {
+                self.extent(entry(buf, i), v)?;
+                continue;
+            }
+            let ix = ExtentIndex::new(entry(buf, i)).expect("12 bytes");
+            let child = ix.leaf();
+            if !self.cx.valid(child) {
+                v.issue(MapIssue::IndexOutOfRange { child })?;
+                continue;
+            }
+            v.node(child);
+            let mut b = self.scratch.take(level, self.cx.block_size as usize);
+            let flow = self.child(&mut b, child, ix.ei_block(), depth - 1, level, v);
+            self.scratch.put(level, b);
+            flow?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Reads, checks and walks the child `blk` of an index entry starting at `ei_block`.
+    fn child(
+        &mut self,
+        b: &mut [u8],
+        blk: u64,
+        ei_block: u32,
+        depth: u16,
+        level: usize,
+        v: &mut dyn MapVisitor,
+    ) -> ControlFlow<()> {
+        if self.src.read_into(blk, b).is_err() {
+            return v.issue(MapIssue::Unreadable { blk });
+        }
+        let h = header(b);
+        if h.eh_magic() == EXTENT_MAGIC && h.eh_entries() > 0 {
+            let first = key(b, 0) as u32;
+            if first != ei_block {
+                v.issue(MapIssue::IndexKey {
+                    child: blk,
+                    index: ei_block,
+                    first,
+                })?;
+            }
+        }
+        let cap = block_capacity(self.cx.block_size);
+        if let Some(issue) = header_issue(b, cap, Some(depth), self.mode) {
+            return v.issue(MapIssue::Header { blk, issue });
+        }
+        if !checksum_ok(self.cx, b) {
+            v.issue(MapIssue::Checksum { blk })?;
+        }
+        self.node(b, depth, level + 1, v)
+    }
+
+    /// Checks and visits one leaf extent.
+    fn extent(&mut self, e: &[u8], v: &mut dyn MapVisitor) -> ControlFlow<()> {
+        let x = Extent::new(e).expect("12 bytes");
+        let (lblk, len, pblk) = (x.ee_block() as u64, x.len() as u64, x.start());
+        if !self.cx.valid_run(pblk, len) {
+            return v.issue(MapIssue::ExtentOutOfRange { lblk, len, pblk });
+        }
+        if self.last_end.is_some_and(|end| lblk < end) {
+            v.issue(MapIssue::ExtentOrder { lblk, len })?;
+        }
+        self.last_end = Some(lblk + len);
+        v.data(lblk, pblk, len, x.is_unwritten());
+        ControlFlow::Continue(())
+    }
 }

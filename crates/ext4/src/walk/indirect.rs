@@ -1,9 +1,10 @@
 //! The indirect block map walker (ext2/ext3, inodes without the EXTENTS flag): twelve
 //! direct pointers in `i_block`, then the single, double and triple indirect trees
 //! (`i_block[12..15]`), each indirect block an array of block_size/4 little-endian
-//! pointers; 0 is a hole.
+//! pointers; 0 is a hole. [`scan`] walks a whole map for a [`MapVisitor`].
 
-use super::{BlockSource, MapCtx, Mapped};
+use super::{BlockSource, MapCtx, MapIssue, MapVisitor, Mapped, Scratch};
+use std::ops::ControlFlow;
 use usfs_fs::Result;
 
 /// Direct pointers in `i_block`.
@@ -145,4 +146,77 @@ fn extend_run(lblk: u64, max: u64, ptr: impl Fn(u64) -> u64) -> Mapped {
         pblk: (first != 0).then_some(first),
         unwritten: false,
     }
+}
+
+/// Walks the whole map in `root` (`i_block`): the direct blocks, then each indirect tree
+/// in pre-order (an indirect block to `v.node` before the blocks it maps, as e2fsck's
+/// block iterator reports them), each data block to `v.data` (one at a time), each
+/// pointer outside the file system or unreadable block to `v.issue` (then skipped).
+/// Block buffers come from `scratch`.
+pub fn scan(
+    src: &dyn BlockSource,
+    cx: &MapCtx,
+    root: &[u8],
+    scratch: &mut Scratch,
+    v: &mut dyn MapVisitor,
+) -> ControlFlow<()> {
+    for lblk in 0..DIRECT {
+        data(cx, ptr(root, lblk as usize), lblk, v)?;
+    }
+    let per = per_block(cx.block_size);
+    let (mut base, mut span) = (DIRECT, per);
+    for level in 1..=3usize {
+        let blk = ptr(root, 11 + level);
+        if blk != 0 {
+            scan_tree(src, cx, blk, level, base, scratch, v)?;
+        }
+        base += span;
+        span *= per;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Visits data pointer `blk` (0: a hole) of logical block `lblk`.
+fn data(cx: &MapCtx, blk: u64, lblk: u64, v: &mut dyn MapVisitor) -> ControlFlow<()> {
+    if blk == 0 {
+        return ControlFlow::Continue(());
+    }
+    if !cx.valid(blk) {
+        return v.issue(MapIssue::PointerOutOfRange { blk, lblk });
+    }
+    v.data(lblk, blk, 1, false);
+    ControlFlow::Continue(())
+}
+
+/// Walks the indirect block `blk` of `level` (1: it points at data) mapping logical
+/// blocks from `base`.
+fn scan_tree(
+    src: &dyn BlockSource,
+    cx: &MapCtx,
+    blk: u64,
+    level: usize,
+    base: u64,
+    scratch: &mut Scratch,
+    v: &mut dyn MapVisitor,
+) -> ControlFlow<()> {
+    if !cx.valid(blk) {
+        return v.issue(MapIssue::IndirectOutOfRange { blk });
+    }
+    v.node(blk);
+    let mut buf = scratch.take(level, cx.block_size as usize);
+    let flow = if src.read_into(blk, &mut buf).is_err() {
+        v.issue(MapIssue::Unreadable { blk })
+    } else {
+        let sub = per_block(cx.block_size).pow(level as u32 - 1);
+        (0..buf.len() / 4).try_for_each(|i| {
+            let (p, lblk) = (ptr(&buf, i), base + i as u64 * sub);
+            match level {
+                1 => data(cx, p, lblk, v),
+                _ if p == 0 => ControlFlow::Continue(()),
+                _ => scan_tree(src, cx, p, level - 1, lblk, scratch, v),
+            }
+        })
+    };
+    scratch.put(level, buf);
+    flow
 }

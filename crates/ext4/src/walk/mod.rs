@@ -3,10 +3,14 @@
 //! read-write mutators (through [`Meta`](crate::rw::Meta)) both find their way to a logical
 //! block here, so the two cannot disagree about a tree; both are strict: a bad header,
 //! a checksum that does not match or a block outside the file system is an error naming
-//! the inode and the block.
+//! the inode and the block. The checker walks whole maps with the same walkers in
+//! [`Mode::Lenient`], getting each issue as a [`MapIssue`] value ([`issue`]).
 
 pub mod extent;
 pub mod indirect;
+pub mod issue;
+
+pub use issue::{HeaderIssue, MapIssue, MapVisitor, Mode, Scratch};
 
 use usfs_fs::{Error, Result};
 
@@ -18,6 +22,20 @@ pub trait BlockSource {
     /// The contents of block `blk` (one block). The walker has already checked that
     /// `blk` lies inside the file system.
     fn read_block(&self, blk: u64) -> Result<Vec<u8>>;
+
+    /// Reads block `blk` into `buf` (one block long); a source that can read in place
+    /// overrides this to spare the allocation.
+    fn read_into(&self, blk: u64, buf: &mut [u8]) -> Result<()> {
+        let b = self.read_block(blk)?;
+        if b.len() != buf.len() {
+            return Err(Error::corrupt(format!(
+                "block {blk} read as {} bytes",
+                b.len()
+            )));
+        }
+        buf.copy_from_slice(&b);
+        Ok(())
+    }
 }
 
 /// What a walk needs to know about the file system and the inode.
@@ -33,13 +51,16 @@ pub struct MapCtx {
     pub block_size: u32,
     /// Blocks in the file system.
     pub blocks_count: u64,
+    /// The superblock's `s_first_data_block`: blocks below it (and block 0) hold no
+    /// file's data or map.
+    pub first_data_block: u64,
 }
 
 impl MapCtx {
     /// Reads tree/map block `blk` after checking that it lies inside the file system;
     /// `what` names the structure in the error.
     pub fn read(&self, src: &dyn BlockSource, blk: u64, what: &str) -> Result<Vec<u8>> {
-        if blk == 0 || blk >= self.blocks_count {
+        if !self.valid(blk) {
             return Err(Error::corrupt(format!(
                 "inode {}: {what}: block {blk} outside the file system (0..{})",
                 self.ino, self.blocks_count
@@ -56,13 +77,26 @@ impl MapCtx {
         Ok(b)
     }
 
+    /// Can block `blk` hold a file's data or map: at or past `s_first_data_block`
+    /// (and not 0), below `blocks_count`?
+    pub fn valid(&self, blk: u64) -> bool {
+        blk >= self.first_data_block.max(1) && blk < self.blocks_count
+    }
+
+    /// Are data blocks `start..start+len` (`len` > 0) valid blocks?
+    pub fn valid_run(&self, start: u64, len: u64) -> bool {
+        len > 0 && self.valid(start) && self.valid(start.saturating_add(len - 1))
+    }
+
     /// Checks that data blocks `start..start+len` lie inside the file system.
     pub fn check_data(&self, lblk: u64, start: u64, len: u64) -> Result<()> {
-        if start == 0 || start.saturating_add(len) > self.blocks_count {
-            return Err(Error::corrupt(format!(
-                "inode {}: extent ({lblk}, {len}) at physical block {start} lies outside the file system",
-                self.ino
-            )));
+        if !self.valid_run(start, len) {
+            return Err(MapIssue::ExtentOutOfRange {
+                lblk,
+                len,
+                pblk: start,
+            }
+            .into_error(self.ino));
         }
         Ok(())
     }
@@ -110,3 +144,6 @@ pub fn map(
         indirect::map(src, cx, root, lblk)
     }
 }
+
+#[cfg(test)]
+mod scan_tests;

@@ -132,6 +132,14 @@ impl FileSystem for Ext4Rw {
             }
         }
     }
+    fn readdir_with_dots(
+        &self,
+        dir: Ino,
+        pos: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        self.r().fs.readdir_with_dots(dir, pos, f)
+    }
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let v = self.r();
         let n = match v.fs.read_at(ino, offset, buf) {

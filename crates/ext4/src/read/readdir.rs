@@ -55,10 +55,11 @@ struct Hashed {
     name: Vec<u8>,
 }
 
-/// The entries of one fill in the kernel's order, and the hash the next fill starts at
-/// (None: this was the last).
+/// The entries of one fill in the kernel's order, the hash it started at, and the hash
+/// the next fill starts at (None: this was the last).
 struct Fill {
     entries: Vec<Hashed>,
+    start: u32,
     next: Option<u32>,
 }
 
@@ -155,6 +156,13 @@ impl Ext4 {
                 }
             }
             match fill.next {
+                // A corrupt index (a node's hashes below its parent's) could lead back.
+                Some(next) if next <= fill.start => {
+                    return Err(Error::corrupt(format!(
+                        "directory {}: htree hashes go back from {:#x} to {next:#x}",
+                        dir.ino, fill.start
+                    )))
+                }
                 Some(next) => fill = self.fill(dir, how, next)?,
                 None => break,
             }
@@ -178,7 +186,11 @@ impl Ext4 {
         };
         entries.retain(|e| e.major >= start);
         sort_like_the_kernel(&mut entries);
-        Ok(Fill { entries, next })
+        Ok(Fill {
+            entries,
+            start,
+            next,
+        })
     }
 
     /// Collects every entry of a one-block or inline directory (`htree_dirblock_to_tree`

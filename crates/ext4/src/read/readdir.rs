@@ -36,6 +36,9 @@ pub(crate) const HASH_EOF: u64 = 0x7fff_ffff_ffff_ffff;
 const DOT_HASH: u32 = 0;
 const DOTDOT_HASH: u32 = 2;
 
+/// Receives the entries a walker yields; returns false to stop it.
+type EntrySink<'a> = &'a mut dyn FnMut(&RawEntry) -> bool;
+
 /// How a directory listed in hash order is read.
 enum HashedDir {
     /// One block, or inline: every entry, `.` and `..` too, hashed with this version.
@@ -297,7 +300,7 @@ impl Ext4 {
         dir: &LoadedInode,
         version: HashVersion,
         out: &mut Vec<Hashed>,
-        walk: &mut dyn FnMut(&mut dyn FnMut(&RawEntry) -> bool) -> Result<()>,
+        walk: &mut dyn FnMut(EntrySink) -> Result<()>,
     ) -> Result<()> {
         let mut err = None;
         walk(&mut |e| match self.name_hash(dir.ino, version, e.name) {
@@ -386,6 +389,6 @@ mod tests {
         assert_eq!(p.next(6), Some(3 << 32));
         assert_eq!(p.next(4), None);
         assert_eq!(p.next(0xffff_fffc), Some(0x7fff_fffe_0000_0000));
-        assert!(0x7fff_fffe_0000_0000 < HASH_EOF);
+        const { assert!(0x7fff_fffe_0000_0000 < HASH_EOF) };
     }
 }

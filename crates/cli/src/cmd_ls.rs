@@ -13,6 +13,8 @@ pub struct LsOptions {
     pub all: bool,
     pub recursive: bool,
     pub inode: bool,
+    /// Directory order (readdir's) instead of sorted by name.
+    pub unsorted: bool,
 }
 
 pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
@@ -37,16 +39,14 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
     let mut first = true;
     let mut failed = false;
     while let Some((dpath, dino)) = stack.pop() {
-        let mut entries: Vec<DirEntry> = Vec::new();
-        if let Err(e) = fs.readdir(dino, 0, &mut |e, _| {
-            entries.push(e);
-            true
-        }) {
-            eprintln!("usfs: {}:{}: {e}", image_path.display(), show_name(&dpath));
-            failed = true;
-            continue;
-        }
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let entries = match list(&*fs, dino, &opts) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("usfs: {}:{}: {e}", image_path.display(), show_name(&dpath));
+                failed = true;
+                continue;
+            }
+        };
         if opts.recursive {
             if !first {
                 w(&mut out, String::new())?;
@@ -54,16 +54,6 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
             w(&mut out, format!("{}:", show_name(&dpath)))?;
         }
         first = false;
-        if opts.all {
-            for (name, i) in [
-                (&b"."[..], Some(dino)),
-                (&b".."[..], fs.lookup(dino, b"..").ok()),
-            ] {
-                if let Some(i) = i {
-                    w(&mut out, line(&*fs, i, name, &opts).map_err(err)?)?;
-                }
-            }
-        }
         let mut subdirs = Vec::new();
         for e in &entries {
             match line(&*fs, e.ino, &e.name, &opts) {
@@ -82,7 +72,7 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
                 Some(t) => t == FileType::Directory,
                 None => fs.getattr(e.ino).is_ok_and(|m| m.is_dir()),
             };
-            if opts.recursive && is_dir {
+            if opts.recursive && is_dir && !is_dot(&e.name) {
                 if !seen.insert(e.ino) {
                     eprintln!(
                         "usfs: {}:{}: directory loop (inode {} already listed)",
@@ -110,6 +100,26 @@ pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// The entries of a directory to show: in readdir order with `-U`, else sorted by name
+/// (`.` and `..` first with `-a`).
+fn list(fs: &dyn FileSystem, dir: Ino, opts: &LsOptions) -> usfs_fs::Result<Vec<DirEntry>> {
+    let mut entries: Vec<DirEntry> = Vec::new();
+    fs.readdir_with_dots(dir, 0, &mut |e, _| {
+        if opts.all || !is_dot(&e.name) {
+            entries.push(e);
+        }
+        true
+    })?;
+    if !opts.unsorted {
+        entries.sort_by(|a, b| (!is_dot(&a.name), &a.name).cmp(&(!is_dot(&b.name), &b.name)));
+    }
+    Ok(entries)
 }
 
 fn line(fs: &dyn FileSystem, ino: Ino, name: &[u8], opts: &LsOptions) -> usfs_fs::Result<String> {

@@ -51,6 +51,10 @@ enum Cmd {
         /// Show inode numbers.
         #[arg(short = 'i')]
         inode: bool,
+        /// Do not sort: list entries in directory order, as readdir(3) returns them on a
+        /// kernel mount (`ls -U`; with -a, `.` and `..` where the kernel puts them).
+        #[arg(short = 'U')]
+        unsorted: bool,
         /// The image.
         image: PathBuf,
         /// Path inside the image (default `/`).
@@ -135,6 +139,7 @@ fn main() -> ExitCode {
             all,
             recursive,
             inode,
+            unsorted,
             image,
             path,
         } => cmd_ls::run(
@@ -145,6 +150,7 @@ fn main() -> ExitCode {
                 all,
                 recursive,
                 inode,
+                unsorted,
             },
         ),
         Cmd::Cat { image, path } => cmd_cat::run(&image, &path),

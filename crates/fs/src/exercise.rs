@@ -10,8 +10,8 @@ const MAX_PER_DIR: usize = 256;
 const MAX_DEPTH: u32 = 16;
 
 /// Walks `fs` from its root: describe, statfs, then for each entry lookup, getattr, the
-/// xattrs, and by type readdir (recursing), reads at two offsets and SEEK_DATA, or
-/// readlink. Every error is ignored: the point is that nothing panics or hangs.
+/// xattrs, and by type readdir (recursing; also resumed entry by entry), reads at two
+/// offsets and SEEK_DATA, or readlink. Every error is ignored: the point is that nothing panics or hangs.
 pub fn exercise(fs: &dyn FileSystem) {
     let _ = fs.describe();
     let _ = fs.statfs();
@@ -24,6 +24,7 @@ pub fn exercise(fs: &dyn FileSystem) {
             entries.push(e);
             entries.len() < MAX_PER_DIR
         });
+        resume_one_by_one(fs, dir);
         for e in entries {
             visited += 1;
             if visited > MAX_ENTRIES {
@@ -48,6 +49,23 @@ pub fn exercise(fs: &dyn FileSystem) {
                 }
                 _ => {}
             }
+        }
+    }
+}
+
+/// Lists `dir` with `.` and `..` one entry per call, resuming at the position each call
+/// gave, for at most [`MAX_PER_DIR`] calls.
+fn resume_one_by_one(fs: &dyn FileSystem, dir: Ino) {
+    let mut pos = 0;
+    for _ in 0..MAX_PER_DIR {
+        let mut next = None;
+        let _ = fs.readdir_with_dots(dir, pos, &mut |_, n| {
+            next = Some(n);
+            false
+        });
+        match next {
+            Some(n) => pos = n,
+            None => return,
         }
     }
 }

@@ -35,15 +35,59 @@ pub trait FileSystem: Send + Sync {
     /// Attributes of an inode.
     fn getattr(&self, ino: Ino) -> Result<Metadata>;
 
-    /// Lists directory `dir` from position `cookie` (0 = start), without `.` and `..`.
-    /// `f` receives each entry and the cookie of the position after it (pass that cookie
-    /// back to resume there); it returns `false` to stop early.
+    /// Lists directory `dir` from position `cookie` (0 = start), without `.` and `..`, in
+    /// the order the kernel's driver for the format lists it. `f` receives each entry and
+    /// the cookie of the position after it (pass that cookie back to resume there); it
+    /// returns `false` to stop early.
     fn readdir(
         &self,
         dir: Ino,
         cookie: u64,
         f: &mut dyn FnMut(DirEntry, u64) -> bool,
     ) -> Result<()>;
+
+    /// Lists directory `dir` as readdir(3) sees it on a kernel mount: every entry, `.` and
+    /// `..` included where the kernel's driver puts them, from position `pos` (0 = start).
+    /// `f` receives each entry and the position after it (its `d_off`: pass it back to
+    /// resume there); it returns `false` to stop early. Positions are this method's own:
+    /// they need not be [`readdir`](FileSystem::readdir)'s cookies. The default lists `.`
+    /// (position 0) and `..` (position 1) first, then `readdir`'s entries at `2 + cookie`.
+    fn readdir_with_dots(
+        &self,
+        dir: Ino,
+        pos: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        let dot = |name: &[u8], ino| DirEntry {
+            name: name.to_vec(),
+            ino,
+            file_type: Some(FileType::Directory),
+        };
+        if pos == 0 && !f(dot(b".", dir), 1) {
+            return Ok(());
+        }
+        if pos <= 1 && !f(dot(b"..", self.lookup(dir, b"..")?), 2) {
+            return Ok(());
+        }
+        let mut out_of_range = false;
+        self.readdir(
+            dir,
+            pos.saturating_sub(2),
+            &mut |e, next| match next.checked_add(2) {
+                Some(n) => f(e, n),
+                None => {
+                    out_of_range = true;
+                    false
+                }
+            },
+        )?;
+        if out_of_range {
+            return Err(Error::corrupt(format!(
+                "directory {dir}: position past 2^64"
+            )));
+        }
+        Ok(())
+    }
 
     /// Reads file data at byte `offset` into `buf`; returns the bytes read (0 at or past the
     /// end of the file). Holes and unwritten ranges read as zeros.

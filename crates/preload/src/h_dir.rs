@@ -9,10 +9,71 @@ use crate::sys::{call_real, hooked, ret, set_errno};
 use libc::{c_char, c_int, c_long, c_void, dirent64, size_t, ssize_t, DIR};
 use std::ptr::null_mut;
 
-/// Our DIR: the virtual descriptor it reads and the entry readdir hands out.
+/// Our DIR: the virtual descriptor it reads, the entry readdir hands out, and the
+/// entries read ahead.
 struct VDir {
     fd: c_int,
     ent: dirent64,
+    ahead: ReadAhead,
+}
+
+/// Entries listed ahead of a directory stream, as glibc's DIR keeps what one getdents64
+/// returned: one listing per batch rather than per entry (a listing of a hash-ordered
+/// ext4 directory hashes a whole leaf block before it returns its first entry). The
+/// descriptor's position is past the batch; the stream's is that of the first entry
+/// left.
+#[derive(Default)]
+struct ReadAhead {
+    entries: std::collections::VecDeque<Ahead>,
+    /// Position of the first entry left (meaningful while there is one).
+    pos: u64,
+}
+
+/// One entry read ahead: name, inode, d_type and the position after it.
+struct Ahead {
+    name: Vec<u8>,
+    ino: u64,
+    dtype: u8,
+    next: u64,
+}
+
+/// Entries listed per batch.
+const READ_AHEAD: usize = 256;
+
+impl ReadAhead {
+    /// The next entry of the stream on `fd`, listing another batch when none is left;
+    /// None at the end.
+    fn next(&mut self, st: &State, fd: c_int) -> Result<Option<Ahead>, i32> {
+        if self.entries.is_empty() {
+            let f = st.fds.get(fd).ok_or(libc::EBADF)?;
+            self.pos = f.offset();
+            let entries = &mut self.entries;
+            f.read_dir(&mut |name, ino, dtype, next| {
+                if entries.len() == READ_AHEAD {
+                    return false;
+                }
+                let name = name.to_vec();
+                entries.push_back(Ahead {
+                    name,
+                    ino,
+                    dtype,
+                    next,
+                });
+                true
+            })?;
+        }
+        let e = self.entries.pop_front();
+        if let Some(e) = &e {
+            self.pos = e.next;
+        }
+        Ok(e)
+    }
+
+    /// The position of the stream (telldir), if entries are read ahead of the
+    /// descriptor's.
+    fn position(&self) -> Option<u64> {
+        (!self.entries.is_empty()).then_some(self.pos)
+    }
 }
 
 fn new_vdir(st: &State, fd: c_int) -> *mut DIR {
@@ -20,6 +81,7 @@ fn new_vdir(st: &State, fd: c_int) -> *mut DIR {
     let d = Box::new(VDir {
         fd,
         ent: unsafe { std::mem::zeroed() },
+        ahead: ReadAhead::default(),
     });
     let p = Box::into_raw(d);
     st.add_dir(p as usize, fd);
@@ -81,32 +143,36 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
     }
 }
 
-/// Reads the next entry of a virtual directory into `ent`; false at the end.
-fn next_entry(st: &State, fd: c_int, ent: &mut dirent64) -> Result<bool, i32> {
-    let f = st.fds.get(fd).ok_or(libc::EBADF)?;
-    let mut got = false;
-    f.read_dir(&mut |name, ino, dtype, next| {
-        if got || name.len() > 255 {
-            return false;
+/// Reads the next entry of a virtual directory stream into `ent`; false at the end.
+/// Names longer than a dirent holds are skipped.
+fn next_entry(
+    st: &State,
+    fd: c_int,
+    ahead: &mut ReadAhead,
+    ent: &mut dirent64,
+) -> Result<bool, i32> {
+    let e = loop {
+        match ahead.next(st, fd)? {
+            None => return Ok(false),
+            Some(e) if e.name.len() > 255 => continue,
+            Some(e) => break e,
         }
-        ent.d_ino = ino;
-        ent.d_off = next as i64;
-        ent.d_type = dtype;
-        ent.d_reclen = std::mem::size_of::<dirent64>() as u16;
-        for (d, &s) in ent.d_name.iter_mut().zip(name) {
-            *d = s as c_char;
-        }
-        ent.d_name[name.len()] = 0;
-        got = true;
-        true
-    })?;
-    Ok(got)
+    };
+    ent.d_ino = e.ino;
+    ent.d_off = e.next as i64;
+    ent.d_type = e.dtype;
+    ent.d_reclen = std::mem::size_of::<dirent64>() as u16;
+    for (d, &s) in ent.d_name.iter_mut().zip(&e.name) {
+        *d = s as c_char;
+    }
+    ent.d_name[e.name.len()] = 0;
+    Ok(true)
 }
 
 fn readdir_common(dir: *mut DIR) -> Option<*mut dirent64> {
     hooked(null_mut(), |st| {
         let d = vdir(st, dir)?;
-        Some(match next_entry(st, d.fd, &mut d.ent) {
+        Some(match next_entry(st, d.fd, &mut d.ahead, &mut d.ent) {
             Ok(true) => &mut d.ent as *mut dirent64,
             Ok(false) => null_mut(),
             Err(e) => fail_null(e),
@@ -145,7 +211,7 @@ macro_rules! readdir_r_hooks {
                 let d = vdir(st, dir)?;
                 // SAFETY: the caller passes a dirent buffer and a result pointer.
                 let (entry, result) = unsafe { (&mut *entry, &mut *result) };
-                Some(match next_entry(st, d.fd, entry) {
+                Some(match next_entry(st, d.fd, &mut d.ahead, entry) {
                     Ok(true) => { *result = entry; 0 }
                     Ok(false) => { *result = null_mut(); 0 }
                     Err(e) => e,
@@ -189,8 +255,9 @@ pub unsafe extern "C" fn dirfd(dir: *mut DIR) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rewinddir(dir: *mut DIR) {
     let r = hooked((), |st| {
-        let fd = st.dir_fd(dir as usize)?;
-        if let Some(f) = st.fds.get(fd) {
+        let d = vdir(st, dir)?;
+        d.ahead = ReadAhead::default();
+        if let Some(f) = st.fds.get(d.fd) {
             let _ = f.seek(0, libc::SEEK_SET);
         }
         Some(())
@@ -204,8 +271,13 @@ pub unsafe extern "C" fn rewinddir(dir: *mut DIR) {
 #[no_mangle]
 pub unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
     let r = hooked(-1, |st| {
-        let fd = st.dir_fd(dir as usize)?;
-        Some(st.fds.get(fd).map_or(-1, |f| f.offset() as c_long))
+        let d = vdir(st, dir)?;
+        let told = d.ahead.position();
+        Some(
+            st.fds
+                .get(d.fd)
+                .map_or(-1, |f| told.unwrap_or(f.offset()) as c_long),
+        )
     });
     match r {
         Some(r) => r,
@@ -217,8 +289,9 @@ pub unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
 #[no_mangle]
 pub unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
     let r = hooked((), |st| {
-        let fd = st.dir_fd(dir as usize)?;
-        if let Some(f) = st.fds.get(fd) {
+        let d = vdir(st, dir)?;
+        d.ahead = ReadAhead::default();
+        if let Some(f) = st.fds.get(d.fd) {
             let _ = f.seek(pos, libc::SEEK_SET);
         }
         Some(())
@@ -294,8 +367,9 @@ fn scandir_virtual(
     let mut items: Vec<*mut dirent64> = Vec::new();
     // SAFETY: dirent64 is plain old data; all-zero is valid.
     let mut ent: dirent64 = unsafe { std::mem::zeroed() };
+    let mut ahead = ReadAhead::default();
     let result = loop {
-        match next_entry(st, fd, &mut ent) {
+        match next_entry(st, fd, &mut ahead, &mut ent) {
             Ok(false) => break Ok(()),
             Err(e) => break Err(e),
             Ok(true) => {

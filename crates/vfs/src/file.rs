@@ -24,8 +24,8 @@ pub enum FileKind {
     Other,
 }
 
-/// Directory positions: 0 = start, 1 = after `.`, and `2 + cookie` for the back end's
-/// readdir cookies (which list the entries after `.` and `..`; cookie 0 = their start).
+/// Directory positions: the back end's
+/// [`readdir_with_dots`](usfs_fs::FileSystem::readdir_with_dots) positions (0 = start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirCursor(pub u64);
 
@@ -422,9 +422,10 @@ pub fn read_file(
     Ok(done)
 }
 
-/// Lists directory `dir` from position `pos` (see [`DirCursor`]), `.` and `..` (naming
-/// `parent`) first: `f(name, ino, d_type, next_position)` per entry, until it returns
-/// false (that entry is not consumed). Returns the position after the last consumed entry.
+/// Lists directory `dir` from position `pos` (see [`DirCursor`]) in the back end's
+/// readdir(3) order, `.` and `..` included (`..` naming `parent`): `f(name, ino, d_type,
+/// next_position)` per entry, until it returns false (that entry is not consumed).
+/// Returns the position after the last consumed entry.
 pub fn list_dir(
     fs: &dyn FileSystem,
     dir: Ino,
@@ -432,20 +433,8 @@ pub fn list_dir(
     mut pos: u64,
     f: &mut DirSink<'_>,
 ) -> Result<u64, Errno> {
-    if pos == 0 {
-        if !f(b".", dir, libc::DT_DIR, 1) {
-            return Ok(pos);
-        }
-        pos = 1;
-    }
-    if pos == 1 {
-        if !f(b"..", parent, libc::DT_DIR, 2) {
-            return Ok(pos);
-        }
-        pos = 2;
-    }
-    let mut err = None;
-    let r = fs.readdir(dir, pos - 2, &mut |e, next| {
+    fs.readdir_with_dots(dir, pos, &mut |e, next| {
+        let ino = if e.name == b".." { parent } else { e.ino };
         let dtype = match e.file_type {
             Some(t) => t.dirent_type(),
             None => match fs.getattr(e.ino) {
@@ -453,19 +442,12 @@ pub fn list_dir(
                 Err(_) => libc::DT_UNKNOWN,
             },
         };
-        let Some(next_pos) = next.checked_add(2) else {
-            err = Some(libc::EOVERFLOW);
-            return false;
-        };
-        if !f(&e.name, e.ino, dtype, next_pos) {
+        if !f(&e.name, ino, dtype, next) {
             return false;
         }
-        pos = next_pos;
+        pos = next;
         true
-    });
-    if let Some(e) = err {
-        return Err(e);
-    }
-    r.map_err(|e| errno_of(&e))?;
+    })
+    .map_err(|e| errno_of(&e))?;
     Ok(pos)
 }

@@ -5,8 +5,13 @@ use super::inode::LoadedInode;
 use super::Ext4;
 use crate::format::dirent::{self, Dirents};
 use crate::format::features::{compat, incompat};
-use crate::format::inode::flags;
+use crate::format::inode::{flags, I_BLOCK_SIZE};
 use usfs_fs::{DirEntry, Error, FileType, Result};
+
+/// How far an inline directory's entries sit from their readdir positions: the kernel
+/// gives them the positions they would have in a block, whose `.` and `..` take 24 bytes
+/// where the inline parent field takes 4.
+const INLINE_SHIFT: u64 = 20;
 
 /// One entry as found on disk, with its position.
 #[derive(Debug)]
@@ -156,7 +161,9 @@ impl Ext4 {
     }
 
     /// Inline directories: parent inode in the first 4 bytes of i_block, entries in the
-    /// rest of i_block (positions 4..60) and in the system.data xattr (positions 60..).
+    /// rest of i_block and in the system.data xattr. Positions are the kernel's
+    /// (ext4_read_inline_dir), those the directory would have as a block: `.` at 0, `..`
+    /// at 12, an entry at byte `o` of i_block or `60 + o` of the xattr value at `o + 20`.
     fn for_each_inline(
         &self,
         dir: &LoadedInode,
@@ -165,38 +172,33 @@ impl Ext4 {
     ) -> Result<()> {
         let ib = dir.raw.i_block();
         let parent = u32::from_le_bytes(ib[0..4].try_into().unwrap());
-        // Synthesised `.` and `..` at positions 0 and 1 (no real entry lives there).
-        if from == 0 {
-            let dot = RawEntry {
-                pos: 0,
-                next: 1,
-                ino: dir.ino,
-                name: b".",
-                file_type: 2,
-            };
-            if !f(&dot) {
-                return Ok(());
+        let dots = [
+            (0, 12, dir.ino, &b"."[..]),
+            (12, INLINE_SHIFT + 4, parent, b".."),
+        ];
+        for (pos, next, ino, name) in dots {
+            if from <= pos {
+                let file_type = dirent::dirent_file_type(FileType::Directory);
+                let e = RawEntry {
+                    pos,
+                    next,
+                    ino,
+                    name,
+                    file_type,
+                };
+                if !f(&e) {
+                    return Ok(());
+                }
             }
         }
-        if from <= 1 {
-            let dotdot = RawEntry {
-                pos: 1,
-                next: 4,
-                ino: parent,
-                name: b"..",
-                file_type: 2,
-            };
-            if !f(&dotdot) {
-                return Ok(());
-            }
-        }
-        if !self.walk_entries(dir.ino, &ib[4..], 4, from.saturating_sub(4), f)? {
+        let area_start = |o: u64| from.saturating_sub(o + INLINE_SHIFT);
+        if !self.walk_entries(dir.ino, &ib[4..], 4 + INLINE_SHIFT, area_start(4), f)? {
             return Ok(());
         }
         let extra = self.inline_xattr_data(dir)?;
         if !extra.is_empty() {
-            let start = from.saturating_sub(60);
-            self.walk_entries(dir.ino, &extra, 60, start, f)?;
+            let base = I_BLOCK_SIZE as u64 + INLINE_SHIFT;
+            self.walk_entries(dir.ino, &extra, base, area_start(I_BLOCK_SIZE as u64), f)?;
         }
         Ok(())
     }

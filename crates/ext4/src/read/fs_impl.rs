@@ -231,12 +231,24 @@ impl FileSystem for Ext4 {
         f: &mut dyn FnMut(DirEntry, u64) -> bool,
     ) -> Result<()> {
         let d = self.load_inode(dir)?;
-        self.for_each_entry(&d, cookie, &mut |e| {
+        self.list_dir(&d, cookie, &mut |e| {
             if e.name == b"." || e.name == b".." {
                 return true;
             }
             f(Ext4::to_dir_entry(e), e.next)
         })
+    }
+
+    /// The kernel's order and positions (see read/readdir.rs); the same positions as
+    /// [`readdir`](FileSystem::readdir)'s cookies.
+    fn readdir_with_dots(
+        &self,
+        dir: Ino,
+        pos: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        let d = self.load_inode(dir)?;
+        self.list_dir(&d, pos, &mut |e| f(Ext4::to_dir_entry(e), e.next))
     }
 
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {

@@ -1,5 +1,7 @@
-//! Lookup through an htree index: hash the name, descend the dx nodes (checking their
-//! limits and checksums), then search the leaf block, following hash-collision chains.
+//! Walking an htree index: read the root (hash version, depth), descend the dx nodes to
+//! the leaf that holds a hash (checking their limits, order and checksums), step from
+//! leaf to leaf in hash order; lookup searches the leaf, following hash-collision chains.
+//! Listing in hash order (read/readdir.rs) walks the same way.
 
 use super::inode::LoadedInode;
 use super::Ext4;
@@ -16,6 +18,40 @@ struct DxNode {
     entries: Vec<(u32, u32)>,
 }
 
+/// Block 0 of an indexed directory, checked: its bytes, the hash version names are
+/// hashed with, and the depth of the tree below it.
+pub(crate) struct DxRoot {
+    /// The root block (its first two entries are `.` and `..`).
+    pub block: Vec<u8>,
+    /// The hash version (the root's, made unsigned as the superblock says).
+    pub version: HashVersion,
+    /// dx-node levels between the root and the leaves.
+    levels: u8,
+}
+
+/// The way from the root of an htree down to one leaf (the kernel's dx_frame array):
+/// every dx node on it with the entry chosen in it.
+pub(crate) struct DxPath {
+    frames: Vec<(DxNode, usize)>,
+    /// Blocks in the directory: a pointer at or past this is corrupt.
+    nblocks: u64,
+}
+
+impl DxPath {
+    /// The leaf block the path ends at.
+    pub(crate) fn leaf(&self, dir_ino: u32) -> Result<u64> {
+        let (node, idx) = self.frames.last().expect("a path has its root");
+        let leaf = node.entries[*idx].1 as u64;
+        if leaf >= self.nblocks {
+            return Err(Error::corrupt(format!(
+                "directory {dir_ino}: htree points at block {leaf} of {}",
+                self.nblocks
+            )));
+        }
+        Ok(leaf)
+    }
+}
+
 impl Ext4 {
     /// Reads logical block `lblk` of directory `dir`.
     pub(crate) fn read_dir_block(&self, dir: &LoadedInode, lblk: u64) -> Result<Vec<u8>> {
@@ -29,17 +65,79 @@ impl Ext4 {
         self.read_block(p, &format!("directory {}", dir.ino))
     }
 
-    /// The hash version used by an indexed directory (root info + superblock flags).
-    pub(crate) fn dir_hash_version(&self, dir_ino: u32, info_version: u8) -> Result<HashVersion> {
-        let mut v = info_version;
-        if v <= 2 && self.sb.s_flags() & FLAG_UNSIGNED_HASH != 0 {
-            v += 3;
-        }
-        HashVersion::from_u8(v).ok_or_else(|| {
-            Error::corrupt(format!(
-                "directory {dir_ino}: unknown htree hash version {v}"
-            ))
+    /// A hash version as the kernel applies it: `version` (from an htree root, or the
+    /// superblock's default) made unsigned when the superblock says names hash unsigned.
+    pub(crate) fn dir_hash_version(&self, dir_ino: u32, version: u8) -> Result<HashVersion> {
+        let unsigned = self.sb.s_flags() & FLAG_UNSIGNED_HASH != 0;
+        HashVersion::from_u8(version)
+            .map(|v| v.with_unsigned_flag(unsigned))
+            .ok_or_else(|| {
+                Error::corrupt(format!(
+                    "directory {dir_ino}: unknown htree hash version {version}"
+                ))
+            })
+    }
+
+    /// (major, minor) hash of `name` with the superblock's seed.
+    pub(crate) fn name_hash(
+        &self,
+        dir_ino: u32,
+        version: HashVersion,
+        name: &[u8],
+    ) -> Result<(u32, u32)> {
+        dx_hash(name, version, &self.sb.hash_seed()).map_err(|_| {
+            Error::incompatible(format!("directory {dir_ino}: htree hash {version:?}"))
         })
+    }
+
+    /// Reads and checks the root of indexed directory `dir`.
+    pub(crate) fn dx_root(&self, dir: &LoadedInode) -> Result<DxRoot> {
+        let block = self.read_dir_block(dir, 0)?;
+        let info = DxRootInfo::new(&block[0x18..]).expect("in block");
+        let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
+        if !dx::root_info_ok(&info, large_dir) {
+            return Err(Error::corrupt(format!(
+                "directory {}: bad htree root (levels {}, info length {})",
+                dir.ino,
+                info.indirect_levels(),
+                info.info_length()
+            )));
+        }
+        let version = self.dir_hash_version(dir.ino, info.hash_version())?;
+        let levels = info.indirect_levels();
+        Ok(DxRoot {
+            block,
+            version,
+            levels,
+        })
+    }
+
+    /// Descends from `root` to the leaf whose range holds `hash` (the kernel's dx_probe):
+    /// in each node the last entry whose hash is at most `hash`.
+    pub(crate) fn dx_probe(&self, dir: &LoadedInode, root: &DxRoot, hash: u32) -> Result<DxPath> {
+        let nblocks = dir.raw.size().div_ceil(self.geo.block_size as u64);
+        let mut frames: Vec<(DxNode, usize)> = Vec::new();
+        let mut node = self.parse_dx(dir, &root.block, ROOT_COUNT_OFFSET, 0)?;
+        for level in 0..=root.levels {
+            let idx = node
+                .entries
+                .partition_point(|&(h, _)| h <= hash)
+                .saturating_sub(1);
+            let child = node.entries[idx].1 as u64;
+            frames.push((node, idx));
+            if level == root.levels {
+                break;
+            }
+            if child == 0 || child >= nblocks {
+                return Err(Error::corrupt(format!(
+                    "directory {}: htree points at block {child} of {nblocks}",
+                    dir.ino
+                )));
+            }
+            let block = self.read_dir_block(dir, child)?;
+            node = self.parse_dx(dir, &block, NODE_COUNT_OFFSET, child)?;
+        }
+        Ok(DxPath { frames, nblocks })
     }
 
     /// Parses the dx node in `block` with its header at `count_offset`.
@@ -77,57 +175,11 @@ impl Ext4 {
 
     /// Finds `name` through the index; `Ok(None)` if it is not there.
     pub(crate) fn htree_lookup(&self, dir: &LoadedInode, name: &[u8]) -> Result<Option<u32>> {
-        let root = self.read_dir_block(dir, 0)?;
-        let info = DxRootInfo::new(&root[0x18..]).expect("in block");
-        let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
-        if !dx::root_info_ok(&info, large_dir) {
-            return Err(Error::corrupt(format!(
-                "directory {}: bad htree root (levels {}, info length {})",
-                dir.ino,
-                info.indirect_levels(),
-                info.info_length()
-            )));
-        }
-        let version = self.dir_hash_version(dir.ino, info.hash_version())?;
-        let Ok((hash, _minor)) = dx_hash(name, version, &self.sb.hash_seed()) else {
-            return Err(Error::incompatible(format!(
-                "directory {}: htree hash {version:?}",
-                dir.ino
-            )));
-        };
-        // Path from the root to the leaf level: (node, chosen index).
-        let mut path: Vec<(DxNode, usize)> = Vec::new();
-        let mut node = self.parse_dx(dir, &root, ROOT_COUNT_OFFSET, 0)?;
-        let nblocks = dir.raw.size().div_ceil(self.geo.block_size as u64);
-        for level in 0..=info.indirect_levels() {
-            let idx = node
-                .entries
-                .partition_point(|&(h, _)| h <= hash)
-                .saturating_sub(1);
-            let child = node.entries[idx].1 as u64;
-            path.push((node, idx));
-            if level == info.indirect_levels() {
-                break;
-            }
-            if child == 0 || child >= nblocks {
-                return Err(Error::corrupt(format!(
-                    "directory {}: htree points at block {child} of {nblocks}",
-                    dir.ino
-                )));
-            }
-            let block = self.read_dir_block(dir, child)?;
-            node = self.parse_dx(dir, &block, NODE_COUNT_OFFSET, child)?;
-        }
+        let root = self.dx_root(dir)?;
+        let (hash, _minor) = self.name_hash(dir.ino, root.version, name)?;
+        let mut path = self.dx_probe(dir, &root, hash)?;
         loop {
-            let (leaf_node, idx) = path.last().expect("non-empty");
-            let leaf = leaf_node.entries[*idx].1 as u64;
-            if leaf >= nblocks {
-                return Err(Error::corrupt(format!(
-                    "directory {}: htree points at block {leaf} of {nblocks}",
-                    dir.ino
-                )));
-            }
-            if let Some(found) = self.search_leaf(dir, leaf, name)? {
+            if let Some(found) = self.search_leaf(dir, path.leaf(dir.ino)?, name)? {
                 return Ok(Some(found));
             }
             // Collisions may continue into the next leaf: its hash has the low bit set
@@ -139,31 +191,40 @@ impl Ext4 {
         }
     }
 
-    /// Advances `path` to the next leaf in hash order; returns that leaf's starting hash.
-    fn next_leaf(&self, dir: &LoadedInode, path: &mut Vec<(DxNode, usize)>) -> Result<Option<u32>> {
-        let depth = path.len();
+    /// Advances `path` to the next leaf in hash order (the kernel's ext4_htree_next_block);
+    /// returns that leaf's starting hash as the index records it (low bit set: it
+    /// continues the previous leaf's last hash), or None after the last leaf.
+    pub(crate) fn next_leaf(&self, dir: &LoadedInode, path: &mut DxPath) -> Result<Option<u32>> {
+        let frames = &mut path.frames;
+        let depth = frames.len();
         // Climb until a node has a next entry.
         let mut lvl = depth;
         loop {
             if lvl == 0 {
                 return Ok(None);
             }
-            let (node, idx) = &mut path[lvl - 1];
+            let (node, idx) = &mut frames[lvl - 1];
             if *idx + 1 < node.entries.len() {
                 *idx += 1;
                 break;
             }
             lvl -= 1;
         }
-        let hash = path[lvl - 1].0.entries[path[lvl - 1].1].0;
+        let hash = frames[lvl - 1].0.entries[frames[lvl - 1].1].0;
         // Descend to the first entries below.
-        path.truncate(lvl);
-        while path.len() < depth {
-            let (node, idx) = path.last().expect("non-empty");
+        frames.truncate(lvl);
+        while frames.len() < depth {
+            let (node, idx) = frames.last().expect("non-empty");
             let child = node.entries[*idx].1 as u64;
+            if child == 0 || child >= path.nblocks {
+                return Err(Error::corrupt(format!(
+                    "directory {}: htree points at block {child} of {}",
+                    dir.ino, path.nblocks
+                )));
+            }
             let block = self.read_dir_block(dir, child)?;
             let n = self.parse_dx(dir, &block, NODE_COUNT_OFFSET, child)?;
-            path.push((n, 0));
+            frames.push((n, 0));
         }
         Ok(Some(hash))
     }

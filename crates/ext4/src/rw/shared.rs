@@ -23,6 +23,9 @@ const READDIR_CHUNK: usize = 256;
 /// Changed blocks after which the running transaction is committed.
 pub const COMMIT_BLOCKS: usize = 2048;
 
+/// Receives directory entries with the position after each; returns false to stop.
+type DirSink<'a> = &'a mut dyn FnMut(DirEntry, u64) -> bool;
+
 /// A shared read-write ext4 volume.
 pub struct Ext4Rw {
     vol: RwLock<Volume>,
@@ -42,6 +45,35 @@ impl Ext4Rw {
 
     fn w(&self) -> RwLockWriteGuard<'_, Volume> {
         self.vol.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands `f` the entries `list` gives from `pos` on. The callback runs without the
+    /// lock (a front end's callback may call back in, and a read lock taken twice
+    /// deadlocks once a writer waits between): entries are taken READDIR_CHUNK at a time
+    /// under the lock, then handed over.
+    fn list_in_chunks(
+        &self,
+        mut pos: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+        list: &mut dyn FnMut(&Ext4, u64, DirSink) -> Result<()>,
+    ) -> Result<()> {
+        loop {
+            let mut chunk = Vec::with_capacity(READDIR_CHUNK);
+            list(&self.r().fs, pos, &mut |e, next| {
+                chunk.push((e, next));
+                chunk.len() < READDIR_CHUNK
+            })?;
+            let full = chunk.len() == READDIR_CHUNK;
+            for (e, next) in chunk {
+                pos = next;
+                if !f(e, next) {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     /// Runs `f` on the volume alone, then commits if the transaction is large.
@@ -110,27 +142,17 @@ impl FileSystem for Ext4Rw {
         cookie: u64,
         f: &mut dyn FnMut(DirEntry, u64) -> bool,
     ) -> Result<()> {
-        // The callback runs without the lock (a front end's callback may call back in,
-        // and a read lock taken twice deadlocks once a writer waits between): entries
-        // are taken READDIR_CHUNK at a time under the lock, then handed over.
-        let mut cookie = cookie;
-        loop {
-            let mut chunk = Vec::with_capacity(READDIR_CHUNK);
-            self.r().fs.readdir(dir, cookie, &mut |e, next| {
-                chunk.push((e, next));
-                chunk.len() < READDIR_CHUNK
-            })?;
-            let full = chunk.len() == READDIR_CHUNK;
-            for (e, next) in chunk {
-                cookie = next;
-                if !f(e, next) {
-                    return Ok(());
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+        self.list_in_chunks(cookie, f, &mut |fs, pos, take| fs.readdir(dir, pos, take))
+    }
+    fn readdir_with_dots(
+        &self,
+        dir: Ino,
+        pos: u64,
+        f: &mut dyn FnMut(DirEntry, u64) -> bool,
+    ) -> Result<()> {
+        self.list_in_chunks(pos, f, &mut |fs, pos, take| {
+            fs.readdir_with_dots(dir, pos, take)
+        })
     }
     fn read_at(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let v = self.r();

@@ -3,44 +3,24 @@
 //! reads back (read, SEEK_DATA, st_blocks) before it has blocks, and a full disk fails
 //! the write itself with ENOSPC, leaving a clean image.
 
+mod common;
+
+use common::{fsck, have, mke2fs, open_rw as open, regular, temp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_ext4::rw::Ext4Rw;
-use usfs_fs::{path::resolve, FileSystem, FileSystemWrite, FileType, Ino, NewNode};
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use usfs_fs::{path::resolve, FileSystem, FileSystemWrite, Ino};
 
 fn image(name: &str, size: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("usfs-delalloc-{}-{name}", std::process::id()));
-    let st = Command::new("mke2fs")
-        .args(["-q", "-F", "-t", "ext4", "-b", "4096"])
-        .arg(&p)
-        .arg(size)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let p = temp("delalloc", name);
+    mke2fs(&p, &["-t", "ext4", "-b", "4096"], size);
     p
 }
 
-fn open(p: &Path) -> Ext4Rw {
-    let dev = usfs_dev::open(p, usfs_dev::OpenMode::File, true).unwrap();
-    Ext4Rw::open(dev).unwrap()
-}
-
 fn create(fs: &Ext4Rw, name: &str) -> Ino {
-    let node = NewNode {
-        file_type: FileType::Regular,
-        perm: 0o644,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-    };
-    fs.create(fs.root(), name.as_bytes(), node).unwrap().ino
+    fs.create(fs.root(), name.as_bytes(), regular(0o644))
+        .unwrap()
+        .ino
 }
 
 /// Extents of `path` as debugfs lists them (`ex`: one line per extent after a header).
@@ -57,13 +37,8 @@ fn extents(img: &Path, path: &str) -> usize {
 }
 
 fn fsck_clean(img: &Path) {
-    let o = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "e2fsck -fn:\n{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    let (ok, text) = fsck(img);
+    assert!(ok, "e2fsck -fn:\n{text}");
 }
 
 fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {

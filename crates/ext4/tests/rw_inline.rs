@@ -3,27 +3,16 @@
 //! block, inline directories take entries until they overflow into a block, xattrs of
 //! inline inodes can be set; e2fsck -fn and debugfs judge the result.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{have, open_volume as open, regular as file};
+use std::path::Path;
 use std::process::Command;
 use usfs_ext4::rw::Volume;
-use usfs_fs::{FileSystem, FileType, NewNode};
+use usfs_fs::FileSystem;
 
 const INLINE_DATA: u32 = 0x1000_0000;
 const EXTENTS: u32 = 0x8_0000;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("usfs-rwinl-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    let _ = std::fs::remove_file(&d);
-    d
-}
 
 fn run(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap();
@@ -34,21 +23,6 @@ fn debugfs_stat(img: &Path, path: &str) -> String {
     run(Command::new("debugfs")
         .args(["-R", &format!("stat {path}")])
         .arg(img))
-}
-
-fn open(path: &Path) -> Volume {
-    let dev = usfs_dev::open(path, usfs_dev::OpenMode::File, true).unwrap();
-    Volume::open(dev).unwrap()
-}
-
-fn file(perm: u32) -> NewNode {
-    NewNode {
-        file_type: FileType::Regular,
-        perm,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-    }
 }
 
 fn read(v: &Volume, ino: u32, size: usize) -> Vec<u8> {
@@ -78,7 +52,7 @@ fn inline_files_and_directories_change_in_place_or_convert() {
             ],
         ),
     ] {
-        let dir = temp(name);
+        let dir = common::temp("rwinl", name);
         let src = dir.join("src");
         std::fs::create_dir_all(src.join("d")).unwrap();
         std::fs::write(src.join("f"), b"ten bytes\n").unwrap();

@@ -1,49 +1,10 @@
 //! The read-write volume against e2fsck: images made by Debian's mke2fs, changed through
 //! `usfs_ext4::rw::Volume`, must stay clean under `e2fsck -fn`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use usfs_ext4::rw::{Freed, Meta, Volume};
+mod common;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("usfs-rwvol-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&d);
-    d
-}
-
-fn mke2fs(path: &Path, args: &[&str], size: &str) {
-    let st = Command::new("mke2fs")
-        .args(["-q", "-F"])
-        .args(args)
-        .arg(path)
-        .arg(size)
-        .env("MKE2FS_CONFIG", "/etc/mke2fs.conf")
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-fn fsck_clean(path: &Path) -> (bool, String) {
-    let o = Command::new("e2fsck")
-        .args(["-fn"])
-        .arg(path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
-    (o.status.code() == Some(0), text)
-}
-
-fn open(path: &Path) -> Volume {
-    let dev = usfs_dev::open(path, usfs_dev::OpenMode::File, true).unwrap();
-    Volume::open(dev).unwrap()
-}
+use common::{fsck, have, mke2fs, open_volume as open, temp};
+use usfs_ext4::rw::{Freed, Meta};
 
 #[test]
 fn allocate_and_free_leaves_the_image_clean() {
@@ -58,7 +19,7 @@ fn allocate_and_free_leaves_the_image_clean() {
         ("ext2", vec!["-t", "ext2"]),
         ("no64", vec!["-t", "ext4", "-O", "^64bit"]),
     ] {
-        let img = temp(name);
+        let img = temp("rwvol", name);
         mke2fs(&img, &args, "64M");
         let before = std::fs::read(&img).unwrap();
         {
@@ -76,7 +37,7 @@ fn allocate_and_free_leaves_the_image_clean() {
             v.close().unwrap();
             assert_eq!(v.free_block_count(), free0, "{name}");
         }
-        let (ok, text) = fsck_clean(&img);
+        let (ok, text) = fsck(&img);
         assert!(ok, "{name}: e2fsck after alloc+free:\n{text}");
         let after = std::fs::read(&img).unwrap();
         assert_ne!(before, after, "{name}: the commit wrote something");
@@ -87,7 +48,7 @@ fn allocate_and_free_leaves_the_image_clean() {
             v.alloc_blocks(12, 0, 1).unwrap();
             v.close().unwrap();
         }
-        let (ok, text) = fsck_clean(&img);
+        let (ok, text) = fsck(&img);
         assert!(
             !ok && text.contains("Block bitmap differences"),
             "{name}: {text}"

@@ -223,7 +223,7 @@ impl Volume {
                     final_blocks: Some(size_blocks),
                 },
             };
-            let (p, got) = self.alloc_data(&req)?;
+            let (p, got) = self.alloc_request(&req)?;
             let got = got as usize;
             let mut buf = Vec::with_capacity(got * bs);
             for b in &blocks[done..done + got] {

@@ -160,7 +160,7 @@ impl Volume {
     /// Serves allocation request `req` and records it in the transaction (and in the
     /// running operation's undo log). Metadata blocks and data blocks both come here; the
     /// request's purpose decides which preallocation serves it.
-    pub(crate) fn alloc_data(&mut self, req: &Request) -> Result<(u64, u32)> {
+    pub(crate) fn alloc_request(&mut self, req: &Request) -> Result<(u64, u32)> {
         let (start, got) = self.blocks.alloc(req).map_err(|e| no_space("blocks", e))?;
         self.undo_alloc(start, got as u64);
         let mut b = start;
@@ -391,7 +391,7 @@ impl Meta for Volume {
             len: len.max(1),
             purpose: Purpose::Metadata,
         };
-        self.alloc_data(&req)
+        self.alloc_request(&req)
     }
 
     fn free_blocks(&mut self, owner: u32, start: u64, len: u64, how: Freed) -> Result<()> {

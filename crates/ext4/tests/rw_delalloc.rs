@@ -9,7 +9,7 @@ use common::{fsck, have, mke2fs, open_rw as open, regular, temp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_ext4::rw::Ext4Rw;
-use usfs_fs::{path::resolve, FileSystem, FileSystemWrite, Ino};
+use usfs_fs::{path::resolve, FileSystem, FileSystemWrite, FileType, Ino, NewNode};
 
 fn image(name: &str, size: &str) -> PathBuf {
     let p = temp("delalloc", name);
@@ -140,5 +140,120 @@ fn a_full_disk_fails_the_write_not_the_flush() {
     fs.shutdown().unwrap();
     drop(fs);
     fsck_clean(&img);
+    let _ = std::fs::remove_file(&img);
+}
+
+/// Blocks promised to buffered data are not given to metadata: with the disk full of
+/// buffered data, new directories fail with ENOSPC and the flush still places every
+/// buffered byte (without the reservation on every allocation the directories took the
+/// promised blocks and the flush lost the data).
+#[test]
+fn metadata_does_not_take_blocks_promised_to_buffered_data() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("SKIP: mke2fs/e2fsck missing");
+        return;
+    }
+    let img = image("promised", "16M");
+    let fs = open(&img);
+    let f = create(&fs, "big");
+    let chunk: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut written = 0u64;
+    while fs.write_at(f, written, &chunk).is_ok() {
+        written += chunk.len() as u64;
+        assert!(written < 64 << 20, "a 16M image took {written} bytes");
+    }
+    let mut made = 0;
+    for i in 0..64 {
+        let node = NewNode {
+            file_type: FileType::Directory,
+            ..regular(0o755)
+        };
+        match fs.mkdir(fs.root(), format!("d{i}").as_bytes(), node) {
+            Ok(_) => made += 1,
+            Err(e) => assert_eq!(e.errno(), libc::ENOSPC, "{e}"),
+        }
+    }
+    assert!(
+        made < 64,
+        "64 directories fit on a disk full of buffered data"
+    );
+    fs.sync().unwrap();
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let fs = open(&img);
+    let f = resolve(&fs, b"/big", true).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, written);
+    let data = read_all(&fs, f, written as usize);
+    for (i, c) in data.chunks(4096).enumerate() {
+        assert_eq!(c, &chunk[..], "block {i} of the file lost its data");
+    }
+    fs.shutdown().unwrap();
+    let _ = std::fs::remove_file(&img);
+}
+
+/// A device whose writes fail while `failing` is set (an I/O error under the flush).
+struct Flaky {
+    inner: Box<dyn usfs_dev::Device>,
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl usfs_dev::Device for Flaky {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn stats(&self) -> &usfs_dev::IoStats {
+        self.inner.stats()
+    }
+}
+
+/// A flush that fails on an I/O error keeps the data buffered: the next sync writes it
+/// (without the restore the failed flush dropped the file's buffered blocks).
+#[test]
+fn a_failed_flush_keeps_the_buffered_data() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("SKIP: mke2fs/e2fsck missing");
+        return;
+    }
+    let img = image("flaky", "32M");
+    let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dev = usfs_dev::open(&img, usfs_dev::OpenMode::File, true).unwrap();
+    let flaky = Flaky {
+        inner: dev,
+        failing: failing.clone(),
+    };
+    let fs = Ext4Rw::open(Box::new(flaky)).unwrap();
+    let f = create(&fs, "data");
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    fs.write_at(f, 0, &bytes).unwrap();
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let err = fs.sync().unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        read_all(&fs, f, bytes.len()),
+        bytes,
+        "after the failed flush"
+    );
+    fs.sync().unwrap();
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let fs = open(&img);
+    let f = resolve(&fs, b"/data", true).unwrap();
+    assert_eq!(read_all(&fs, f, bytes.len()), bytes, "after reopening");
+    fs.shutdown().unwrap();
     let _ = std::fs::remove_file(&img);
 }

@@ -83,14 +83,17 @@ impl Volume {
         self.pending.get(ino).map_or(0, |p| p.len() as u64)
     }
 
-    /// Free blocks after every buffered block and a margin for the extent blocks their
-    /// flush may need are set aside.
+    /// Free blocks (preallocation windows included: they are given back when needed)
+    /// after every buffered block and a margin for the extent blocks their flush may need
+    /// are set aside. Every allocation is held to it ([`Volume::alloc_request`]), so a
+    /// flush always finds the blocks its buffered data was promised.
     pub(crate) fn unreserved_free(&self) -> u64 {
         let pending = self.pending_blocks();
         // An extent block holds 340 extents (4 KiB) and a file's first four live in its
         // inode: this covers the tree growth of fragmented placements.
-        let margin = pending / 256 + 4;
-        self.blocks.free_blocks().saturating_sub(pending + margin)
+        let margin = if pending == 0 { 0 } else { pending / 256 + 4 };
+        let free = self.blocks.free_blocks() + self.blocks.preallocated();
+        free.saturating_sub(pending + margin)
     }
 
     /// Writes `piece` (file bytes from `pos`, inside a hole of the block map) into file
@@ -176,24 +179,50 @@ impl Volume {
     }
 
     /// Allocates blocks for file `ino`'s buffered data, knowing the file's size, writes
-    /// the data and maps it.
+    /// the data and maps it. A flush that fails (an I/O error, a corrupt block map) changes
+    /// nothing: the data stays buffered and what the flush allocated and mapped is undone
+    /// (by its own undo log, or by the running operation's).
     pub(crate) fn flush_pending(&mut self, ino: u32) -> Result<()> {
         let Some(file) = self.pending.take(ino) else {
             return Ok(());
         };
+        let own_op = self.undo.is_none();
+        if own_op {
+            self.begin_op();
+        }
+        match self.place_pending(ino, &file) {
+            Ok(()) => {
+                if own_op {
+                    self.end_op();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.pending.restore(ino, file);
+                if own_op {
+                    self.rollback()?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives file `ino`'s buffered blocks `file` their places (the work of
+    /// [`Volume::flush_pending`]).
+    fn place_pending(&mut self, ino: u32, file: &Pending) -> Result<()> {
         let mut rec = self.inode(ino)?;
         let bs = self.fs.geo.block_size as u64;
         let size_blocks = rec.raw.size().div_ceil(bs);
         // Blocks past the end (left by a write that failed and was rolled back) go.
-        let mut runs: Vec<(u64, Vec<Box<[u8]>>)> = Vec::new();
-        for (lblk, data) in file.into_iter().filter(|(l, _)| *l < size_blocks) {
+        let mut runs: Vec<(u64, Vec<&[u8]>)> = Vec::new();
+        for (&lblk, data) in file.iter().filter(|(l, _)| **l < size_blocks) {
             match runs.last_mut() {
                 Some((start, v))
                     if *start + v.len() as u64 == lblk && v.len() < MAX_EXTENT_LEN as usize =>
                 {
                     v.push(data)
                 }
-                _ => runs.push((lblk, vec![data])),
+                _ => runs.push((lblk, vec![&data[..]])),
             }
         }
         for (lblk, blocks) in runs {
@@ -208,7 +237,7 @@ impl Volume {
         &mut self,
         rec: &mut InodeRec,
         lblk: u64,
-        blocks: &[Box<[u8]>],
+        blocks: &[&[u8]],
         size_blocks: u64,
     ) -> Result<()> {
         let bs = self.fs.geo.block_size as usize;

@@ -159,9 +159,33 @@ impl Volume {
 
     /// Serves allocation request `req` and records it in the transaction (and in the
     /// running operation's undo log). Metadata blocks and data blocks both come here; the
-    /// request's purpose decides which preallocation serves it.
+    /// request's purpose decides which preallocation serves it. No request takes blocks
+    /// promised to buffered data ([`Volume::unreserved_free`]): it gets fewer blocks, or
+    /// ENOSPC when none are left. When only preallocation windows hold free blocks, they
+    /// are given back and the request is tried again.
     pub(crate) fn alloc_request(&mut self, req: &Request) -> Result<(u64, u32)> {
-        let (start, got) = self.blocks.alloc(req).map_err(|e| no_space("blocks", e))?;
+        let allowed = self.unreserved_free();
+        if allowed == 0 {
+            return Err(no_space(
+                "blocks",
+                format!(
+                    "no space left: {} free, all promised to buffered data",
+                    self.blocks.free_blocks() + self.blocks.preallocated()
+                ),
+            ));
+        }
+        let req = Request {
+            len: req.len.min(u32::try_from(allowed).unwrap_or(u32::MAX)),
+            ..*req
+        };
+        let (start, got) = match self.blocks.alloc(&req) {
+            Err(_) if self.blocks.preallocated() > 0 => {
+                self.blocks.release_all();
+                self.blocks.alloc(&req)
+            }
+            r => r,
+        }
+        .map_err(|e| no_space("blocks", e))?;
         self.undo_alloc(start, got as u64);
         let mut b = start;
         while b < start + got as u64 {

@@ -108,6 +108,11 @@ fn usfs_edits(img: &Path, extra: &Path) {
     usfs_ok(&["chmod", "0640", &u("/a/b/even")]);
     usfs_ok(&["chmod", "g+w,o-r", &u("/a/b")]);
     usfs_ok(&["chown", "1234:5678", &u("/a/b/c/big")]);
+    // A setgid directory: what is made in it takes its group, directories its bit too.
+    usfs_ok(&["chown", "0:4321", &u("/d")]);
+    usfs_ok(&["chmod", "2775", &u("/d")]);
+    usfs_ok(&["mkdir", &u("/d/sub")]);
+    usfs_ok(&["cp", "-r", extra.join("a").to_str().unwrap(), &u("/d/sub")]);
 }
 
 fn usfs_ok(args: &[&str]) {
@@ -187,7 +192,8 @@ fn editing_commands_match_the_kernel() {
                 "cd '{d}' && umask 022 && mkdir -p x/y/z && mkdir -m 0700 priv && cp -r '{e}' x/y && \
                  cp '{e}/a/b/c/big' priv/big2 && rm -r e && rm a/b/odd && mv a/hello d/renamed && \
                  mv x/y/extra/e priv && ln -s ../d/renamed a/link2 && ln d/renamed x/hard2 && \
-                 chmod 0640 a/b/even && chmod g+w,o-r a/b && chown 1234:5678 a/b/c/big",
+                 chmod 0640 a/b/even && chmod g+w,o-r a/b && chown 1234:5678 a/b/c/big && \
+                 chown 0:4321 d && chmod 2775 d && mkdir d/sub && cp -r '{e}/a' d/sub",
                 e = extra.display()
             ));
         }

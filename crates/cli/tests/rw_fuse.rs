@@ -103,6 +103,15 @@ mkdir gone && echo x > gone/f && rm -r gone
 rm -rf copy/tree-sub-0
 mv tree moved && mkdir tree && mv moved tree/
 chmod 0700 proj && chmod u+s app
+# What a write, a truncate and chown take away: setuid, setgid when group-executable
+# (writer or truncater without CAP_FSETID: nobody, through descriptors root opened), and
+# file capabilities (any writer, root too).
+for f in priv-w priv-t priv-g priv-l priv-c priv-cap priv-capt; do echo data > $f; done
+chmod 6777 priv-w priv-t && chmod 2767 priv-g && chmod 2766 priv-l && chmod 4755 priv-c
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c 'import os; os.write(3, b"more"); os.ftruncate(4, 2); os.write(5, b"x"); os.write(6, b"y")' 3>>priv-w 4<>priv-t 5>>priv-g 6>>priv-l
+chown 1:1 priv-c
+python3 -c 'import os; v = bytes.fromhex("0100000200040000000000000000000000000000"); [os.setxattr(f, "security.capability", v) for f in ("priv-cap", "priv-capt")]'
+echo more >> priv-cap && truncate -s 1 priv-capt
 "#;
 
 fn make_tarball(dir: &Path) -> PathBuf {
@@ -168,7 +177,9 @@ fn check_layout(name: &str, args: &[&str], opts: &str) {
     let b = s.path("kernel.img");
     std::fs::copy(&a, &b).unwrap();
     {
-        let m = RwMount::new(&a, &s.path("ma"), opts);
+        // allow_other: the workload writes as nobody too (FUSE refuses other users' calls
+        // without it).
+        let m = RwMount::new(&a, &s.path("ma"), &format!("{opts},allow_other"));
         run_workload(&m.0, &tarball);
     }
     fsck_clean(&a, &format!("{name}: after usfs mount -o {opts}"));
@@ -203,7 +214,7 @@ fn check_layout(name: &str, args: &[&str], opts: &str) {
 fn ready(test: &str) -> bool {
     need_root(test)
         && [
-            "mke2fs", "sqlite3", "git", "make", "gcc", "python3", "tar", "setfacl",
+            "mke2fs", "sqlite3", "git", "make", "gcc", "python3", "tar", "setfacl", "setpriv",
         ]
         .iter()
         .all(|t| need_tool(test, t))

@@ -15,6 +15,7 @@
 //! Everything here is ordinary safe Rust and independent of libc interposition, so it is
 //! unit-tested directly; the preload crate adds only the C ABI around it.
 
+pub mod attrs;
 pub mod bulk;
 mod chunks;
 mod copy;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use usfs_fs::{
     Error, FileSystem, FileSystemWrite, FileType, Ino, Metadata, NewNode, SetAttr, Timestamp,
 };
+use usfs_vfs::attrs;
 
 /// Options of `usfs cp`.
 #[derive(clap::Args)]
@@ -253,23 +254,25 @@ fn copy_node_in(
             return ed.fs.link(ino, dir, name).map(|_| ()).map_err(err);
         }
     }
-    let (uid, gid) = if ctx.preserve {
-        (m.uid, m.gid)
+    // Without -p the new inode is the caller's, its mode the source's less the umask (or
+    // under the directory's default ACL), its group a setgid directory's: as cp makes it
+    // on a kernel mount.
+    let node = if ctx.preserve {
+        NewNode {
+            file_type: m.file_type,
+            perm: m.perm,
+            uid: m.uid,
+            gid: m.gid,
+            rdev: m.rdev,
+        }
     } else {
-        creator()
+        let (uid, gid) = creator();
+        let pm = ed.fs.getattr(dir).map_err(err)?;
+        let mask = attrs::umask_for(&*ed.fs, dir, umask());
+        let caller = attrs::Caller { uid, gid };
+        attrs::new_node(m.file_type, m.perm & 0o1777, mask, m.rdev, caller, &pm)
     };
-    let perm = if ctx.preserve {
-        m.perm
-    } else {
-        m.perm & !umask() & 0o777 | (m.perm & 0o1000)
-    };
-    let node = NewNode {
-        file_type: m.file_type,
-        perm,
-        uid,
-        gid,
-        rdev: m.rdev,
-    };
+    let (uid, gid) = (node.uid, node.gid);
     let existing = ed.fs.lookup(dir, name).ok();
     let ino = match m.file_type {
         FileType::Directory => match existing.filter(|&e| ed.is_dir(e)) {

@@ -6,7 +6,8 @@ use crate::image::{CliError, CliResult};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use usfs_fs::{Error, FileSystem, FileSystemWrite, FileType, Ino, NewNode, RenameFlags, SetAttr};
+use usfs_fs::{Error, FileSystem, FileSystemWrite, FileType, Ino, RenameFlags, SetAttr};
+use usfs_vfs::attrs;
 
 /// Groups `IMAGE:PATH` arguments by image (all must be inside images).
 fn by_image(args: &[String]) -> CliResult<BTreeMap<PathBuf, Vec<String>>> {
@@ -60,19 +61,24 @@ pub struct MkdirArgs {
 }
 
 pub fn mkdir(a: &MkdirArgs) -> CliResult {
-    let perm = match &a.mode {
-        Some(m) => parse_mode(m, 0o777).ok_or_else(|| CliError(format!("invalid mode '{m}'")))?,
-        None => 0o777 & !umask(),
+    // -m sets the mode as given (GNU mkdir: umask and default ACL aside); without it the
+    // umask applies, or the directory's default ACL in its place.
+    let (mode, mask) = match &a.mode {
+        Some(m) => (
+            parse_mode(m, 0o777).ok_or_else(|| CliError(format!("invalid mode '{m}'")))?,
+            Some(0),
+        ),
+        None => (0o777, None),
     };
     let (uid, gid) = creator();
-    let node = NewNode {
-        file_type: FileType::Directory,
-        perm,
-        uid,
-        gid,
-        rdev: 0,
-    };
+    let caller = attrs::Caller { uid, gid };
     each(&a.paths, |ed, path| {
+        let make = |dir: Ino, name: &[u8], mode: u32, mask: Option<u32>| {
+            let pm = ed.fs.getattr(dir)?;
+            let mask = mask.unwrap_or_else(|| attrs::umask_for(&*ed.fs, dir, umask()));
+            let node = attrs::new_node(FileType::Directory, mode, mask, 0, caller, &pm);
+            ed.fs.mkdir(dir, name, node).map(|m| m.ino)
+        };
         if a.parents {
             let mut cur: Ino = ed.fs.root();
             let comps: Vec<&str> = path
@@ -86,15 +92,12 @@ pub fn mkdir(a: &MkdirArgs) -> CliResult {
                     Ok(_) => return Err(ed.err(path, Error::NotDir)),
                     Err(Error::NotFound) => {
                         // Parents as GNU mkdir -p makes them: u+wx over the umask's mode.
-                        let n = if k + 1 == comps.len() {
-                            node
+                        let made = if k + 1 == comps.len() {
+                            make(cur, name, mode, mask)
                         } else {
-                            NewNode {
-                                perm: (0o777 & !umask()) | 0o300,
-                                ..node
-                            }
+                            make(cur, name, (0o777 & !umask()) | 0o300, Some(0))
                         };
-                        ed.fs.mkdir(cur, name, n).map_err(|e| ed.err(path, e))?.ino
+                        made.map_err(|e| ed.err(path, e))?
                     }
                     Err(e) => return Err(ed.err(path, e)),
                 };
@@ -102,7 +105,7 @@ pub fn mkdir(a: &MkdirArgs) -> CliResult {
             return Ok(());
         }
         let (dir, name) = ed.parent(path)?;
-        ed.fs.mkdir(dir, &name, node).map_err(|e| ed.err(path, e))?;
+        make(dir, &name, mode, mask).map_err(|e| ed.err(path, e))?;
         Ok(())
     })
 }
@@ -338,22 +341,15 @@ pub fn chown(a: &ChownArgs) -> CliResult {
         let ino = ed
             .resolve(path, !a.no_dereference)
             .map_err(|e| ed.err(path, e))?;
-        let m = ed.fs.getattr(ino).map_err(|e| ed.err(path, e))?;
-        // chown clears setuid, and setgid when group-executable, as the kernel does.
-        let mut perm = m.perm;
-        if m.file_type != FileType::Directory {
-            perm &= !0o4000;
-            if perm & 0o010 != 0 {
-                perm &= !0o2000;
-            }
-        }
+        // chown takes away setuid, setgid when group-executable, and file capabilities,
+        // as the kernel's chown does (this command runs as root on the image).
         let attr = SetAttr {
             uid,
             gid,
-            perm: (perm != m.perm).then_some(perm),
             ..Default::default()
         };
-        ed.fs.setattr(ino, attr).map_err(|e| ed.err(path, e))?;
+        let root = attrs::Caller { uid: 0, gid: 0 };
+        attrs::setattr(&*ed.fs, ino, root, attr).map_err(|e| ed.err(path, e))?;
         Ok(())
     })
 }

@@ -229,7 +229,10 @@ impl JournalWriter {
     }
 
     /// Points the journal superblock at the log when it was empty (s_start, s_sequence)
-    /// and turns on the revoke feature when `revokes` needs it; writes it and flushes.
+    /// and turns on the revoke feature when `revokes` needs it; writes it. No flush of
+    /// its own: the flush before the commit block (or, with async_commit, the one after
+    /// it) makes it durable with the transaction, and a crash before then finds either
+    /// an empty log or a transaction without its commit block, which replay skips.
     fn prepare_superblock(&mut self, dev: &dyn Device, tid: u32, revokes: bool) -> Result<()> {
         let empty = self.used == 0;
         let need_revoke = revokes && !self.info.has_incompat(feature::REVOKE);
@@ -249,8 +252,20 @@ impl JournalWriter {
         }
         jsb.update_checksum();
         self.log(dev).write(0, &raw)?;
-        dev.flush()?;
         Ok(())
+    }
+
+    /// Does [`Self::commit`] flush the device before it writes the commit block? Then
+    /// everything written before the call (ordered file data) is durable before the
+    /// transaction is; with async_commit it is not (the commit block's checksum covers the
+    /// log blocks only), and the caller flushes its data first.
+    pub fn flushes_before_commit(&self) -> bool {
+        !self.info.has_incompat(feature::ASYNC_COMMIT)
+    }
+
+    /// Log blocks in use by committed transactions not yet checkpointed.
+    pub fn used_blocks(&self) -> u32 {
+        self.used
     }
 
     /// Marks the log empty after the caller wrote every committed block home and

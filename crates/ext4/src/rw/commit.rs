@@ -1,12 +1,13 @@
 //! Committing the running transaction: the freed blocks go back to the allocator, the
 //! bitmaps, descriptors and superblock are written from the allocators into the
 //! transaction, file data is flushed (ordered mode: data reaches the image before the
-//! metadata that makes it visible), then every changed block is made durable home.
+//! metadata that makes it visible), then every changed block is made durable.
 //!
 //! Without a journal the home writes are ordered (data, flush, metadata, flush): after a
 //! crash the image holds the old or the new version of each block and e2fsck -fy repairs
 //! the mix, as after a crash of the kernel's ext2. With a journal the blocks are logged
-//! first (see journal.rs of this module).
+//! (`crate::journal::writer`) and stay in the overlay, written home later by a checkpoint
+//! (checkpoint.rs of this module), as jbd2 does: a commit costs two flushes.
 
 use super::volume::{uninit_tracking, Volume};
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
@@ -44,20 +45,37 @@ impl Volume {
         self.write_groups()?;
         self.write_superblock()?;
         self.sb_dirty = false;
-        // Ordered data: file data before the metadata that points at it.
-        self.overlay.flush()?;
         self.txn.data_written = false;
-        self.log_to_journal()?;
-        self.write_home()?;
-        if let Some(j) = self.journal.as_mut() {
-            j.checkpointed(self.overlay.base())?;
+        match self.journal.as_ref().map(|j| j.flushes_before_commit()) {
+            Some(covered) => {
+                // Ordered data: file data before the commit block that makes the metadata
+                // pointing at it count. The journal's flush before its commit block covers
+                // data written so far; with async_commit the data is flushed first.
+                if !covered {
+                    self.overlay.flush()?;
+                }
+                self.log_to_journal()?;
+                self.pin_committed();
+            }
+            None => {
+                self.overlay.flush()?;
+                self.write_home()?;
+            }
         }
         Ok(())
     }
 
     /// Logs every changed block and the revoked ones to the journal (durable when it
-    /// returns); nothing without a journal.
+    /// returns), after a checkpoint when the log has no room for them; nothing without a
+    /// journal.
     fn log_to_journal(&mut self) -> Result<()> {
+        let Some(j) = self.journal.as_ref() else {
+            return Ok(());
+        };
+        let needed = j.blocks_needed(self.txn.dirty.len(), self.txn.revoked.len());
+        if needed > j.free_blocks() as u64 {
+            self.checkpoint()?;
+        }
         let Some(j) = self.journal.as_mut() else {
             return Ok(());
         };
@@ -79,7 +97,8 @@ impl Volume {
         Ok(())
     }
 
-    /// Writes every changed block home, flushes, and drops it from the overlay.
+    /// Without a journal: writes every changed block home, flushes, and drops it from the
+    /// overlay.
     fn write_home(&mut self) -> Result<()> {
         let bs_log = self.fs.geo.block_size_log;
         let dirty = std::mem::take(&mut self.txn.dirty);

@@ -12,6 +12,7 @@
 pub mod blockmap;
 #[cfg(test)]
 mod blockmap_tests;
+mod checkpoint;
 mod commit;
 mod data;
 mod delalloc;

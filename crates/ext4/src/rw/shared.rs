@@ -350,6 +350,7 @@ impl Volume {
             self.close_inode(ino)?;
         }
         self.commit()?;
+        self.checkpoint()?;
         self.mark_clean()?;
         self.closed = true;
         Ok(())

@@ -55,17 +55,14 @@ impl Volume {
         self.undo = None;
     }
 
-    /// Records the previous state of metadata block `blk` before its first change.
+    /// Records the previous state of metadata block `blk` before its first change: its
+    /// overlay copy (changed earlier in this transaction, or committed and not yet
+    /// checkpointed) and whether it was dirty.
     pub(crate) fn undo_block(&mut self, blk: u64) {
         let was_dirty = self.txn.dirty.contains(&blk);
         if let Some(u) = self.undo.as_mut() {
             if let std::collections::hash_map::Entry::Vacant(e) = u.blocks.entry(blk) {
-                let prev = if was_dirty {
-                    self.overlay.get(blk)
-                } else {
-                    None
-                };
-                e.insert((prev, was_dirty));
+                e.insert((self.overlay.get(blk), was_dirty));
             }
         }
     }

@@ -61,6 +61,8 @@ pub struct Volume {
     pub(crate) undo: Option<super::undo::Undo>,
     /// Data written into holes and not yet given blocks (delayed allocation), by inode.
     pub(crate) pending: super::delalloc::Buffered,
+    /// Committed metadata blocks the next checkpoint writes home (with a journal).
+    pub(crate) pinned: super::checkpoint::Pinned,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -140,6 +142,7 @@ impl Volume {
             journal,
             undo: None,
             pending: Default::default(),
+            pinned: Default::default(),
         };
         v.mark_in_use()?;
         v.cleanup_orphans()?;
@@ -426,16 +429,27 @@ impl Meta for Volume {
                 "inode {owner}: freeing blocks {start}..+{len} outside the file system"
             )));
         }
-        if how == Freed::Metadata {
-            for b in start..start + len {
-                if self.txn.revoked.insert(b) {
-                    self.undo_revoke(b);
-                }
-                if self.txn.dirty.contains(&b) {
-                    self.undo_block(b);
-                    self.txn.dirty.remove(&b);
-                    self.overlay.remove(b);
-                }
+        // Revoke records for metadata blocks (the log may hold copies of them), and for
+        // any block logged since the last checkpoint or changed in this transaction,
+        // whatever it is freed as (a directory's blocks are freed as file blocks): replay
+        // must not write them over what the block holds next, nor the checkpoint.
+        let end = start + len;
+        let journaled: Vec<u64> = if how == Freed::Metadata {
+            (start..end).collect()
+        } else {
+            let pinned = self.pinned.range(start..end).map(|(&b, _)| b);
+            pinned
+                .chain(self.txn.dirty.range(start..end).copied())
+                .collect()
+        };
+        for b in journaled {
+            if self.txn.revoked.insert(b) {
+                self.undo_revoke(b);
+            }
+            if self.txn.dirty.contains(&b) {
+                self.undo_block(b);
+                self.txn.dirty.remove(&b);
+                self.overlay.remove(b);
             }
         }
         self.txn.freed.push((start, len));

@@ -8,8 +8,9 @@
 use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
 use std::collections::BTreeMap;
-use usfs_ext4::format::dx::DxRootInfo;
 use usfs_ext4::format::dx_hash::HashVersion;
+use usfs_ext4::format::features::incompat;
+use usfs_ext4::walk::dx;
 
 /// `s_flags` bit: the directory hash treats bytes as unsigned.
 const FLAG_UNSIGNED_HASH: u32 = 0x2;
@@ -56,14 +57,17 @@ impl HtreeFact {
 }
 
 /// The hash version an indexed directory's names use, read from its root block at
-/// `pblk` (None when unreadable or unknown: its leaves are then not hashed).
+/// `pblk` (None when unreadable or its root info fails the dx walker's checks, which
+/// pass 2 reports and which leaves nothing to certify; None for siphash too: its leaves
+/// are then not hashed).
 pub fn root_hash_version(ctx: &Ctx, pblk: u64, buf: &mut [u8]) -> Option<HashVersion> {
     if !ctx.valid_block(pblk) || ctx.read_block(pblk, buf).is_err() {
         return None;
     }
-    let info = DxRootInfo::new(&buf[0x18..])?;
+    let large_dir = ctx.geo.features.has_incompat(incompat::LARGEDIR);
+    let info = dx::root_info(buf, large_dir).ok()?;
     let unsigned = ctx.fs.superblock().s_flags() & FLAG_UNSIGNED_HASH != 0;
-    HashVersion::from_u8(info.hash_version())
+    Some(info.version())
         .filter(|v| *v != HashVersion::Siphash)
         .map(|v| v.with_unsigned_flag(unsigned))
 }

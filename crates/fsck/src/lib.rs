@@ -305,7 +305,8 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
 
 /// Compares each xattr block's reference count with the inodes using it, and claims it.
 fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &std::collections::HashMap<u64, u32>) {
-    use usfs_ext4::format::xattr::{XattrBlockHeader, XATTR_MAGIC};
+    use usfs_ext4::format::xattr::XattrBlockHeader;
+    use usfs_ext4::walk::xattr::{header_issue, XattrIssue};
     let mut buf = vec![0u8; ctx.geo.block_size as usize];
     let mut blocks: Vec<_> = refs.iter().collect();
     blocks.sort();
@@ -314,8 +315,10 @@ fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &std::collections::Has
         if ctx.read_block(b, &mut buf).is_err() {
             continue;
         }
+        // Any block with the magic has a refcount (a bad h_blocks is pass 1's).
+        let magic = !matches!(header_issue(&buf), Some(XattrIssue::Magic { .. }));
         let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
-        if h.h_magic() == XATTR_MAGIC && h.h_refcount() != n {
+        if magic && h.h_refcount() != n {
             w.report(
                 problem::Problem::new(
                     problem::Code::XattrRefcount,

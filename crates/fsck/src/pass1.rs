@@ -7,10 +7,14 @@ use crate::blocks::{walk_extents, walk_indirect, BlockKind, Visit};
 use crate::ctx::{Ctx, DirBlock, Worker};
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
+use std::ops::ControlFlow;
 use usfs_ext4::format::features::{compat, incompat, ro_compat};
 use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
-use usfs_ext4::format::xattr::{
-    self, XattrBlockHeader, XattrEntry, BLOCK_HEADER_SIZE, ENTRY_HEADER_SIZE, XATTR_MAGIC,
+use usfs_ext4::format::xattr;
+use usfs_ext4::walk::{
+    self,
+    xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor},
+    Mode,
 };
 use usfs_fs::FileType;
 
@@ -288,7 +292,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     ) && !inline
         && !fast_symlink;
     // Inline data and xattrs first (they borrow the inode view).
-    check_in_inode_xattrs(ctx, w, ino);
+    let ibody = check_in_inode_xattrs(ctx, w, ino);
     if has_blocks {
         if iflags & flags::EXTENTS != 0 {
             walk_extents(ctx, w, ino, generation, &i_block, true, &mut claim);
@@ -303,7 +307,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     {
         w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
     }
-    if inline && !has_system_data(ctx, &w.inode) {
+    if inline && !ibody.system_data {
         w.report(
             Problem::new(
                 Code::BadInlineData,
@@ -312,7 +316,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
             .ino(ino),
         );
     }
-    claim.blocks += ea_inode_blocks(ctx, w, ino);
+    claim.blocks += ibody.ea_blocks;
     let file_acl = if file_acl != 0 && !geo.features.has_compat(compat::EXT_ATTR) {
         w.report(
             Problem::new(
@@ -417,80 +421,58 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     }
 }
 
-/// Do the entries of an xattr block carry the hash of their name and value (either
-/// variant; values in EA inodes are not hashed here)?
-fn entry_hashes_ok(block: &[u8]) -> bool {
-    let mut ok = true;
-    for_each_entry(block, BLOCK_HEADER_SIZE, |e, name| {
-        if e.e_value_inum() != 0 || e.e_hash() == 0 {
-            return;
-        }
-        let v = e.e_value_offs() as usize;
-        let Some(value) = block.get(v..v + e.e_value_size() as usize) else {
-            return;
-        };
-        if e.e_hash() != xattr::entry_hash(name, value, false)
-            && e.e_hash() != xattr::entry_hash(name, value, true)
-        {
-            ok = false;
-        }
-    });
-    ok
+/// The xattr walker's view of inode `ino` on this file system.
+fn xattr_ctx(ctx: &Ctx, ino: u32) -> XattrCtx {
+    XattrCtx {
+        ino,
+        ea_inode: ctx.geo.features.has_incompat(incompat::EA_INODE),
+        seed: ctx.fs.csum_seed(),
+    }
 }
 
-/// The entries of the in-inode xattr area of `inode`, if it has one.
-fn in_inode_area<'a>(ctx: &Ctx, inode: &'a Inode<Vec<u8>>) -> Option<&'a [u8]> {
+/// What a lenient walk of an inode's in-inode xattrs finds.
+struct Ibody<'c> {
+    ctx: &'c Ctx<'c>,
+    /// Something is wrong (e2fsck's "extended attribute in inode has a problem").
+    bad: bool,
+    /// The `system.data` attribute (inline data beyond i_block) is there.
+    system_data: bool,
+    /// Blocks of the EA inodes holding values (e2fsck charges them to the owner's
+    /// i_blocks).
+    ea_blocks: u64,
+}
+
+impl<'a> XattrVisitor<'a> for Ibody<'_> {
+    fn entry(&mut self, e: Entry<'a>) {
+        self.system_data |= e.index == xattr::INDEX_SYSTEM && e.name == b"data";
+        if let Value::Inode { ino, .. } = e.value {
+            self.ea_blocks += ea_inode_size_blocks(self.ctx, ino);
+        }
+    }
+    fn issue(&mut self, _: XattrIssue) -> ControlFlow<()> {
+        self.bad = true;
+        ControlFlow::Continue(())
+    }
+}
+
+/// Walks the in-inode xattr area of the inode in `w.inode` (if it has one), reporting
+/// a damaged one; returns what the walk found.
+fn check_in_inode_xattrs<'c>(ctx: &'c Ctx<'c>, w: &mut Worker, ino: u32) -> Ibody<'c> {
+    let mut found = Ibody {
+        ctx,
+        bad: false,
+        system_data: false,
+        ea_blocks: 0,
+    };
     let isz = ctx.geo.inode_size as usize;
-    let start = GOOD_OLD_INODE_SIZE + inode.i_extra_isize() as usize;
-    if isz <= GOOD_OLD_INODE_SIZE || start + 4 > isz {
-        return None;
+    if let Some(area) = walk::xattr::ibody(w.inode.bytes(), isz, w.inode.i_extra_isize()) {
+        let cx = xattr_ctx(ctx, ino);
+        let _ = walk::xattr::scan_entries(area, 0, &cx, Mode::Lenient, &mut found);
     }
-    let bytes = &inode.bytes()[..isz];
-    (u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) == XATTR_MAGIC)
-        .then(|| &bytes[start + 4..])
-}
-
-/// Calls `f(entry)` for each entry of an xattr entry list (stops at the end marker or
-/// at the first malformed entry).
-fn for_each_entry(area: &[u8], first: usize, mut f: impl FnMut(&XattrEntry<&[u8]>, &[u8])) {
-    let mut off = first;
-    while off + 4 <= area.len() && area[off..off + 4] != [0; 4] {
-        let Some(e) = XattrEntry::new(&area[off..]) else {
-            return;
-        };
-        let size = xattr::entry_size(e.e_name_len() as usize);
-        if off + size > area.len() {
-            return;
-        }
-        let name =
-            &area[off + ENTRY_HEADER_SIZE..off + ENTRY_HEADER_SIZE + e.e_name_len() as usize];
-        f(&e, name);
-        off += size;
-    }
-}
-
-/// Does the inode carry the `system.data` attribute (inline data beyond i_block)?
-fn has_system_data(ctx: &Ctx, inode: &Inode<Vec<u8>>) -> bool {
-    let mut found = false;
-    if let Some(area) = in_inode_area(ctx, inode) {
-        for_each_entry(area, 0, |e, name| {
-            found |= e.e_name_index() == xattr::INDEX_SYSTEM && name == b"data"
-        });
+    if found.bad {
+        w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).ino(ino));
     }
     found
-}
-
-/// Blocks of the EA inodes holding this inode's in-inode xattr values (e2fsck charges
-/// them to the owner's i_blocks).
-fn ea_inode_blocks(ctx: &Ctx, w: &Worker, ino: u32) -> u64 {
-    let _ = ino;
-    let mut total = 0;
-    if let Some(area) = in_inode_area(ctx, &w.inode) {
-        for_each_entry(area, 0, |e, _| {
-            total += ea_inode_size_blocks(ctx, e.e_value_inum())
-        });
-    }
-    total
 }
 
 /// i_blocks of EA inode `ea` in file-system blocks (0 if none or unreadable).
@@ -504,67 +486,27 @@ fn ea_inode_size_blocks(ctx: &Ctx, ea: u32) -> u64 {
     })
 }
 
-/// Checks the in-inode xattr area of the inode in `w.inode`.
-fn check_in_inode_xattrs(ctx: &Ctx, w: &mut Worker, ino: u32) {
-    let isz = ctx.geo.inode_size as usize;
-    if isz <= GOOD_OLD_INODE_SIZE {
-        return;
-    }
-    let start = GOOD_OLD_INODE_SIZE + w.inode.i_extra_isize() as usize;
-    if start + 4 > isz {
-        return;
-    }
-    let bytes = &w.inode.bytes()[..isz];
-    if u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) != XATTR_MAGIC {
-        return;
-    }
-    let area = &bytes[start + 4..];
-    if !entries_ok(
-        area,
-        0,
-        area.len(),
-        ctx.geo.features.has_incompat(incompat::EA_INODE),
-    ) {
-        w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).ino(ino));
-    }
+/// What a lenient walk of an xattr block finds.
+#[derive(Default)]
+struct BlockFindings {
+    /// The block is unusable: unreadable, bad header or entries.
+    bad: bool,
+    /// An entry's hash is wrong.
+    hash: bool,
+    /// The checksum does not match.
+    checksum: bool,
 }
 
-/// Are the entries in `area[first..]` well formed, with values inside `area[..limit]`,
-/// clear of the entry table and of each other (what e2fsck calls an allocation
-/// collision)?
-fn entries_ok(area: &[u8], first: usize, limit: usize, ea_inode: bool) -> bool {
-    let mut off = first;
-    let mut values: Vec<(usize, usize)> = Vec::new();
-    loop {
-        if off + 4 > area.len() {
-            return false;
+impl<'a> XattrVisitor<'a> for BlockFindings {
+    fn entry(&mut self, _: Entry<'a>) {}
+    fn issue(&mut self, issue: XattrIssue) -> ControlFlow<()> {
+        match issue {
+            XattrIssue::Hash { .. } => self.hash = true,
+            XattrIssue::Checksum => self.checksum = true,
+            _ => self.bad = true,
         }
-        if area[off..off + 4] == [0; 4] {
-            break;
-        }
-        let Some(e) = XattrEntry::new(&area[off..]) else {
-            return false;
-        };
-        // An empty name is valid: POSIX ACLs are index 2/3 with no name.
-        let size = xattr::entry_size(e.e_name_len() as usize);
-        if off + size > area.len() {
-            return false;
-        }
-        if e.e_value_inum() != 0 && !ea_inode {
-            return false;
-        }
-        if e.e_value_inum() == 0 && e.e_value_size() != 0 {
-            let v = e.e_value_offs() as usize;
-            if v + e.e_value_size() as usize > limit {
-                return false;
-            }
-            values.push((v, v + (e.e_value_size() as usize).next_multiple_of(4)));
-        }
-        off += size;
+        ControlFlow::Continue(())
     }
-    let table_end = off + 4;
-    values.sort_unstable();
-    values.iter().all(|&(a, _)| a >= table_end) && values.windows(2).all(|p| p[0].1 <= p[1].0)
 }
 
 /// Checks an xattr block and counts the reference; returns whether it counts toward
@@ -585,41 +527,26 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
         return true;
     }
     let mut buf = std::mem::take(&mut w.meta_buf);
-    let ok = ctx.read_block(blk, &mut buf).is_ok() && {
-        let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
-        h.h_magic() == XATTR_MAGIC
-            && h.h_blocks() == 1
-            && entries_ok(
-                &buf,
-                BLOCK_HEADER_SIZE,
-                buf.len(),
-                ctx.geo.features.has_incompat(incompat::EA_INODE),
-            )
-    };
-    if ok && !entry_hashes_ok(&buf) {
-        w.report(
-            Problem::new(
-                Code::BadXattrBlock,
-                format!("{ino} ({blk}): an entry's hash is invalid"),
-            )
-            .ino(ino),
-        );
-    }
-    if !ok {
-        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).ino(ino));
-    } else if let Some(seed) = ctx.fs.csum_seed() {
-        let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
-        if h.h_checksum() != xattr::block_checksum(seed, blk, &buf) {
-            w.report(
-                Problem::new(
-                    Code::BadXattrBlock,
-                    format!("{ino} ({blk}): checksum does not match"),
-                )
-                .ino(ino),
-            );
-        }
+    let mut found = BlockFindings::default();
+    if ctx.read_block(blk, &mut buf).is_ok() {
+        let cx = xattr_ctx(ctx, ino);
+        let _ = walk::xattr::scan_block(&buf, blk, &cx, Mode::Lenient, &mut found);
+    } else {
+        found.bad = true;
     }
     w.meta_buf = buf;
-    let _ = ENTRY_HEADER_SIZE;
+    let report = |w: &mut Worker, what: &str| {
+        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk}){what}")).ino(ino));
+    };
+    if found.bad {
+        report(w, "");
+        return true;
+    }
+    if found.hash {
+        report(w, ": an entry's hash is invalid");
+    }
+    if found.checksum {
+        report(w, ": checksum does not match");
+    }
     true
 }

@@ -11,11 +11,13 @@ use crate::htree::HtreeFact;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use usfs_ext4::format::dirent::{self, file_type_from_dirent, DirentFault, Dirents, TailFault};
-use usfs_ext4::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::{flags, ROOT_INO};
+use usfs_ext4::walk::dx::{self, DxCtx, DxIssue, DxKind};
+use usfs_ext4::walk::Mode;
 use usfs_fs::FileType;
 
 /// How a block is being visited.
@@ -84,7 +86,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     let is_dx_node = b.indexed && b.lblk != 0 && dirent::is_dx_node(buf);
     if is_dx_node {
         if how == Visit::First {
-            check_dx_node(ctx, w, &b, buf, NODE_COUNT_OFFSET);
+            check_dx_node(ctx, w, &b, buf, DxKind::Node);
         }
         return;
     }
@@ -142,7 +144,7 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     }
     if how == Visit::First {
         if root_dx {
-            check_dx_node(ctx, w, &b, buf, ROOT_COUNT_OFFSET);
+            check_dx_node(ctx, w, &b, buf, DxKind::Root);
         }
         if deferred {
             w.revisit.push(b);
@@ -325,69 +327,63 @@ fn check_reference(
     }
 }
 
-/// Checks a dx root (count at 0x20) or interior node (count at 0x08).
-fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], count_offset: usize) {
-    let bad = |w: &mut Worker, what: String| {
-        w.report(
-            Problem::new(Code::HtreeBad, format!("{}: {what}", b.dir))
-                .ino(b.dir)
-                .block(b.pblk),
-        );
+/// Judges a dx root or interior node with the lenient dx walker and records its
+/// children for the certification after pass 2 (which also judges their range).
+fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], kind: DxKind) {
+    let cx = DxCtx {
+        ino: b.dir,
+        generation: b.generation,
+        seed: ctx.fs.csum_seed(),
+        large_dir: ctx.geo.features.has_incompat(incompat::LARGEDIR),
+        nblocks: u64::MAX,
     };
-    if count_offset == ROOT_COUNT_OFFSET {
-        let info = DxRootInfo::new(&buf[0x18..]).expect("in block");
-        let large_dir = ctx.geo.features.has_incompat(incompat::LARGEDIR);
-        if !dx::root_info_ok(&info, large_dir) || info.hash_version() > 6 {
-            bad(
-                w,
-                format!(
-                    "root node fails checks (levels {}, hash {})",
-                    info.indirect_levels(),
-                    info.hash_version()
-                ),
-            );
-            return;
-        }
-    }
-    let seed = ctx.fs.csum_seed();
-    let (count, limit) = match dx::check_header(buf, count_offset, seed.is_some()) {
-        Ok(h) => h,
-        Err(fault) => {
-            bad(w, format!("block #{} has a {fault}", b.lblk));
-            return;
-        }
-    };
-    if let Some(seed) = seed {
-        if !dx::tail_checksum_ok(seed, b.dir, b.generation, buf, count_offset, count, limit) {
-            w.report(
-                Problem::new(
-                    Code::HtreeChecksum,
-                    format!("{} (block #{})", b.dir, b.lblk),
-                )
-                .ino(b.dir)
-                .block(b.pblk),
-            );
-        }
-    }
-    if dx::first_unordered(buf, count_offset, count).is_some() {
-        bad(w, format!("block #{} has unordered hash table", b.lblk));
+    let node = dx::scan_node(buf, kind, &cx, Mode::Lenient, &mut |issue| {
+        w.report(dx_problem(b, issue));
+        ControlFlow::Continue(())
+    });
+    let Some(node) = node else {
         return;
-    }
-    let children = (0..count)
-        .map(|i| dx::entry(buf, count_offset, i))
-        .map(|(h, child)| (h & !1, child))
-        .collect();
-    let depth = if count_offset == ROOT_COUNT_OFFSET {
-        DxRootInfo::new(&buf[0x18..]).map_or(0, |i| i.indirect_levels() + 1)
-    } else {
-        0
     };
+    let children = node
+        .entries
+        .iter()
+        .map(|&(h, child)| (h & !1, child))
+        .collect();
     w.htree.push(HtreeFact::Node {
         dir: b.dir,
         lblk: b.lblk,
-        depth,
+        depth: node.root.map_or(0, |r| r.levels + 1),
         children,
     });
+}
+
+/// The problem a dx walker issue in block `b` is.
+fn dx_problem(b: &DirBlock, issue: DxIssue) -> Problem {
+    let (dir, lblk) = (b.dir, b.lblk);
+    let p = match issue {
+        DxIssue::Checksum => Problem::new(Code::HtreeChecksum, format!("{dir} (block #{lblk})")),
+        DxIssue::RootInfo {
+            levels,
+            hash_version,
+            ..
+        } => Problem::new(
+            Code::HtreeBad,
+            format!("{dir}: root node fails checks (levels {levels}, hash {hash_version})"),
+        ),
+        DxIssue::Header(fault) => Problem::new(
+            Code::HtreeBad,
+            format!("{dir}: block #{lblk} has a {fault}"),
+        ),
+        DxIssue::Unordered { .. } => Problem::new(
+            Code::HtreeBad,
+            format!("{dir}: block #{lblk} has unordered hash table"),
+        ),
+        DxIssue::Child { child, .. } => Problem::new(
+            Code::HtreeBad,
+            format!("{dir}: block #{lblk}: bad block number {child}"),
+        ),
+    };
+    p.ino(dir).block(b.pblk)
 }
 
 /// Inline directories are checked in pass 1 (their entries live in the inode): the

@@ -275,16 +275,12 @@ pub fn to_on_disk(ino: u32, name: &[u8], value: &[u8]) -> Result<OnDisk> {
 }
 
 /// Sets an xattr block's header (magic, one block, h_hash over its entries' hashes as
-/// the kernel's ext4_xattr_rehash computes it) for entries laid out from
+/// the kernel's ext4_xattr_rehash computes it) for `attrs` laid out by [`lay_out`] from
 /// [`BLOCK_HEADER_SIZE`]; the refcount and checksum are left to the caller.
-pub fn finish_block_header(blk: &mut [u8]) {
-    let mut hash = 0u32;
-    let mut e = BLOCK_HEADER_SIZE;
-    while e + ENTRY_HEADER_SIZE <= blk.len() && blk[e..e + 4] != [0, 0, 0, 0] {
-        let h = XattrEntry::new(&blk[e..e + 16]).expect("16 bytes");
-        hash = (hash << 16) ^ (hash >> 16) ^ h.e_hash();
-        e += entry_size(h.e_name_len() as usize);
-    }
+pub fn finish_block_header(blk: &mut [u8], attrs: &[OnDisk]) {
+    let hash = attrs.iter().fold(0u32, |hash, a| {
+        (hash << 16) ^ (hash >> 16) ^ entry_hash(&a.name, &a.value, false)
+    });
     let mut h = XattrBlockHeader::new(&mut blk[..32]).expect("32 bytes");
     h.set_h_magic(XATTR_MAGIC);
     h.set_h_blocks(1);

@@ -5,18 +5,13 @@
 
 use super::inode::LoadedInode;
 use super::Ext4;
-use crate::format::dx::{self, DxRootInfo, NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET};
 use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::incompat;
+use crate::walk::dx::{self, DxCtx, DxKind, DxNode};
 use usfs_fs::{Error, Result};
 
 /// `s_flags` bit: the directory hash treats bytes as unsigned.
 const FLAG_UNSIGNED_HASH: u32 = 0x2;
-
-/// One parsed dx node: its (hash, logical block) entries, entry 0 with hash 0.
-struct DxNode {
-    entries: Vec<(u32, u32)>,
-}
 
 /// Block 0 of an indexed directory, checked: its bytes, the hash version names are
 /// hashed with, and the depth of the tree below it.
@@ -33,22 +28,15 @@ pub(crate) struct DxRoot {
 /// every dx node on it with the entry chosen in it.
 pub(crate) struct DxPath {
     frames: Vec<(DxNode, usize)>,
-    /// Blocks in the directory: a pointer at or past this is corrupt.
-    nblocks: u64,
+    /// The walker's view of the directory.
+    cx: DxCtx,
 }
 
 impl DxPath {
-    /// The leaf block the path ends at.
-    pub(crate) fn leaf(&self, dir_ino: u32) -> Result<u64> {
+    /// The leaf block the path ends at (inside the directory: the walker checked).
+    pub(crate) fn leaf(&self) -> u64 {
         let (node, idx) = self.frames.last().expect("a path has its root");
-        let leaf = node.entries[*idx].1 as u64;
-        if leaf >= self.nblocks {
-            return Err(Error::corrupt(format!(
-                "directory {dir_ino}: htree points at block {leaf} of {}",
-                self.nblocks
-            )));
-        }
-        Ok(leaf)
+        node.entries[*idx].1 as u64
     }
 }
 
@@ -90,34 +78,37 @@ impl Ext4 {
         })
     }
 
-    /// Reads and checks the root of indexed directory `dir`.
+    /// What the dx walker needs to know about directory `dir`.
+    fn dx_ctx(&self, dir: &LoadedInode) -> DxCtx {
+        DxCtx {
+            ino: dir.ino,
+            generation: dir.raw.i_generation(),
+            seed: self.csum_seed,
+            large_dir: self.geo.features.has_incompat(incompat::LARGEDIR),
+            nblocks: dir.raw.size().div_ceil(self.geo.block_size as u64),
+        }
+    }
+
+    /// Reads and checks the root of indexed directory `dir` (its info; its entries are
+    /// checked on the way down).
     pub(crate) fn dx_root(&self, dir: &LoadedInode) -> Result<DxRoot> {
         let block = self.read_dir_block(dir, 0)?;
-        let info = DxRootInfo::new(&block[0x18..]).expect("in block");
         let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
-        if !dx::root_info_ok(&info, large_dir) {
-            return Err(Error::corrupt(format!(
-                "directory {}: bad htree root (levels {}, info length {})",
-                dir.ino,
-                info.indirect_levels(),
-                info.info_length()
-            )));
-        }
-        let version = self.dir_hash_version(dir.ino, info.hash_version())?;
-        let levels = info.indirect_levels();
+        let info = dx::root_info(&block, large_dir).map_err(|i| i.into_error(dir.ino, 0))?;
+        let version = self.dir_hash_version(dir.ino, info.hash_version)?;
         Ok(DxRoot {
             block,
             version,
-            levels,
+            levels: info.levels,
         })
     }
 
     /// Descends from `root` to the leaf whose range holds `hash` (the kernel's dx_probe):
     /// in each node the last entry whose hash is at most `hash`.
     pub(crate) fn dx_probe(&self, dir: &LoadedInode, root: &DxRoot, hash: u32) -> Result<DxPath> {
-        let nblocks = dir.raw.size().div_ceil(self.geo.block_size as u64);
+        let cx = self.dx_ctx(dir);
         let mut frames: Vec<(DxNode, usize)> = Vec::new();
-        let mut node = self.parse_dx(dir, &root.block, ROOT_COUNT_OFFSET, 0)?;
+        let mut node = dx::read_node(&root.block, 0, DxKind::Root, &cx)?;
         for level in 0..=root.levels {
             let idx = node
                 .entries
@@ -128,49 +119,10 @@ impl Ext4 {
             if level == root.levels {
                 break;
             }
-            if child == 0 || child >= nblocks {
-                return Err(Error::corrupt(format!(
-                    "directory {}: htree points at block {child} of {nblocks}",
-                    dir.ino
-                )));
-            }
             let block = self.read_dir_block(dir, child)?;
-            node = self.parse_dx(dir, &block, NODE_COUNT_OFFSET, child)?;
+            node = dx::read_node(&block, child, DxKind::Node, &cx)?;
         }
-        Ok(DxPath { frames, nblocks })
-    }
-
-    /// Parses the dx node in `block` with its header at `count_offset`.
-    fn parse_dx(
-        &self,
-        dir: &LoadedInode,
-        block: &[u8],
-        count_offset: usize,
-        lblk: u64,
-    ) -> Result<DxNode> {
-        let bad = |what: String| {
-            Err(Error::corrupt(format!(
-                "directory {} htree block {lblk}: {what}",
-                dir.ino
-            )))
-        };
-        let (count, limit) = match dx::check_header(block, count_offset, self.csum_seed.is_some()) {
-            Ok(h) => h,
-            Err(fault) => return bad(fault.to_string()),
-        };
-        if let Some(seed) = self.csum_seed {
-            let gen = dir.raw.i_generation();
-            if !dx::tail_checksum_ok(seed, dir.ino, gen, block, count_offset, count, limit) {
-                return bad("checksum does not match".into());
-            }
-        }
-        if let Some(i) = dx::first_unordered(block, count_offset, count) {
-            return bad(format!("hashes out of order at entry {i}"));
-        }
-        let entries = (0..count)
-            .map(|i| dx::entry(block, count_offset, i))
-            .collect();
-        Ok(DxNode { entries })
+        Ok(DxPath { frames, cx })
     }
 
     /// Finds `name` through the index; `Ok(None)` if it is not there.
@@ -179,7 +131,7 @@ impl Ext4 {
         let (hash, _minor) = self.name_hash(dir.ino, root.version, name)?;
         let mut path = self.dx_probe(dir, &root, hash)?;
         loop {
-            if let Some(found) = self.search_leaf(dir, path.leaf(dir.ino)?, name)? {
+            if let Some(found) = self.search_leaf(dir, path.leaf(), name)? {
                 return Ok(Some(found));
             }
             // Collisions may continue into the next leaf: its hash has the low bit set
@@ -216,14 +168,8 @@ impl Ext4 {
         while frames.len() < depth {
             let (node, idx) = frames.last().expect("non-empty");
             let child = node.entries[*idx].1 as u64;
-            if child == 0 || child >= path.nblocks {
-                return Err(Error::corrupt(format!(
-                    "directory {}: htree points at block {child} of {}",
-                    dir.ino, path.nblocks
-                )));
-            }
             let block = self.read_dir_block(dir, child)?;
-            let n = self.parse_dx(dir, &block, NODE_COUNT_OFFSET, child)?;
+            let n = dx::read_node(&block, child, DxKind::Node, &path.cx)?;
             frames.push((n, 0));
         }
         Ok(Some(hash))

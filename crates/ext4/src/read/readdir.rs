@@ -231,7 +231,7 @@ impl Ext4 {
         let mut found = !out.is_empty();
         let mut seen = HashSet::new();
         loop {
-            let leaf = path.leaf(dir.ino)?;
+            let leaf = path.leaf();
             if !seen.insert(leaf) {
                 return Err(Error::corrupt(format!(
                     "directory {}: htree lists block {leaf} twice",

@@ -4,10 +4,9 @@
 use super::inode::LoadedInode;
 use super::Ext4;
 use crate::format::features::incompat;
-use crate::format::inode::GOOD_OLD_INODE_SIZE;
-use crate::format::xattr::{
-    self, XattrBlockHeader, XattrEntry, BLOCK_HEADER_SIZE, ENTRY_HEADER_SIZE, XATTR_MAGIC,
-};
+use crate::format::xattr;
+use crate::walk;
+use crate::walk::xattr::{Area, Entry, Value, XattrCtx};
 use usfs_fs::{Error, Result};
 
 /// One attribute as stored.
@@ -51,95 +50,56 @@ impl RawXattr {
 }
 
 impl Ext4 {
+    /// What the xattr walker needs to know about inode `ino`.
+    fn xattr_ctx(&self, ino: u32) -> XattrCtx {
+        XattrCtx {
+            ino,
+            ea_inode: self.geo.features.has_incompat(incompat::EA_INODE),
+            seed: self.csum_seed,
+        }
+    }
+
     /// All attributes of an inode: in-inode ones first, then the block's.
     pub(crate) fn read_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
         let mut out = self.read_ibody_xattrs(inode)?;
         let ino = inode.ino;
         let blk = inode.raw.file_acl();
         if blk != 0 {
-            let what = format!("inode {ino}: xattr block");
-            let block = self.read_block(blk, &what)?;
-            let h = XattrBlockHeader::new(&block[..]).expect("block >= 32");
-            if h.h_magic() != XATTR_MAGIC || h.h_blocks() != 1 {
-                return Err(Error::corrupt(format!("{what} {blk}: bad header")));
+            let block = self.read_block(blk, &format!("inode {ino}: xattr block"))?;
+            let cx = self.xattr_ctx(ino);
+            for e in walk::xattr::block_entries(&block, blk, &cx)? {
+                out.push(self.raw_xattr(ino, &e)?);
             }
-            if let Some(seed) = self.csum_seed {
-                if h.h_checksum() != xattr::block_checksum(seed, blk, &block) {
-                    return Err(Error::corrupt(format!(
-                        "{what} {blk}: checksum does not match"
-                    )));
-                }
-            }
-            self.parse_entries(ino, &block, BLOCK_HEADER_SIZE, &block, &mut out, &what)?;
         }
         Ok(out)
     }
 
     /// The attributes stored in the inode itself (after the extra fields), in disk order.
     pub(crate) fn read_ibody_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
-        let mut out = Vec::new();
         let isz = self.geo.inode_size as usize;
-        if isz > GOOD_OLD_INODE_SIZE {
-            let start = GOOD_OLD_INODE_SIZE + inode.raw.i_extra_isize() as usize;
-            let bytes = &inode.raw.bytes()[..isz];
-            if start + 4 <= isz
-                && u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) == XATTR_MAGIC
-            {
-                let area = &bytes[start + 4..];
-                self.parse_entries(inode.ino, area, 0, area, &mut out, "in-inode xattrs")?;
-            }
-        }
-        Ok(out)
+        let bytes = inode.raw.bytes();
+        let Some(area) = walk::xattr::ibody(bytes, isz, inode.raw.i_extra_isize()) else {
+            return Ok(Vec::new());
+        };
+        let cx = self.xattr_ctx(inode.ino);
+        walk::xattr::entries(area, 0, &cx, Area::Inode)?
+            .iter()
+            .map(|e| self.raw_xattr(inode.ino, e))
+            .collect()
     }
 
-    /// Parses entries from `area[first..]`; value offsets are relative to `values`.
-    fn parse_entries(
-        &self,
-        ino: u32,
-        area: &[u8],
-        first: usize,
-        values: &[u8],
-        out: &mut Vec<RawXattr>,
-        what: &str,
-    ) -> Result<()> {
-        let bad = |m: String| Err(Error::corrupt(format!("inode {ino}: {what}: {m}")));
-        let mut off = first;
-        loop {
-            if off + 4 > area.len() {
-                return bad("entry list runs off the end".into());
-            }
-            if area[off..off + 4] == [0, 0, 0, 0] {
-                return Ok(());
-            }
-            let Some(e) = XattrEntry::new(&area[off..]) else {
-                return bad("truncated entry".into());
-            };
-            let nlen = e.e_name_len() as usize;
-            let esize = xattr::entry_size(nlen);
-            if off + esize > area.len() {
-                return bad(format!("entry at {off} with name length {nlen}"));
-            }
-            let name = area[off + ENTRY_HEADER_SIZE..off + ENTRY_HEADER_SIZE + nlen].to_vec();
-            let vsize = e.e_value_size() as usize;
-            let value = if e.e_value_inum() != 0 {
-                if !self.geo.features.has_incompat(incompat::EA_INODE) {
-                    return bad("value in an inode without the ea_inode feature".into());
-                }
-                self.ea_inode_value(ino, e.e_value_inum(), vsize as u64)?
-            } else {
-                let voff = e.e_value_offs() as usize;
-                match values.get(voff..voff + vsize) {
-                    Some(v) => v.to_vec(),
-                    None => return bad(format!("value at {voff}+{vsize} outside its area")),
-                }
-            };
-            out.push(RawXattr {
-                index: e.e_name_index(),
-                name,
-                value,
-            });
-            off += esize;
-        }
+    /// An entry the walker found, its value read (from an EA inode if there).
+    fn raw_xattr(&self, ino: u32, e: &Entry<'_>) -> Result<RawXattr> {
+        let value = match e.value {
+            Value::Here(v) => v.to_vec(),
+            Value::Outside => Vec::new(),
+            Value::Inode { ino: ea, size } => self.ea_inode_value(ino, ea, size as u64)?,
+        };
+        Ok(RawXattr {
+            index: e.index,
+            name: e.name.to_vec(),
+            value,
+        })
     }
 
     fn ea_inode_value(&self, ino: u32, ea_ino: u32, size: u64) -> Result<Vec<u8>> {

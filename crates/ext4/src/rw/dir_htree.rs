@@ -10,13 +10,12 @@ use super::dir_edit::{exists, DirEdit, Found};
 use super::dir_leaf::Ent;
 use crate::format::dirent::{encode_rec_len, entry_size, DirEntryHeader};
 use crate::format::dx::{
-    self, DxCountLimit, DxRootInfo, DxTail, DX_ENTRY_SIZE, DX_TAIL_SIZE, NODE_COUNT_OFFSET,
-    ROOT_COUNT_OFFSET,
+    node_checksum, DxCountLimit, DxRootInfo, DxTail, DX_ENTRY_SIZE, DX_TAIL_SIZE,
+    NODE_COUNT_OFFSET, ROOT_COUNT_OFFSET,
 };
+use crate::walk::dx::{self, DxCtx, DxKind, ROOT_INFO_OFFSET};
 use usfs_fs::Result;
 
-/// Offset of the dx_root_info in block 0.
-const ROOT_INFO_OFFSET: usize = 0x18;
 /// Passes of probe / make room / insert before giving up (each pass splits one node or
 /// leaf; the deepest tree needs four).
 const MAX_PASSES: usize = 8;
@@ -63,34 +62,38 @@ impl DirEdit<'_> {
         (self.fmt.bs as usize - co - self.dx_tail()) / DX_ENTRY_SIZE
     }
 
-    /// Parses the dx node in `buf` (logical block `lblk`, header at `co`): header, checksum,
-    /// order and child range checked.
-    fn parse_dx(&self, lblk: u64, pblk: u64, buf: Vec<u8>, co: usize) -> Result<Frame> {
-        let (count, limit) = dx::check_header(&buf, co, self.seed.is_some())
-            .map_err(|f| self.corrupt(lblk, format!("htree node: {f}")))?;
-        if let Some(seed) = self.seed {
-            let (ino, gen) = (self.d.ino(), self.d.generation());
-            if !dx::tail_checksum_ok(seed, ino, gen, &buf, co, count, limit) {
-                return Err(self.corrupt(lblk, "htree node checksum does not match".into()));
-            }
+    /// What the dx walker needs to know about this directory.
+    fn dx_ctx(&self) -> DxCtx {
+        DxCtx {
+            ino: self.d.ino(),
+            generation: self.d.generation(),
+            seed: self.seed,
+            large_dir: self.large_dir,
+            nblocks: self.d.nblocks(),
         }
-        if let Some(i) = dx::first_unordered(&buf, co, count) {
-            return Err(self.corrupt(lblk, format!("htree hashes out of order at entry {i}")));
-        }
-        let entries: Vec<(u32, u32)> = (0..count).map(|i| dx::entry(&buf, co, i)).collect();
-        let n = self.d.nblocks();
-        if let Some(&(_, b)) = entries.iter().find(|&&(_, b)| b == 0 || b as u64 >= n) {
-            return Err(self.corrupt(lblk, format!("htree points at block {b} of {n}")));
-        }
-        Ok(Frame {
+    }
+
+    /// Reads the dx node of `kind` in `buf` (logical block `lblk`) through the strict
+    /// walker (root info, header, checksum, order and child range checked): the node as
+    /// a frame, and the root's info when it is the root.
+    fn parse_dx(
+        &self,
+        lblk: u64,
+        pblk: u64,
+        buf: Vec<u8>,
+        kind: DxKind,
+    ) -> Result<(Frame, Option<dx::RootInfo>)> {
+        let node = dx::read_node(&buf, lblk, kind, &self.dx_ctx())?;
+        let frame = Frame {
             lblk,
             pblk,
             buf,
-            co,
-            limit,
-            entries,
+            co: kind.count_offset(),
+            limit: node.limit,
+            entries: node.entries,
             idx: 0,
-        })
+        };
+        Ok((frame, node.root))
     }
 
     /// Reads and checks the root (block 0).
@@ -100,22 +103,13 @@ impl DirEdit<'_> {
         if off != 12 || off + rec_len != buf.len() {
             return Err(self.corrupt(0, "htree root: '..' does not span the block".into()));
         }
-        let info = DxRootInfo::new(&buf[ROOT_INFO_OFFSET..]).expect("in block");
-        if !dx::root_info_ok(&info, self.large_dir) {
-            return Err(self.corrupt(
-                0,
-                format!(
-                    "bad htree root (levels {}, info length {})",
-                    info.indirect_levels(),
-                    info.info_length()
-                ),
-            ));
-        }
+        let (root, info) = self.parse_dx(0, pblk, buf, DxKind::Root)?;
+        let info = info.expect("a root has its info");
         let ri = RootInfo {
-            version: info.hash_version(),
-            levels: info.indirect_levels() as usize,
+            version: info.hash_version,
+            levels: info.levels as usize,
         };
-        Ok((self.parse_dx(0, pblk, buf, ROOT_COUNT_OFFSET)?, ri))
+        Ok((root, ri))
     }
 
     /// Hashes `name` as the root says and returns the path from the root to the leaf
@@ -135,7 +129,7 @@ impl DirEdit<'_> {
                 return Ok((path, ri, hash));
             }
             let (pblk, buf) = self.read_raw(child)?;
-            let node = self.parse_dx(child, pblk, buf, NODE_COUNT_OFFSET)?;
+            let (node, _) = self.parse_dx(child, pblk, buf, DxKind::Node)?;
             path.push(node);
         }
     }
@@ -160,7 +154,7 @@ impl DirEdit<'_> {
         while path.len() < depth {
             let child = path.last().expect("non-empty").child();
             let (pblk, buf) = self.read_raw(child)?;
-            path.push(self.parse_dx(child, pblk, buf, NODE_COUNT_OFFSET)?);
+            path.push(self.parse_dx(child, pblk, buf, DxKind::Node)?.0);
         }
         Ok(Some(hash))
     }
@@ -350,7 +344,7 @@ impl DirEdit<'_> {
         cl.set_count(n as u16);
         if let Some(seed) = self.seed {
             let (ino, gen) = (self.d.ino(), self.d.generation());
-            let c = dx::node_checksum(seed, ino, gen, &f.buf, co, n, end);
+            let c = node_checksum(seed, ino, gen, &f.buf, co, n, end);
             let mut t = DxTail::new(&mut f.buf[end..end + DX_TAIL_SIZE]).expect("8 bytes");
             t.set_dt_checksum(c);
         }

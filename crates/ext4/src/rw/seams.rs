@@ -8,7 +8,7 @@ use super::inode::InodeRec;
 use super::meta::{DirFile, Freed, Meta};
 use super::volume::Volume;
 use crate::format::inode::flags;
-use crate::format::xattr::{block_checksum, XattrBlockHeader, BLOCK_CHECKSUM_OFFSET, XATTR_MAGIC};
+use crate::format::xattr::{block_checksum, XattrBlockHeader, BLOCK_CHECKSUM_OFFSET};
 use usfs_fs::{Error, FileType, Result};
 
 /// One run of a file's block map (the walkers' own type).
@@ -244,13 +244,10 @@ impl Volume {
             return Ok(());
         }
         let mut block = self.read_meta(blk)?;
-        let mut h = XattrBlockHeader::new(&mut block[..32]).expect("32 bytes");
-        if h.h_magic() != XATTR_MAGIC || h.h_blocks() != 1 {
-            return Err(Error::corrupt(format!(
-                "inode {}: xattr block {blk} has a bad header",
-                rec.ino
-            )));
+        if let Some(issue) = crate::walk::xattr::header_issue(&block) {
+            return Err(issue.into_error(rec.ino, crate::walk::xattr::Area::Block(blk)));
         }
+        let mut h = XattrBlockHeader::new(&mut block[..32]).expect("32 bytes");
         let refs = h.h_refcount();
         if refs <= 1 {
             self.free_blocks(rec.ino, blk, 1, Freed::Metadata)?;

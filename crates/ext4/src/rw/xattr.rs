@@ -186,7 +186,7 @@ impl Volume {
         if !lay_out(&mut blk, BLOCK_HEADER_SIZE, bs, 0, &block_set) {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
         }
-        finish_block_header(&mut blk);
+        finish_block_header(&mut blk, &block_set);
         let old = rec.raw.file_acl();
         let own = old != 0 && {
             let cur = self.read_meta(old)?;

@@ -13,11 +13,14 @@ use usfs_fs::Error;
 pub enum Mode {
     /// The reader's and the writer's rules (the kernel's `ext4_ext_check`): a tree deeper
     /// than [`MAX_DEPTH`](crate::format::extent::MAX_DEPTH) is bad, an `eh_max` below
-    /// the node's capacity is fine.
+    /// the node's capacity is fine. Xattr values may overlap; dx children must lie
+    /// inside the directory.
     Strict,
     /// The checker's rules (e2fsck's `ext2fs_extent_header_verify`): `eh_max` must be
     /// within 2 of the node's capacity; root depths up to
-    /// [`LENIENT_MAX_DEPTH`](super::extent::LENIENT_MAX_DEPTH) are walked.
+    /// [`LENIENT_MAX_DEPTH`](super::extent::LENIENT_MAX_DEPTH) are walked. Xattr values
+    /// must keep clear of the entries and of each other and block entries carry their
+    /// hash; dx children are left to the checker's certification.
     Lenient,
 }
 

@@ -1,14 +1,19 @@
-//! The one walker per block-map structure: extent trees ([`extent`]) and ext2/ext3
-//! indirect block maps ([`indirect`]). The reader (through [`Ext4`](crate::Ext4)) and the
-//! read-write mutators (through [`Meta`](crate::rw::Meta)) both find their way to a logical
-//! block here, so the two cannot disagree about a tree; both are strict: a bad header,
-//! a checksum that does not match or a block outside the file system is an error naming
-//! the inode and the block. The checker walks whole maps with the same walkers in
-//! [`Mode::Lenient`], getting each issue as a [`MapIssue`] value ([`issue`]).
+//! The one walker per on-disk structure that is walked: extent trees ([`extent`]),
+//! ext2/ext3 indirect block maps ([`indirect`]), xattr entry lists ([`xattr`]) and htree
+//! index nodes ([`dx`]); directory entries have theirs in
+//! [`format::dirent`](crate::format::dirent). The reader (through [`Ext4`](crate::Ext4))
+//! and the read-write mutators (through [`Meta`](crate::rw::Meta)) both find their way
+//! to a logical block, an attribute or a leaf here, so the two cannot disagree about a
+//! structure; both are strict: a bad header, a checksum that does not match or a
+//! pointer out of bounds is an error naming the inode and the block. The checker walks
+//! the same structures with the same walkers in [`Mode::Lenient`], getting each issue
+//! as a value ([`MapIssue`] in [`issue`], [`xattr::XattrIssue`], [`dx::DxIssue`]).
 
+pub mod dx;
 pub mod extent;
 pub mod indirect;
 pub mod issue;
+pub mod xattr;
 
 pub use issue::{HeaderIssue, MapIssue, MapVisitor, Mode, Scratch};
 
@@ -147,3 +152,5 @@ pub fn map(
 
 #[cfg(test)]
 mod scan_tests;
+#[cfg(test)]
+mod xattr_dx_tests;

@@ -60,7 +60,7 @@ impl Writer {
                     "inode {ino}: extended attributes do not fit in the inode and one {bs}-byte block (ea_inode is not supported)"
                 )));
             }
-            finish_block_header(&mut blk);
+            finish_block_header(&mut blk, &block_set);
             let block = match self.xattr_blocks.by_content.get(&blk) {
                 Some(&i) if self.xattr_blocks.blocks[i].2 < REFCOUNT_MAX => {
                     self.xattr_blocks.blocks[i].2 += 1;

@@ -11,15 +11,21 @@ use std::time::{Duration, Instant};
 
 /// A writer in the mount: files `f<i>` of 50-250 KB, each written in pieces, fsync'd,
 /// then its name printed to the host file `DONE` (so a name there was durable), with an
-/// unsynced overwrite of an older file, a rename and an unlink between. Runs until the
-/// mount dies.
+/// unsynced overwrite of an older file, a rename and an unlink between; all along it holds
+/// an unlinked file open and appends to it (an orphan the recovery must free). Runs until
+/// the mount dies.
 const WRITER: &str = r#"
 import os, sys
 root, done = sys.argv[1], sys.argv[2]
 log = open(done, 'a', buffering=1)
+held = os.open(os.path.join(root, 'held'), os.O_CREAT | os.O_RDWR, 0o644)
+os.write(held, b'h' * 200000)
+os.fsync(held)
+os.unlink(os.path.join(root, 'held'))
 i = 0
 try:
     while True:
+        os.write(held, b'o' * 5000)
         n = 50000 + (i * 7919) % 200000
         data = bytes(((i * 131 + k * 7) % 251) + 1 for k in range(4096))
         p = os.path.join(root, 'f%d' % i)
@@ -198,4 +204,5 @@ fn kill_9_of_a_rw_mount_loses_nothing_fsynced() {
     }
     kill_run("4k-cache", &["-t", "ext4", "-b", "4096"], "rw");
     kill_run("1k-direct", &["-t", "ext4", "-b", "1024"], "rw,direct_io");
+    kill_run("orphan-file", &["-t", "ext4", "-O", "orphan_file"], "rw");
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fsck, have, mke2fs, open_rw, regular, temp};
+use common::{fsck, have, mke2fs, open_rw, read_all, regular, temp};
 use std::path::Path;
 use std::process::Command;
 use usfs_ext4::rw::Ext4Rw;
@@ -47,13 +47,7 @@ fn churn(fs: &Ext4Rw) -> Vec<u8> {
 fn check_data(img: &Path, data: &[u8], what: &str) {
     let fs = open_rw(img);
     let f = resolve(&fs, b"/data", true).unwrap();
-    let mut got = vec![0u8; data.len()];
-    let mut done = 0;
-    while done < got.len() {
-        let n = fs.read_at(f, done as u64, &mut got[done..]).unwrap();
-        assert!(n > 0, "{what}: short read");
-        done += n;
-    }
+    let got = read_all(&fs, f, data.len());
     for (i, (a, b)) in got.chunks(4096).zip(data.chunks(4096)).enumerate() {
         assert!(a == b, "{what}: block {i} of the file lost its data");
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fsck, have, mke2fs, open_rw as open, regular, temp};
+use common::{fsck, have, mke2fs, open_rw as open, read_all, regular, temp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_ext4::rw::Ext4Rw;
@@ -39,17 +39,6 @@ fn extents(img: &Path, path: &str) -> usize {
 fn fsck_clean(img: &Path) {
     let (ok, text) = fsck(img);
     assert!(ok, "e2fsck -fn:\n{text}");
-}
-
-fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {
-    let mut buf = vec![0u8; len];
-    let mut done = 0;
-    while done < len {
-        let n = fs.read_at(ino, done as u64, &mut buf[done..]).unwrap();
-        assert!(n > 0, "short read at {done}");
-        done += n;
-    }
-    buf
 }
 
 #[test]

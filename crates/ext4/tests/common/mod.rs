@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_ext4::rw::{Ext4Rw, Volume};
-use usfs_fs::{FileType, NewNode};
+use usfs_fs::{FileSystem, FileType, Ino, NewNode};
 
 /// Is `tool` on PATH?
 pub fn have(tool: &str) -> bool {
@@ -69,4 +69,16 @@ pub fn regular(perm: u32) -> NewNode {
         gid: 0,
         rdev: 0,
     }
+}
+
+/// The first `len` bytes of file `ino` (panics on a short read).
+pub fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let n = fs.read_at(ino, done as u64, &mut buf[done..]).unwrap();
+        assert!(n > 0, "short read at {done}");
+        done += n;
+    }
+    buf
 }

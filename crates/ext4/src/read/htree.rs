@@ -68,7 +68,7 @@ impl Ext4 {
     /// A hash version as the kernel applies it: `version` (from an htree root, or the
     /// superblock's default) made unsigned when the superblock says names hash unsigned.
     pub(crate) fn dir_hash_version(&self, dir_ino: u32, version: u8) -> Result<HashVersion> {
-        let unsigned = self.sb.s_flags() & FLAG_UNSIGNED_HASH != 0;
+        let unsigned = self.core.sb.s_flags() & FLAG_UNSIGNED_HASH != 0;
         HashVersion::from_u8(version)
             .map(|v| v.with_unsigned_flag(unsigned))
             .ok_or_else(|| {
@@ -85,7 +85,7 @@ impl Ext4 {
         version: HashVersion,
         name: &[u8],
     ) -> Result<(u32, u32)> {
-        dx_hash(name, version, &self.sb.hash_seed()).map_err(|_| {
+        dx_hash(name, version, &self.core.sb.hash_seed()).map_err(|_| {
             Error::incompatible(format!("directory {dir_ino}: htree hash {version:?}"))
         })
     }
@@ -94,7 +94,7 @@ impl Ext4 {
     pub(crate) fn dx_root(&self, dir: &LoadedInode) -> Result<DxRoot> {
         let block = self.read_dir_block(dir, 0)?;
         let info = DxRootInfo::new(&block[0x18..]).expect("in block");
-        let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
+        let large_dir = self.core.geo.features.has_incompat(incompat::LARGEDIR);
         if !dx::root_info_ok(&info, large_dir) {
             return Err(Error::corrupt(format!(
                 "directory {}: bad htree root (levels {}, info length {})",
@@ -115,7 +115,7 @@ impl Ext4 {
     /// Descends from `root` to the leaf whose range holds `hash` (the kernel's dx_probe):
     /// in each node the last entry whose hash is at most `hash`.
     pub(crate) fn dx_probe(&self, dir: &LoadedInode, root: &DxRoot, hash: u32) -> Result<DxPath> {
-        let nblocks = dir.raw.size().div_ceil(self.geo.block_size as u64);
+        let nblocks = dir.raw.size().div_ceil(self.core.geo.block_size as u64);
         let mut frames: Vec<(DxNode, usize)> = Vec::new();
         let mut node = self.parse_dx(dir, &root.block, ROOT_COUNT_OFFSET, 0)?;
         for level in 0..=root.levels {
@@ -154,11 +154,12 @@ impl Ext4 {
                 dir.ino
             )))
         };
-        let (count, limit) = match dx::check_header(block, count_offset, self.csum_seed.is_some()) {
-            Ok(h) => h,
-            Err(fault) => return bad(fault.to_string()),
-        };
-        if let Some(seed) = self.csum_seed {
+        let (count, limit) =
+            match dx::check_header(block, count_offset, self.core.csum_seed.is_some()) {
+                Ok(h) => h,
+                Err(fault) => return bad(fault.to_string()),
+            };
+        if let Some(seed) = self.core.csum_seed {
             let gen = dir.raw.i_generation();
             if !dx::tail_checksum_ok(seed, dir.ino, gen, block, count_offset, count, limit) {
                 return bad("checksum does not match".into());
@@ -233,7 +234,7 @@ impl Ext4 {
     fn search_leaf(&self, dir: &LoadedInode, lblk: u64, name: &[u8]) -> Result<Option<u32>> {
         let block = self.read_dir_block(dir, lblk)?;
         let mut found = None;
-        let bs = self.geo.block_size as u64;
+        let bs = self.core.geo.block_size as u64;
         let mut f = |e: &super::dir::RawEntry| {
             if e.name == name {
                 found = Some(e.ino);

@@ -63,7 +63,7 @@ impl Ext4 {
             if h.h_magic() != XATTR_MAGIC || h.h_blocks() != 1 {
                 return Err(Error::corrupt(format!("{what} {blk}: bad header")));
             }
-            if let Some(seed) = self.csum_seed {
+            if let Some(seed) = self.core.csum_seed {
                 if h.h_checksum() != xattr::block_checksum(seed, blk, &block) {
                     return Err(Error::corrupt(format!(
                         "{what} {blk}: checksum does not match"
@@ -78,7 +78,7 @@ impl Ext4 {
     /// The attributes stored in the inode itself (after the extra fields), in disk order.
     pub(crate) fn read_ibody_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
         let mut out = Vec::new();
-        let isz = self.geo.inode_size as usize;
+        let isz = self.core.geo.inode_size as usize;
         if isz > GOOD_OLD_INODE_SIZE {
             let start = GOOD_OLD_INODE_SIZE + inode.raw.i_extra_isize() as usize;
             let bytes = &inode.raw.bytes()[..isz];
@@ -122,7 +122,7 @@ impl Ext4 {
             let name = area[off + ENTRY_HEADER_SIZE..off + ENTRY_HEADER_SIZE + nlen].to_vec();
             let vsize = e.e_value_size() as usize;
             let value = if e.e_value_inum() != 0 {
-                if !self.geo.features.has_incompat(incompat::EA_INODE) {
+                if !self.core.geo.features.has_incompat(incompat::EA_INODE) {
                     return bad("value in an inode without the ea_inode feature".into());
                 }
                 self.ea_inode_value(ino, e.e_value_inum(), vsize as u64)?

@@ -463,10 +463,9 @@ fn lost_found_blocks(bs: u32) -> u32 {
     (16384 / bs).clamp(2, 12)
 }
 
-/// The root directory (owned by `owner`) holding only lost+found, and lost+found with
-/// its blocks (lost+found's blocks first, then the root's, as before the root was
-/// written by populate: a populate that rewrites the root frees a block at the end of
-/// what format used).
+/// lost+found with its blocks, then the root directory (owned by `owner`) holding only
+/// lost+found. The root's block comes last, so populate, which gives it back before
+/// writing the root anew, leaves no hole behind lost+found.
 fn make_root_and_lost_found(w: &mut Writer, owner: (u32, u32)) -> Result<()> {
     let now = w.now;
     let isz = w.core.geo.inode_size as usize;

@@ -179,7 +179,8 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
     let shown = a.image.display().to_string();
     let at = |e: &dyn std::fmt::Display| CliError::at(&shown, e);
     let start = Instant::now();
-    let fresh = || -> CliResult<Writer> {
+    // Format writes a complete empty file system; -d then opens it and fills it.
+    let fresh = || -> CliResult<Box<dyn usfs_dev::Device>> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -191,12 +192,13 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
         let dev = usfs_dev::FileDevice::from_file(file, true).map_err(|e| at(&e))?;
         format(Box::new(dev), &opts).map_err(|e| at(&e))
     };
-    let mut w = fresh()?;
+    let mut w = Writer::open(fresh()?).map_err(|e| at(&e))?;
     let report = match &a.root_dir {
         Some(src) => {
             let p = PopulateOptions {
                 all_root: a.all_root,
                 threads: a.threads.unwrap_or(0),
+                root_owner: opts.root_owner,
                 ..PopulateOptions::default()
             };
             match populate(&mut w, src, &p) {
@@ -204,7 +206,7 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
                 Err(e) => {
                     // Never leave a half-written image: make it a valid empty file system.
                     drop(w);
-                    fresh()?.finish().map_err(|e| at(&e))?;
+                    drop(fresh()?);
                     return Err(CliError(format!(
                         "{shown}: {e} (the image holds an empty file system)"
                     )));
@@ -213,12 +215,13 @@ pub fn run(a: &MkfsExt4Args) -> CliResult {
         }
         None => None,
     };
-    let geo = w.geo.clone();
+    let geo = w.geometry().clone();
     let stats = w.blocks.stats.clone();
     let free_inodes = w.inodes.free_inodes();
     let t_finish = Instant::now();
-    let dev = w.finish().map_err(|e| at(&e))?;
-    drop(dev);
+    if report.is_some() {
+        drop(w.finish().map_err(|e| at(&e))?);
+    }
     let finish_ms = t_finish.elapsed().as_millis();
     if !a.quiet {
         println!(

@@ -6,10 +6,12 @@ pub mod format;
 pub mod journal;
 mod read;
 pub mod rw;
+pub mod volume_core;
 pub mod walk;
 pub mod write;
 
 pub use read::{replay_journal, Ext4, OpenIssue};
+pub use volume_core::VolumeCore;
 
 /// Does `dev` hold an ext2/3/4 superblock (magic 0xEF53 at byte 1080)?
 pub fn probe(dev: &dyn usfs_dev::Device) -> bool {

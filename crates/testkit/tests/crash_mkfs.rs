@@ -1,14 +1,15 @@
 //! The crash harness on something that exists today: usfs mkfs.ext4 of a small tree,
-//! recorded through the crash recorder with a flush after formatting, one after
-//! populating, and finish's own. mkfs is not transactional, so states before the final
-//! flush may be unclean, but the final one must pass e2fsck and hold the files; and the
-//! harness must report the states that miss finish's writes (it can fail).
+//! recorded through the crash recorder: format's flush (a complete empty file system),
+//! one after populating, and finish's own. mkfs is not transactional, so states before
+//! the final flush may be unclean, but the final one must pass e2fsck and hold the
+//! files; and the harness must report the states that miss finish's writes (it can
+//! fail).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use usfs_dev::record::{CrashPlan, CrashState, InEpochs, Log, StateKind};
 use usfs_dev::{Device, FileDevice, MemDevice, Recorder};
-use usfs_ext4::write::{format, populate, MkfsOptions, PopulateOptions};
+use usfs_ext4::write::{format, populate, MkfsOptions, PopulateOptions, Writer};
 use usfs_testkit::crash::{check, check_states, Options};
 use usfs_testkit::rng::Rng;
 use usfs_testkit::TempDir;
@@ -48,8 +49,8 @@ fn record_mkfs(tmp: &Path, base: &Path, src: &Path) -> (Log, PathBuf) {
     let mut opts = MkfsOptions::new(SIZE);
     opts.uuid = Some([7; 16]);
     opts.time = Some(1_700_000_000);
-    let mut w = format(Box::new(rec.clone()), &opts).unwrap();
-    rec.flush().unwrap();
+    // format flushes the empty file system it writes
+    let mut w = Writer::open(format(Box::new(rec.clone()), &opts).unwrap()).unwrap();
     let p = PopulateOptions {
         threads: 2,
         ..PopulateOptions::default()

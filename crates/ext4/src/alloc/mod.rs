@@ -40,6 +40,7 @@ pub mod buddy;
 pub mod delalloc;
 mod group;
 pub mod inodes;
+pub(crate) mod seed;
 
 pub use bitset::BitSet;
 pub use blocks::{AllocGeometry, AllocStats, BlockAllocator, NoSpace, Purpose, Request};

@@ -14,8 +14,8 @@ fn time_str(secs: u64) -> String {
 
 impl Ext4 {
     pub(crate) fn describe_superblock(&self) -> Vec<(String, String)> {
-        let sb = &self.sb;
-        let g = &self.geo;
+        let sb = &self.core.sb;
+        let g = &self.core.geo;
         let is64 = g.is64();
         let lossy = |b: &[u8]| String::from_utf8_lossy(trim_nul(b)).into_owned();
         let label = lossy(sb.s_volume_name());
@@ -162,7 +162,7 @@ impl Ext4 {
             1 => v.push(("Journal backup", "inode blocks".into())),
             t => v.push(("Journal backup", format!("type {t}"))),
         }
-        if let Some(seed) = self.csum_seed {
+        if let Some(seed) = self.core.csum_seed {
             v.push(("Checksum type", "crc32c".into()));
             v.push(("Checksum", format!("{:#010x}", sb.s_checksum())));
             v.push(("Checksum seed", format!("{seed:#010x}")));

@@ -50,7 +50,7 @@ impl Ext4 {
         if self.is_inline(dir) {
             return self.for_each_inline(dir, from, f);
         }
-        let bs = self.geo.block_size as u64;
+        let bs = self.core.geo.block_size as u64;
         let size = dir.raw.size();
         let nblocks = size.div_ceil(bs);
         let mut lblk = from / bs;
@@ -112,7 +112,7 @@ impl Ext4 {
             return Ok(true);
         }
         let mut end = bs;
-        if let Some(seed) = self.csum_seed {
+        if let Some(seed) = self.core.csum_seed {
             if !indexed_root {
                 let generation = dir.raw.i_generation();
                 if let Err(fault) = dirent::check_tail(seed, dir.ino, generation, block) {
@@ -135,8 +135,13 @@ impl Ext4 {
         start: u64,
         f: &mut dyn FnMut(&RawEntry) -> bool,
     ) -> Result<bool> {
-        let has_ft = self.geo.features.has_incompat(incompat::FILETYPE);
-        let walk = Dirents::new(area, self.geo.block_size, has_ft, self.geo.inodes_count);
+        let has_ft = self.core.geo.features.has_incompat(incompat::FILETYPE);
+        let walk = Dirents::new(
+            area,
+            self.core.geo.block_size,
+            has_ft,
+            self.core.geo.inodes_count,
+        );
         for item in walk {
             let e = item.map_err(|(off, fault)| {
                 Error::corrupt(format!(
@@ -216,7 +221,7 @@ impl Ext4 {
         }
         let indexed = dir.has_flag(flags::INDEX)
             && !self.is_inline(dir)
-            && self.geo.features.has_compat(compat::DIR_INDEX)
+            && self.core.geo.features.has_compat(compat::DIR_INDEX)
             && name != b"."
             && name != b"..";
         if indexed {

@@ -24,7 +24,7 @@ impl Ext4 {
         if inode.has_flag(flags::INLINE_DATA) {
             return self.read_inline(inode, offset, buf);
         }
-        let log = self.geo.block_size_log;
+        let log = self.core.geo.block_size_log;
         let mut done = 0usize;
         while done < n {
             let pos = offset + done as u64;
@@ -37,13 +37,13 @@ impl Ext4 {
                     let first = pos >> log;
                     let phys = ((p + (first - run.lblk)) << log) + (pos & ((1 << log) - 1));
                     let end_blk = (phys + chunk as u64).div_ceil(1 << log);
-                    if end_blk > self.geo.blocks_count {
+                    if end_blk > self.core.geo.blocks_count {
                         return Err(Error::corrupt(format!(
                             "inode {}: data block beyond the end of the file system",
                             inode.ino
                         )));
                     }
-                    self.dev.read_at(dst, phys)?;
+                    self.core.dev.read_at(dst, phys)?;
                 }
                 None => dst.fill(0),
             }
@@ -81,21 +81,21 @@ impl Ext4 {
             return Err(Error::Invalid);
         }
         let size = inode.raw.size();
-        if size >= self.geo.block_size as u64 || size > 4095 {
+        if size >= self.core.geo.block_size as u64 || size > 4095 {
             return Err(Error::corrupt(format!(
                 "inode {}: symlink of {size} bytes",
                 inode.ino
             )));
         }
-        let huge = self.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let huge = self.core.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
         let ea_blocks = if inode.raw.file_acl() != 0 {
-            self.geo.block_size as u64 / 512
+            self.core.geo.block_size as u64 / 512
         } else {
             0
         };
         let data_blocks = inode
             .raw
-            .blocks_512(huge, self.geo.block_size)
+            .blocks_512(huge, self.core.geo.block_size)
             .saturating_sub(ea_blocks);
         if !inode.has_flag(flags::INLINE_DATA) && data_blocks == 0 {
             // Fast symlink: the target sits in i_block.
@@ -115,9 +115,9 @@ impl Ext4 {
 
     pub(crate) fn metadata(&self, inode: &LoadedInode) -> Result<Metadata> {
         let r = &inode.raw;
-        let isz = self.geo.inode_size as usize;
+        let isz = self.core.geo.inode_size as usize;
         let file_type = inode.file_type()?;
-        let huge = self.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let huge = self.core.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
         let rdev = match file_type {
             FileType::CharDevice | FileType::BlockDevice => r.rdev(),
             _ => 0,
@@ -130,9 +130,9 @@ impl Ext4 {
             gid: r.gid(),
             nlink: r.i_links_count() as u64,
             size: r.size(),
-            blocks: r.blocks_512(huge, self.geo.block_size),
+            blocks: r.blocks_512(huge, self.core.geo.block_size),
             rdev,
-            blksize: self.geo.block_size,
+            blksize: self.core.geo.block_size,
             atime: r.atime(isz),
             mtime: r.mtime(isz),
             ctime: r.ctime(isz),
@@ -151,7 +151,7 @@ impl Ext4 {
             let stored = (self.inline_bytes(inode)?.len() as u64).min(size);
             return Ok((offset < stored).then_some(offset..stored));
         }
-        let log = self.geo.block_size_log;
+        let log = self.core.geo.block_size_log;
         let mut lblk = offset >> log;
         let last = (size - 1) >> log;
         while lblk <= last {
@@ -177,19 +177,19 @@ impl Ext4 {
     /// Blocks of an internal journal (the journal inode's size), which the kernel counts
     /// as overhead in statfs; 0 without one, or with an external journal device.
     fn journal_blocks(&self) -> u64 {
-        let f = &self.geo.features;
-        let ino = self.sb.s_journal_inum();
+        let f = &self.core.geo.features;
+        let ino = self.core.sb.s_journal_inum();
         if !f.has_compat(crate::format::features::compat::HAS_JOURNAL) || ino == 0 {
             return 0;
         }
         self.read_inode_raw(ino)
-            .map_or(0, |i| i.size() >> self.geo.block_size_log)
+            .map_or(0, |i| i.size() >> self.core.geo.block_size_log)
     }
 }
 
 impl FileSystem for Ext4 {
     fn format_name(&self) -> &'static str {
-        let f = &self.geo.features;
+        let f = &self.core.geo.features;
         if f.has_incompat(incompat::EXTENTS | incompat::FLEX_BG | incompat::BIT64)
             || f.has_ro_compat(
                 ro_compat::METADATA_CSUM | ro_compat::HUGE_FILE | ro_compat::GDT_CSUM,
@@ -289,7 +289,7 @@ impl FileSystem for Ext4 {
     }
 
     fn mapped_data(&self, ino: Ino, offset: u64, max: usize) -> Result<Option<&[u8]>> {
-        let Some(image) = self.dev.as_slice() else {
+        let Some(image) = self.core.dev.as_slice() else {
             return Ok(None);
         };
         let inode = self.load_inode(ino)?;
@@ -300,19 +300,19 @@ impl FileSystem for Ext4 {
         if inode.file_type()? != FileType::Regular {
             return Err(Error::Invalid);
         }
-        let log = self.geo.block_size_log;
+        let log = self.core.geo.block_size_log;
         let run = self.map_block(&inode, offset >> log)?;
         let Some(p) = run.pblk else { return Ok(None) };
         let phys = ((p + ((offset >> log) - run.lblk)) << log) + (offset & ((1 << log) - 1));
         let run_end = (run.lblk + run.len).saturating_mul(1 << log).min(size);
         let len = (run_end - offset).min(max as u64);
-        let end = phys
-            .checked_add(len)
-            .filter(|&e| e <= image.len() as u64 && e.div_ceil(1 << log) <= self.geo.blocks_count);
+        let end = phys.checked_add(len).filter(|&e| {
+            e <= image.len() as u64 && e.div_ceil(1 << log) <= self.core.geo.blocks_count
+        });
         match end {
             Some(end) => {
                 // Count the bytes handed out, so I/O figures stay honest.
-                self.dev.stats().record_read(len as usize);
+                self.core.dev.stats().record_read(len as usize);
                 Ok(Some(&image[phys as usize..end as usize]))
             }
             None => Err(Error::corrupt(format!(
@@ -327,32 +327,33 @@ impl FileSystem for Ext4 {
     /// usfs does not read), and available blocks less the reserved ones and the kernel's
     /// own reserve for extent-mapped file systems (2% of the blocks, at most 4096).
     fn statfs(&self) -> Result<StatFs> {
-        let is64 = self.geo.is64();
-        let free = self.sb.free_blocks_count(is64);
-        let reserved = self.sb.r_blocks_count(is64);
+        let is64 = self.core.geo.is64();
+        let free = self.core.sb.free_blocks_count(is64);
+        let reserved = self.core.sb.r_blocks_count(is64);
         let overhead = self
+            .core
             .geo
-            .metadata_overhead(u32::from(self.sb.s_reserved_gdt_blocks()))
+            .metadata_overhead(u32::from(self.core.sb.s_reserved_gdt_blocks()))
             + self.journal_blocks();
-        let kernel_reserve = if self.geo.features.has_incompat(incompat::EXTENTS) {
-            (self.geo.blocks_count / 50).min(4096)
+        let kernel_reserve = if self.core.geo.features.has_incompat(incompat::EXTENTS) {
+            (self.core.geo.blocks_count / 50).min(4096)
         } else {
             0
         };
         Ok(StatFs {
-            block_size: self.geo.block_size,
-            blocks: self.geo.blocks_count.saturating_sub(overhead),
+            block_size: self.core.geo.block_size,
+            blocks: self.core.geo.blocks_count.saturating_sub(overhead),
             blocks_free: free,
             blocks_avail: free.saturating_sub(reserved + kernel_reserve),
-            files: self.geo.inodes_count as u64,
-            files_free: self.sb.s_free_inodes_count() as u64,
+            files: self.core.geo.inodes_count as u64,
+            files_free: self.core.sb.s_free_inodes_count() as u64,
             name_max: 255,
             magic: 0xEF53,
         })
     }
 
     fn io_stats(&self) -> usfs_dev::IoSnapshot {
-        self.dev.stats().snapshot()
+        self.core.dev.stats().snapshot()
     }
 
     fn describe(&self) -> Vec<(String, String)> {

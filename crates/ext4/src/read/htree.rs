@@ -56,7 +56,7 @@ impl Ext4 {
     /// A hash version as the kernel applies it: `version` (from an htree root, or the
     /// superblock's default) made unsigned when the superblock says names hash unsigned.
     pub(crate) fn dir_hash_version(&self, dir_ino: u32, version: u8) -> Result<HashVersion> {
-        let unsigned = self.sb.s_flags() & FLAG_UNSIGNED_HASH != 0;
+        let unsigned = self.core.sb.s_flags() & FLAG_UNSIGNED_HASH != 0;
         HashVersion::from_u8(version)
             .map(|v| v.with_unsigned_flag(unsigned))
             .ok_or_else(|| {
@@ -73,7 +73,7 @@ impl Ext4 {
         version: HashVersion,
         name: &[u8],
     ) -> Result<(u32, u32)> {
-        dx_hash(name, version, &self.sb.hash_seed()).map_err(|_| {
+        dx_hash(name, version, &self.core.sb.hash_seed()).map_err(|_| {
             Error::incompatible(format!("directory {dir_ino}: htree hash {version:?}"))
         })
     }
@@ -83,9 +83,9 @@ impl Ext4 {
         DxCtx {
             ino: dir.ino,
             generation: dir.raw.i_generation(),
-            seed: self.csum_seed,
-            large_dir: self.geo.features.has_incompat(incompat::LARGEDIR),
-            nblocks: dir.raw.size().div_ceil(self.geo.block_size as u64),
+            seed: self.core.csum_seed,
+            large_dir: self.core.geo.features.has_incompat(incompat::LARGEDIR),
+            nblocks: dir.raw.size().div_ceil(self.core.geo.block_size as u64),
         }
     }
 
@@ -93,7 +93,7 @@ impl Ext4 {
     /// checked on the way down).
     pub(crate) fn dx_root(&self, dir: &LoadedInode) -> Result<DxRoot> {
         let block = self.read_dir_block(dir, 0)?;
-        let large_dir = self.geo.features.has_incompat(incompat::LARGEDIR);
+        let large_dir = self.core.geo.features.has_incompat(incompat::LARGEDIR);
         let info = dx::root_info(&block, large_dir).map_err(|i| i.into_error(dir.ino, 0))?;
         let version = self.dir_hash_version(dir.ino, info.hash_version)?;
         Ok(DxRoot {
@@ -179,7 +179,7 @@ impl Ext4 {
     fn search_leaf(&self, dir: &LoadedInode, lblk: u64, name: &[u8]) -> Result<Option<u32>> {
         let block = self.read_dir_block(dir, lblk)?;
         let mut found = None;
-        let bs = self.geo.block_size as u64;
+        let bs = self.core.geo.block_size as u64;
         let mut f = |e: &super::dir::RawEntry| {
             if e.name == name {
                 found = Some(e.ino);

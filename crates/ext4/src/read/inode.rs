@@ -35,10 +35,10 @@ impl LoadedInode {
 impl Ext4 {
     /// Converts an [`usfs_fs::Ino`] to an inode number, checking the range.
     pub(crate) fn check_ino(&self, ino: u64) -> Result<u32> {
-        if ino == 0 || ino > self.geo.inodes_count as u64 {
+        if ino == 0 || ino > self.core.geo.inodes_count as u64 {
             return Err(Error::corrupt(format!(
                 "inode number {ino} out of range 1..={}",
-                self.geo.inodes_count
+                self.core.geo.inodes_count
             )));
         }
         Ok(ino as u32)
@@ -46,31 +46,32 @@ impl Ext4 {
 
     /// Byte offset of inode `ino` on the device.
     pub fn inode_offset(&self, ino: u32) -> u64 {
-        let g = (ino - 1) / self.geo.inodes_per_group;
-        let idx = (ino - 1) % self.geo.inodes_per_group;
-        (self.groups[g as usize].inode_table() << self.geo.block_size_log)
-            + idx as u64 * self.geo.inode_size as u64
+        let g = (ino - 1) / self.core.geo.inodes_per_group;
+        let idx = (ino - 1) % self.core.geo.inodes_per_group;
+        (self.core.groups[g as usize].inode_table() << self.core.geo.block_size_log)
+            + idx as u64 * self.core.geo.inode_size as u64
     }
 
     /// Reads inode `ino`'s record without judging it (for the checker).
     pub fn read_inode_raw(&self, ino: u32) -> Result<Inode<Vec<u8>>> {
-        let mut buf = vec![0u8; self.geo.inode_size as usize];
-        self.dev.read_at(&mut buf, self.inode_offset(ino))?;
+        let mut buf = vec![0u8; self.core.geo.inode_size as usize];
+        self.core.dev.read_at(&mut buf, self.inode_offset(ino))?;
         Ok(Inode::from_raw(&buf))
     }
 
     /// Loads an in-use inode: range, uninitialised-table, checksum and mode checks.
     pub(crate) fn load_inode(&self, ino: u64) -> Result<LoadedInode> {
         let ino = self.check_ino(ino)?;
-        let g = (ino - 1) / self.geo.inodes_per_group;
-        let idx = (ino - 1) % self.geo.inodes_per_group;
-        let desc = &self.groups[g as usize];
-        let uninit_tracking =
-            self.csum_seed.is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
+        let g = (ino - 1) / self.core.geo.inodes_per_group;
+        let idx = (ino - 1) % self.core.geo.inodes_per_group;
+        let desc = &self.core.groups[g as usize];
+        let uninit_tracking = self.core.csum_seed.is_some()
+            || self.core.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
         if uninit_tracking
             && (desc.has_flag(BG_INODE_UNINIT)
                 || idx
                     >= self
+                        .core
                         .geo
                         .inodes_per_group
                         .saturating_sub(desc.itable_unused()))
@@ -80,7 +81,7 @@ impl Ext4 {
             )));
         }
         let raw = self.read_inode_raw(ino)?;
-        let isz = self.geo.inode_size as usize;
+        let isz = self.core.geo.inode_size as usize;
         if isz > 128 {
             let extra = raw.i_extra_isize() as usize;
             if 128 + extra > isz || !extra.is_multiple_of(4) {
@@ -89,7 +90,7 @@ impl Ext4 {
                 )));
             }
         }
-        if let Some(seed) = self.csum_seed {
+        if let Some(seed) = self.core.csum_seed {
             if !raw.checksum_ok(seed, ino, isz) {
                 return Err(Error::corrupt(format!(
                     "inode {ino}: checksum does not match"
@@ -104,7 +105,7 @@ impl Ext4 {
         }
         inode.file_type()?;
         // Logical block numbers are 32 bits: no file extends past 2^32 blocks.
-        let max_size = (1u64 << 32) << self.geo.block_size_log;
+        let max_size = (1u64 << 32) << self.core.geo.block_size_log;
         if inode.raw.size() > max_size {
             return Err(Error::corrupt(format!(
                 "inode {ino}: size {} exceeds the largest possible file ({max_size})",

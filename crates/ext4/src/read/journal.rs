@@ -17,17 +17,17 @@ impl Ext4 {
     /// `s_journal_inum`. An external journal device (no journal inode) is refused by
     /// name; a hole in the journal is corruption.
     pub fn journal_map(&self) -> Result<JournalMap> {
-        let ino = self.sb.s_journal_inum();
+        let ino = self.core.sb.s_journal_inum();
         if ino == 0 {
             return Err(Error::incompatible(
                 "external journal device (the journal is not in this image)",
             ));
         }
         let inode = self.journal_inode(ino)?;
-        let nblocks = inode.raw.size() >> self.geo.block_size_log;
+        let nblocks = inode.raw.size() >> self.core.geo.block_size_log;
         // A journal larger than the file system is garbage (and would make the map's
         // size unbounded).
-        if nblocks > u32::MAX as u64 || nblocks > self.geo.blocks_count {
+        if nblocks > u32::MAX as u64 || nblocks > self.core.geo.blocks_count {
             return Err(Error::corrupt(format!(
                 "journal inode {ino}: {nblocks} blocks"
             )));
@@ -54,11 +54,11 @@ impl Ext4 {
     fn journal_inode(&self, ino: u32) -> Result<LoadedInode> {
         let raw = self.read_inode_raw(self.check_ino(ino as u64)?)?;
         let usable = raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000;
-        if usable || self.sb.s_jnl_backup_type() != 1 {
+        if usable || self.core.sb.s_jnl_backup_type() != 1 {
             return self.load_inode(ino as u64);
         }
-        let b = self.sb.s_jnl_blocks();
-        let mut raw = Inode::from_raw(&vec![0u8; self.geo.inode_size as usize]);
+        let b = self.core.sb.s_jnl_blocks();
+        let mut raw = Inode::from_raw(&vec![0u8; self.core.geo.inode_size as usize]);
         let iblock: [u8; 60] = b[..60].try_into().expect("60 bytes");
         raw.set_i_block(&iblock);
         let word = |i: usize| u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().expect("4"));
@@ -74,12 +74,14 @@ impl Ext4 {
     /// The journal's superblock fields in the words of `dumpe2fs` ("Journal features",
     /// "Total journal size", ...), or nothing without an internal journal.
     pub(crate) fn describe_journal(&self) -> Vec<(String, String)> {
-        if !self.geo.features.has_compat(compat::HAS_JOURNAL) || self.sb.s_journal_inum() == 0 {
+        if !self.core.geo.features.has_compat(compat::HAS_JOURNAL)
+            || self.core.sb.s_journal_inum() == 0
+        {
             return Vec::new();
         }
-        let fc = self.geo.features.has_compat(compat::FAST_COMMIT);
+        let fc = self.core.geo.features.has_compat(compat::FAST_COMMIT);
         let raw = self.journal_map().and_then(|m| {
-            let mut raw = vec![0u8; self.geo.block_size as usize];
+            let mut raw = vec![0u8; self.core.geo.block_size as usize];
             let b = m
                 .fs_block(0)
                 .ok_or_else(|| Error::corrupt("journal: empty"))?;
@@ -87,7 +89,7 @@ impl Ext4 {
             Ok(raw)
         });
         match raw {
-            Ok(raw) => journal::superblock::describe(&raw, self.geo.block_size, fc),
+            Ok(raw) => journal::superblock::describe(&raw, self.core.geo.block_size, fc),
             Err(e) => vec![("Journal superblock".into(), format!("unreadable: {e}"))],
         }
     }
@@ -99,12 +101,12 @@ impl Ext4 {
     pub(super) fn open_recovering(dev: Box<dyn Device>) -> Result<Ext4> {
         let (pre, _) = Ext4::open_inner(dev, false, true)?;
         let map = pre.journal_map()?;
-        let bs = pre.geo.block_size;
-        let plan = journal::plan_replay(&*pre.dev, &map, bs)?;
+        let bs = pre.core.geo.block_size;
+        let plan = journal::plan_replay(&*pre.core.dev, &map, bs)?;
         if let Some(e) = &plan.error {
             return Err(Error::corrupt(format!("journal recovery failed: {e}")));
         }
-        let ov = Overlay::new(pre.dev, bs);
+        let ov = Overlay::new(pre.core.dev, bs);
         overlay_replay(&ov, &map, &plan)?;
         let (fs, _) = Ext4::open_inner(Box::new(ov), true, false)?;
         Ok(fs)
@@ -150,8 +152,8 @@ pub fn replay_journal(dev: Box<dyn Device>) -> Result<Option<ReplayPlan>> {
     }
     let (pre, _) = Ext4::open_inner(dev, false, true)?;
     let map = pre.journal_map()?;
-    let plan = journal::plan_replay(&*pre.dev, &map, pre.geo.block_size)?;
-    journal::replay_onto(&*pre.dev, &map, &plan)?;
+    let plan = journal::plan_replay(&*pre.core.dev, &map, pre.core.geo.block_size)?;
+    journal::replay_onto(&*pre.core.dev, &map, &plan)?;
     Ok(Some(plan))
 }
 
@@ -160,7 +162,9 @@ impl Ext4 {
     /// having errors (e2fsck_check_ext3_journal). Without a readable internal journal,
     /// nothing.
     fn clear_journal_errno(&self) -> Result<()> {
-        if !self.geo.features.has_compat(compat::HAS_JOURNAL) || self.sb.s_journal_inum() == 0 {
+        if !self.core.geo.features.has_compat(compat::HAS_JOURNAL)
+            || self.core.sb.s_journal_inum() == 0
+        {
             return Ok(());
         }
         let Some(j0) = self.journal_map().ok().and_then(|m| m.fs_block(0)) else {
@@ -173,17 +177,17 @@ impl Ext4 {
         }
         jsb.set_s_errno(0);
         jsb.update_checksum();
-        let bs = self.geo.block_size as u64;
-        self.dev.write_at(&raw, j0 * bs)?;
-        let mut sb = self.sb.bytes()[..1024].to_vec();
+        let bs = self.core.geo.block_size as u64;
+        self.core.dev.write_at(&raw, j0 * bs)?;
+        let mut sb = self.core.sb.bytes()[..1024].to_vec();
         let mut s = crate::format::superblock::Superblock::new(&mut sb[..]).expect("1024 bytes");
         s.set_s_state(s.s_state() | 2);
-        if self.csum_seed.is_some() {
+        if self.core.csum_seed.is_some() {
             let c = s.compute_checksum();
             s.set_s_checksum(c);
         }
-        self.dev.write_at(&sb, SUPERBLOCK_OFFSET)?;
-        self.dev.flush()?;
+        self.core.dev.write_at(&sb, SUPERBLOCK_OFFSET)?;
+        self.core.dev.flush()?;
         Ok(())
     }
 }

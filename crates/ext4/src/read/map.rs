@@ -30,10 +30,10 @@ impl Ext4 {
         let cx = MapCtx {
             ino: inode.ino,
             generation: inode.raw.i_generation(),
-            seed: self.csum_seed,
-            block_size: self.geo.block_size,
-            blocks_count: self.geo.blocks_count,
-            first_data_block: self.geo.first_data_block,
+            seed: self.core.csum_seed,
+            block_size: self.core.geo.block_size,
+            blocks_count: self.core.geo.blocks_count,
+            first_data_block: self.core.geo.first_data_block,
         };
         let extents = inode.has_flag(flags::EXTENTS);
         let m = walk::map(self, &cx, inode.raw.i_block(), extents, lblk)?;

@@ -93,9 +93,9 @@ impl Positions {
 impl Ext4 {
     /// Does the kernel list `dir` in hash order (fs/ext4/dir.c `is_dx_dir`)?
     fn lists_in_hash_order(&self, dir: &LoadedInode) -> bool {
-        self.geo.features.has_compat(compat::DIR_INDEX)
+        self.core.geo.features.has_compat(compat::DIR_INDEX)
             && (dir.has_flag(flags::INDEX)
-                || dir.raw.size() >> self.geo.block_size_log == 1
+                || dir.raw.size() >> self.core.geo.block_size_log == 1
                 || dir.has_flag(flags::INLINE_DATA))
     }
 
@@ -118,7 +118,7 @@ impl Ext4 {
             return Ok(());
         }
         let how = if dir.has_flag(flags::INLINE_DATA) || !dir.has_flag(flags::INDEX) {
-            let v = self.sb.s_def_hash_version();
+            let v = self.core.sb.s_def_hash_version();
             HashedDir::Flat(self.dir_hash_version(dir.ino, v)?)
         } else {
             HashedDir::Indexed(self.dx_root(dir)?)
@@ -288,7 +288,7 @@ impl Ext4 {
         out: &mut Vec<Hashed>,
     ) -> Result<()> {
         let block = self.read_dir_block(dir, lblk)?;
-        let base = lblk << self.geo.block_size_log;
+        let base = lblk << self.core.geo.block_size_log;
         self.collect(dir, version, out, &mut |f| {
             self.walk_leaf_block(dir, &block, base, lblk, f).map(drop)
         })

@@ -54,8 +54,8 @@ impl Ext4 {
     fn xattr_ctx(&self, ino: u32) -> XattrCtx {
         XattrCtx {
             ino,
-            ea_inode: self.geo.features.has_incompat(incompat::EA_INODE),
-            seed: self.csum_seed,
+            ea_inode: self.core.geo.features.has_incompat(incompat::EA_INODE),
+            seed: self.core.csum_seed,
         }
     }
 
@@ -76,7 +76,7 @@ impl Ext4 {
 
     /// The attributes stored in the inode itself (after the extra fields), in disk order.
     pub(crate) fn read_ibody_xattrs(&self, inode: &LoadedInode) -> Result<Vec<RawXattr>> {
-        let isz = self.geo.inode_size as usize;
+        let isz = self.core.geo.inode_size as usize;
         let bytes = inode.raw.bytes();
         let Some(area) = walk::xattr::ibody(bytes, isz, inode.raw.i_extra_isize()) else {
             return Ok(Vec::new());

@@ -45,7 +45,7 @@ impl Volume {
             return Ok(());
         }
         let base = self.overlay.base();
-        let bs_log = self.fs.geo.block_size_log;
+        let bs_log = self.fs.core.geo.block_size_log;
         for (&b, d) in &self.pinned {
             base.write_at(d, b << bs_log)?;
         }

@@ -9,7 +9,8 @@
 //! (`crate::journal::writer`) and stay in the overlay, written home later by a checkpoint
 //! (checkpoint.rs of this module), as jbd2 does: a commit costs two flushes.
 
-use super::volume::{uninit_tracking, Volume};
+use super::volume::Volume;
+use crate::alloc::seed::uninit_tracking;
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::rw::meta::Meta;
 use usfs_dev::Device;
@@ -38,8 +39,8 @@ impl Volume {
             let mut b = start;
             while b < start + len {
                 self.touch_block_group(b);
-                let g = self.fs.geo.block_group(b);
-                b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
+                let g = self.fs.core.geo.block_group(b);
+                b = self.fs.core.geo.group_first_block(g) + self.fs.core.geo.group_blocks(g) as u64;
             }
         }
         self.write_groups()?;
@@ -100,7 +101,7 @@ impl Volume {
     /// Without a journal: writes every changed block home, flushes, and drops it from the
     /// overlay.
     fn write_home(&mut self) -> Result<()> {
-        let bs_log = self.fs.geo.block_size_log;
+        let bs_log = self.fs.core.geo.block_size_log;
         let dirty = std::mem::take(&mut self.txn.dirty);
         let base = self.overlay.base();
         for &b in &dirty {
@@ -120,19 +121,21 @@ impl Volume {
     /// Bitmaps and descriptors of every group the transaction touched, into the
     /// transaction (with their checksums); the descriptor-table blocks they live in too.
     fn write_groups(&mut self) -> Result<()> {
-        let geo = self.fs.geo.clone();
+        let geo = self.fs.core.geo.clone();
         let bs = geo.block_size as usize;
         let ds = geo.desc_size as usize;
         let bpg_bytes = (geo.blocks_per_group / 8) as usize;
         let ipg_bytes = (geo.inodes_per_group / 8) as usize;
-        let seed = self.fs.csum_seed;
-        let uuid = *self.fs.sb.s_uuid();
+        let seed = self.fs.core.csum_seed;
+        let uuid = *self.fs.core.sb.s_uuid();
         let csum = uninit_tracking(&geo);
         let groups: Vec<u32> = self.txn.groups.iter().copied().collect();
         let mut gdt_blocks = std::collections::BTreeSet::new();
         for g in groups {
-            let mut d = self.fs.groups[g as usize].clone();
+            let mut d = self.fs.core.groups[g as usize].clone();
             let mut flags = d.bg_flags();
+            // A group left uninitialised by the seeding is built from its head now.
+            self.blocks.load(g);
             let bm = self
                 .blocks
                 .bitmap_bytes(g, bs)
@@ -161,23 +164,12 @@ impl Volume {
                 d.set_bg_flags(flags | (d.bg_flags() & BG_INODE_ZEROED));
             }
             d.update_checksum(g, ds, seed, &uuid);
-            self.fs.groups[g as usize] = d;
+            self.fs.core.groups[g as usize] = d;
             gdt_blocks.insert(geo.desc_location(g).0);
         }
         for blk in gdt_blocks {
             let mut block = self.read_meta(blk)?;
-            let per = geo.descs_per_block();
-            // Every descriptor in this block (meta_bg: the block holds one meta group's).
-            let first_g = (0..geo.group_count)
-                .find(|&g| geo.desc_location(g).0 == blk)
-                .unwrap_or(0);
-            let first_g = first_g / per * per;
-            for g in first_g..(first_g + per).min(geo.group_count) {
-                let (b, off) = geo.desc_location(g);
-                if b == blk {
-                    block[off..off + ds].copy_from_slice(&self.fs.groups[g as usize].bytes()[..ds]);
-                }
-            }
+            self.fs.core.fill_descriptor_block(blk, &mut block);
             self.write_meta(blk, block)?;
         }
         Ok(())
@@ -187,19 +179,20 @@ impl Volume {
     pub(crate) fn write_superblock(&mut self) -> Result<()> {
         let now = (self.clock)();
         let free = self.blocks.free_blocks();
-        self.fs.sb.set_free_blocks_count(free);
+        self.fs.core.sb.set_free_blocks_count(free);
         self.fs
+            .core
             .sb
             .set_s_free_inodes_count(self.inodes.free_inodes() as u32);
-        self.fs.sb.set_s_wtime(now.sec as u32);
-        self.fs.sb.update_checksum();
-        let bs = self.fs.geo.block_size as u64;
+        self.fs.core.sb.set_s_wtime(now.sec as u32);
+        self.fs.core.sb.update_checksum();
+        let bs = self.fs.core.geo.block_size as u64;
         // Not read_meta: on block sizes over 1 KiB the superblock lives in block 0, which
         // no block pointer may name.
         let mut block = vec![0u8; bs as usize];
         self.overlay.read_at(&mut block, self.sb_block * bs)?;
         let off = (crate::format::superblock::SUPERBLOCK_OFFSET - self.sb_block * bs) as usize;
-        block[off..off + 1024].copy_from_slice(self.fs.sb.bytes());
+        block[off..off + 1024].copy_from_slice(self.fs.core.sb.bytes());
         self.write_meta(self.sb_block, block)
     }
 }

@@ -25,7 +25,7 @@ impl Volume {
         if data.is_empty() {
             return Ok(());
         }
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or(Error::Invalid)?;
@@ -93,7 +93,7 @@ impl Volume {
         pos: u64,
         piece: &[u8],
     ) -> Result<()> {
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let mut lblk = first;
         let mut done = 0usize;
         while lblk < first + n {
@@ -108,7 +108,7 @@ impl Volume {
                 self.free_blocks(rec.ino, p, got as u64, crate::rw::Freed::Data)?;
                 return Err(e);
             }
-            rec.add_blocks(got as i64, self.fs.geo.block_size);
+            rec.add_blocks(got as i64, self.fs.core.geo.block_size);
             done += len;
             lblk += got as u64;
         }
@@ -118,7 +118,7 @@ impl Volume {
     /// Writes `bytes` (file position `pos`) into fresh blocks starting at physical block
     /// `p` = logical block `lblk`, with zeros before and after them inside those blocks.
     fn write_fresh(&mut self, p: u64, lblk: u64, pos: u64, bytes: &[u8]) -> Result<()> {
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let head = (pos - lblk * bs) as usize;
         let total = (head + bytes.len()).div_ceil(bs as usize) * bs as usize;
         if head == 0 && total == bytes.len() {
@@ -140,8 +140,8 @@ impl Volume {
                 return Ok(p + (lblk - 1 - r.lblk) + 1);
             }
         }
-        let g = (rec.ino - 1) / self.fs.geo.inodes_per_group;
-        Ok(self.fs.geo.group_first_block(g))
+        let g = (rec.ino - 1) / self.fs.core.geo.inodes_per_group;
+        Ok(self.fs.core.geo.group_first_block(g))
     }
 
     /// Sets the file's size: shrinking frees the blocks past the new end (the rest of
@@ -156,7 +156,7 @@ impl Volume {
                 Error::Invalid
             });
         }
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         if size.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
         }
@@ -181,7 +181,7 @@ impl Volume {
     /// extent file systems, zeroed indirect pointers otherwise).
     pub(crate) fn init_map(&mut self, rec: &mut InodeRec) {
         use crate::format::features::incompat;
-        if self.fs.geo.features.has_incompat(incompat::EXTENTS) {
+        if self.fs.core.geo.features.has_incompat(incompat::EXTENTS) {
             let mut f = rec.raw.i_flags();
             f |= flags::EXTENTS;
             rec.raw.set_i_flags(f);
@@ -213,7 +213,7 @@ impl Volume {
                 libc::EOPNOTSUPP,
             )));
         }
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let end = offset.checked_add(len).ok_or(Error::Invalid)?;
         if end.div_ceil(bs) > MAX_LBLK {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EFBIG)));
@@ -265,7 +265,7 @@ impl Volume {
                     let want = (run_end - l).min(32767) as u32;
                     let (p, got) = self.alloc_blocks(rec.ino, goal, want)?;
                     self.map_add(rec, l, p, got, true)?;
-                    rec.add_blocks(got as i64, self.fs.geo.block_size);
+                    rec.add_blocks(got as i64, self.fs.core.geo.block_size);
                     l += got as u64;
                 }
             }
@@ -289,7 +289,7 @@ impl Volume {
     /// Before the size grows to `new_size`: zeroes the bytes past the old end inside the
     /// old last block (a shrink left them as they were).
     fn zero_for_growth(&mut self, rec: &mut InodeRec, new_size: u64) -> Result<()> {
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let old = rec.raw.size();
         if new_size <= old || old.is_multiple_of(bs) {
             return Ok(());
@@ -299,7 +299,7 @@ impl Volume {
 
     /// Writes zeros over the bytes of `from..to` that lie in partly covered blocks.
     fn zero_partial(&mut self, rec: &mut InodeRec, from: u64, to: u64) -> Result<()> {
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         if from >= to {
             return Ok(());
         }
@@ -324,7 +324,7 @@ impl Volume {
 
     /// chmod/chown/utimens/truncate in one: the changes in `attr`, ctime now.
     pub fn set_attr(&mut self, rec: &mut InodeRec, attr: &SetAttr) -> Result<()> {
-        let isz = self.fs.geo.inode_size as usize;
+        let isz = self.fs.core.geo.inode_size as usize;
         if let Some(size) = attr.size {
             self.set_size(rec, size)?;
         }

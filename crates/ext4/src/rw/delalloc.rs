@@ -99,7 +99,7 @@ impl Volume {
     /// Writes `piece` (file bytes from `pos`, inside a hole of the block map) into file
     /// `ino`'s buffered blocks.
     pub(crate) fn buffer_hole(&mut self, ino: u32, pos: u64, piece: &[u8]) -> Result<()> {
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let (first, last) = (pos / bs, (pos + piece.len() as u64 - 1) / bs);
         let have = self.pending.get(ino);
         let new = (first..=last)
@@ -137,7 +137,7 @@ impl Volume {
         if buf.is_empty() {
             return;
         }
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let end = offset + buf.len() as u64;
         for (&lblk, data) in file.range(offset / bs..end.div_ceil(bs)) {
             let (a, b) = ((lblk * bs).max(offset), ((lblk + 1) * bs).min(end));
@@ -149,7 +149,7 @@ impl Volume {
     /// The first run of buffered blocks of `ino` at or after byte `offset`, in bytes.
     pub fn pending_data(&self, ino: u32, offset: u64) -> Option<std::ops::Range<u64>> {
         let file = self.pending.get(ino)?;
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let mut it = file.range(offset / bs..).map(|(&l, _)| l);
         let first = it.next()?;
         let mut last = first;
@@ -211,7 +211,7 @@ impl Volume {
     /// [`Volume::flush_pending`]).
     fn place_pending(&mut self, ino: u32, file: &Pending) -> Result<()> {
         let mut rec = self.inode(ino)?;
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         let size_blocks = rec.raw.size().div_ceil(bs);
         // Blocks past the end (left by a write that failed and was rolled back) go.
         let mut runs: Vec<(u64, Vec<&[u8]>)> = Vec::new();
@@ -240,7 +240,7 @@ impl Volume {
         blocks: &[&[u8]],
         size_blocks: u64,
     ) -> Result<()> {
-        let bs = self.fs.geo.block_size as usize;
+        let bs = self.fs.core.geo.block_size as usize;
         let mut done = 0usize;
         while done < blocks.len() {
             let l = lblk + done as u64;

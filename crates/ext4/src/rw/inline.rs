@@ -106,13 +106,13 @@ impl Volume {
             }
             (None, None) => return Ok(true),
         }
-        Ok(write_ibody(rec, self.fs.geo.inode_size, &set))
+        Ok(write_ibody(rec, self.fs.core.geo.inode_size, &set))
     }
 
     /// The largest `system.data` value `rec` can hold beside its other in-inode
     /// attributes (a multiple of 4), as the kernel's get_max_inline_xattr_value_size.
     fn max_data_tail(&self, rec: &InodeRec) -> Result<usize> {
-        let Some((start, end)) = ibody_area(rec, self.fs.geo.inode_size) else {
+        let Some((start, end)) = ibody_area(rec, self.fs.core.geo.inode_size) else {
             return Ok(0);
         };
         let used: usize = self
@@ -225,7 +225,7 @@ impl Volume {
 
     /// How entries in inline directories look (no checksum tail).
     fn inline_fmt(&self) -> LeafFmt {
-        let geo = &self.fs.geo;
+        let geo = &self.fs.core.geo;
         LeafFmt {
             bs: geo.block_size,
             csum: false,
@@ -387,7 +387,7 @@ impl Volume {
             }
             true
         })?;
-        if parent == 0 || parent > self.fs.geo.inodes_count {
+        if parent == 0 || parent > self.fs.core.geo.inodes_count {
             return Err(Error::corrupt(format!(
                 "inline directory {}: parent inode {parent}",
                 dir.ino

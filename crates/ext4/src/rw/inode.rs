@@ -52,7 +52,7 @@ impl Volume {
     /// Block and byte offset of inode `ino`'s record.
     fn inode_place(&self, ino: u32) -> (u64, usize) {
         let off = self.fs.inode_offset(ino);
-        let bs = self.fs.geo.block_size as u64;
+        let bs = self.fs.core.geo.block_size as u64;
         (off / bs, (off % bs) as usize)
     }
 
@@ -71,8 +71,8 @@ impl Volume {
     pub(crate) fn inode_any(&self, ino: u32) -> Result<InodeRec> {
         let ino = self.fs.check_ino(ino as u64)?;
         let raw = self.fs.read_inode_raw(ino)?;
-        if let Some(seed) = self.fs.csum_seed {
-            if !raw.checksum_ok(seed, ino, self.fs.geo.inode_size as usize) {
+        if let Some(seed) = self.fs.core.csum_seed {
+            if !raw.checksum_ok(seed, ino, self.fs.core.geo.inode_size as usize) {
                 return Err(Error::corrupt(format!(
                     "inode {ino}: checksum does not match"
                 )));
@@ -85,8 +85,8 @@ impl Volume {
 
     /// Writes `rec` back into its inode-table block with its checksum.
     pub fn put_inode(&mut self, rec: &mut InodeRec) -> Result<()> {
-        let isz = self.fs.geo.inode_size as usize;
-        if let Some(seed) = self.fs.csum_seed {
+        let isz = self.fs.core.geo.inode_size as usize;
+        if let Some(seed) = self.fs.core.csum_seed {
             rec.raw.update_checksum(seed, rec.ino, isz);
         }
         let (blk, off) = self.inode_place(rec.ino);
@@ -106,7 +106,7 @@ impl Volume {
         uid: u32,
         gid: u32,
     ) -> Result<InodeRec> {
-        let geo = &self.fs.geo;
+        let geo = &self.fs.core.geo;
         let kind = match file_type {
             FileType::Directory if parent == crate::format::inode::ROOT_INO => InodeKind::TopDir,
             FileType::Directory => InodeKind::Dir,
@@ -128,7 +128,7 @@ impl Volume {
         self.txn.groups.insert(g);
         self.undo_inode(ino, kind != InodeKind::File, true);
         self.mark_inode_slot_used(ino);
-        let geo = &self.fs.geo;
+        let geo = &self.fs.core.geo;
         let isz = geo.inode_size as usize;
         let mut raw = Inode::from_raw(&vec![0u8; isz.max(160)]);
         if isz > 128 {
@@ -141,7 +141,13 @@ impl Volume {
         let now = (self.clock)();
         raw.set_times(now, now, now, now, isz);
         raw.set_i_generation(self.next_generation());
-        if self.fs.geo.features.has_ro_compat(ro_compat::HUGE_FILE) {
+        if self
+            .fs
+            .core
+            .geo
+            .features
+            .has_ro_compat(ro_compat::HUGE_FILE)
+        {
             // i_blocks counts 512-byte units; the HUGE_FILE flag stays off.
         }
         Ok(InodeRec { ino, raw })
@@ -151,13 +157,13 @@ impl Volume {
     /// itable_unused below it), so the reader accepts it within this transaction.
     fn mark_inode_slot_used(&mut self, ino: u32) {
         use crate::format::group_desc::BG_INODE_UNINIT;
-        if !super::volume::uninit_tracking(&self.fs.geo) {
+        if !crate::alloc::seed::uninit_tracking(&self.fs.core.geo) {
             return;
         }
-        let ipg = self.fs.geo.inodes_per_group;
+        let ipg = self.fs.core.geo.inodes_per_group;
         let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
         self.undo_desc(g);
-        let d = &mut self.fs.groups[g as usize];
+        let d = &mut self.fs.core.groups[g as usize];
         if d.has_flag(BG_INODE_UNINIT) {
             d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT);
             d.set_itable_unused(ipg);
@@ -176,7 +182,7 @@ impl Volume {
             .map_err(|e| Error::corrupt(format!("freeing inode: {e}")))?;
         self.undo_inode(rec.ino, is_dir, false);
         self.drop_pending(rec.ino);
-        let g = (rec.ino - 1) / self.fs.geo.inodes_per_group;
+        let g = (rec.ino - 1) / self.fs.core.geo.inodes_per_group;
         self.txn.groups.insert(g);
         let now = (self.clock)();
         rec.raw.set_i_links_count(0);
@@ -201,7 +207,7 @@ impl Volume {
     /// Sets ctime (and with `modified` mtime) of `rec` to now.
     pub fn touch(&self, rec: &mut InodeRec, modified: bool) {
         let now = (self.clock)();
-        set_time(rec, now, modified, self.fs.geo.inode_size as usize);
+        set_time(rec, now, modified, self.fs.core.geo.inode_size as usize);
     }
 }
 

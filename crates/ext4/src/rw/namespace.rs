@@ -101,7 +101,7 @@ impl Volume {
         if target.is_empty() || target.contains(&0) {
             return Err(Error::Invalid);
         }
-        if target.len() >= self.fs.geo.block_size as usize {
+        if target.len() >= self.fs.core.geo.block_size as usize {
             return Err(Error::NameTooLong);
         }
         let node = NewNode {
@@ -337,7 +337,7 @@ impl Volume {
 
     /// Is directory `anc` `dir` itself or one of its ancestors (walking `..`)?
     fn is_ancestor(&self, anc: u32, mut dir: u32) -> Result<bool> {
-        for _ in 0..self.fs.geo.inodes_count {
+        for _ in 0..self.fs.core.geo.inodes_count {
             if dir == anc {
                 return Ok(true);
             }
@@ -376,7 +376,11 @@ impl Volume {
     }
 
     fn dir_nlink(&self) -> bool {
-        self.fs.geo.features.has_ro_compat(ro_compat::DIR_NLINK)
+        self.fs
+            .core
+            .geo
+            .features
+            .has_ro_compat(ro_compat::DIR_NLINK)
     }
 
     /// A new subdirectory's `..` link (1 = "many" past LINK_MAX with dir_nlink).

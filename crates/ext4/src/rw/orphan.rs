@@ -39,8 +39,8 @@ impl Volume {
 
     /// Puts an unlinked, still open inode on the orphan list.
     pub(crate) fn add_orphan(&mut self, rec: &mut InodeRec) -> Result<()> {
-        rec.raw.set_i_dtime(self.fs.sb.s_last_orphan());
-        self.fs.sb.set_s_last_orphan(rec.ino);
+        rec.raw.set_i_dtime(self.fs.core.sb.s_last_orphan());
+        self.fs.core.sb.set_s_last_orphan(rec.ino);
         self.sb_dirty = true;
         self.put_inode(rec)
     }
@@ -48,13 +48,13 @@ impl Volume {
     /// Takes `rec` off the orphan list.
     fn remove_orphan(&mut self, rec: &mut InodeRec) -> Result<()> {
         let next = rec.raw.i_dtime();
-        let mut cur = self.fs.sb.s_last_orphan();
+        let mut cur = self.fs.core.sb.s_last_orphan();
         if cur == rec.ino {
-            self.fs.sb.set_s_last_orphan(next);
+            self.fs.core.sb.set_s_last_orphan(next);
             self.sb_dirty = true;
             return Ok(());
         }
-        for _ in 0..self.fs.geo.inodes_count {
+        for _ in 0..self.fs.core.geo.inodes_count {
             if cur == 0 {
                 return Ok(());
             }
@@ -72,11 +72,11 @@ impl Volume {
     /// Frees what a crash left on the orphan list (unlinked inodes; blocks past the size
     /// of truncated ones), as the kernel does at mount.
     pub(crate) fn cleanup_orphans(&mut self) -> Result<()> {
-        let mut cur = self.fs.sb.s_last_orphan();
+        let mut cur = self.fs.core.sb.s_last_orphan();
         let mut seen = 0u32;
         while cur != 0 {
             seen += 1;
-            if seen > self.fs.geo.inodes_count || cur > self.fs.geo.inodes_count {
+            if seen > self.fs.core.geo.inodes_count || cur > self.fs.core.geo.inodes_count {
                 return Err(Error::corrupt("the orphan list is damaged (run e2fsck)"));
             }
             let mut rec = self.inode_any(cur)?;
@@ -87,15 +87,15 @@ impl Volume {
             } else {
                 let size = rec.raw.size();
                 if self.has_block_map(&rec) {
-                    let bs = self.fs.geo.block_size as u64;
+                    let bs = self.fs.core.geo.block_size as u64;
                     self.map_punch(&mut rec, size.div_ceil(bs), u64::MAX)?;
                 }
                 self.put_inode(&mut rec)?;
             }
             cur = next;
         }
-        if self.fs.sb.s_last_orphan() != 0 {
-            self.fs.sb.set_s_last_orphan(0);
+        if self.fs.core.sb.s_last_orphan() != 0 {
+            self.fs.core.sb.set_s_last_orphan(0);
             self.sb_dirty = true;
         }
         Ok(())

@@ -125,7 +125,7 @@ impl Volume {
 
     /// Unmaps and frees logical blocks `from..to` (data blocks counted out of i_blocks).
     pub(crate) fn map_punch(&mut self, rec: &mut InodeRec, from: u64, to: u64) -> Result<()> {
-        let bs = self.fs.geo.block_size;
+        let bs = self.fs.core.geo.block_size;
         let freed = with_map(self, rec, |bm, m| bm.remove(m, from, to))?;
         rec.add_blocks(-(freed as i64), bs);
         Ok(())
@@ -148,10 +148,10 @@ impl Volume {
                 dir.ino
             )));
         }
-        let hp = HashParams::from_superblock(&self.fs.sb);
+        let hp = HashParams::from_superblock(&self.fs.core.sb);
         let mut d = VolDir {
             rec: dir,
-            bs: self.fs.geo.block_size as u64,
+            bs: self.fs.core.geo.block_size as u64,
         };
         let mut e = DirEdit::new(self, &mut d, &hp);
         f(&mut e)
@@ -262,7 +262,7 @@ impl Volume {
             self.write_meta(blk, block)?;
         }
         rec.raw.set_file_acl(0);
-        rec.add_blocks(-1, self.fs.geo.block_size);
+        rec.add_blocks(-1, self.fs.core.geo.block_size);
         Ok(())
     }
 }

@@ -15,17 +15,20 @@ const VALID_FS: u16 = 0x1;
 impl Volume {
     /// Does the file system have an (internal) journal?
     pub(crate) fn journaled(&self) -> bool {
-        self.fs.geo.features.has_compat(compat::HAS_JOURNAL)
+        self.fs.core.geo.features.has_compat(compat::HAS_JOURNAL)
     }
 
     /// Marks the file system in use, durably, before the first change.
     pub(crate) fn mark_in_use(&mut self) -> Result<()> {
         if self.journaled() {
-            let f = self.fs.sb.s_feature_incompat();
-            self.fs.sb.set_s_feature_incompat(f | incompat::RECOVER);
+            let f = self.fs.core.sb.s_feature_incompat();
+            self.fs
+                .core
+                .sb
+                .set_s_feature_incompat(f | incompat::RECOVER);
         } else {
-            let s = self.fs.sb.s_state();
-            self.fs.sb.set_s_state(s & !VALID_FS);
+            let s = self.fs.core.sb.s_state();
+            self.fs.core.sb.set_s_state(s & !VALID_FS);
         }
         self.write_sb_home()
     }
@@ -33,11 +36,14 @@ impl Volume {
     /// Marks the file system cleanly closed (after the last commit).
     pub(crate) fn mark_clean(&mut self) -> Result<()> {
         if self.journaled() {
-            let f = self.fs.sb.s_feature_incompat();
-            self.fs.sb.set_s_feature_incompat(f & !incompat::RECOVER);
+            let f = self.fs.core.sb.s_feature_incompat();
+            self.fs
+                .core
+                .sb
+                .set_s_feature_incompat(f & !incompat::RECOVER);
         } else {
-            let s = self.fs.sb.s_state();
-            self.fs.sb.set_s_state(s | VALID_FS);
+            let s = self.fs.core.sb.s_state();
+            self.fs.core.sb.set_s_state(s | VALID_FS);
         }
         self.write_sb_home()
     }
@@ -45,9 +51,9 @@ impl Volume {
     /// Writes the in-memory superblock to its home (outside any transaction) and
     /// flushes; any copy of its block in the overlay is updated with it.
     fn write_sb_home(&mut self) -> Result<()> {
-        self.fs.sb.update_checksum();
+        self.fs.core.sb.update_checksum();
         self.overlay
-            .write_at(self.fs.sb.bytes(), SUPERBLOCK_OFFSET)?;
+            .write_at(self.fs.core.sb.bytes(), SUPERBLOCK_OFFSET)?;
         self.overlay.flush()?;
         Ok(())
     }

@@ -45,7 +45,7 @@ impl Volume {
     pub(crate) fn begin_op(&mut self) {
         self.undo = Some(Undo {
             freed_len: self.txn.freed.len(),
-            sb: Some((self.fs.sb.clone(), self.sb_dirty)),
+            sb: Some((self.fs.core.sb.clone(), self.sb_dirty)),
             ..Default::default()
         });
     }
@@ -104,7 +104,7 @@ impl Volume {
         if let Some(u) = self.undo.as_mut() {
             u.descs
                 .entry(g)
-                .or_insert_with(|| self.fs.groups[g as usize].clone());
+                .or_insert_with(|| self.fs.core.groups[g as usize].clone());
         }
     }
 
@@ -139,13 +139,13 @@ impl Volume {
             self.txn.revoked.remove(&b);
         }
         for (g, d) in u.descs {
-            self.fs.groups[g as usize] = d;
+            self.fs.core.groups[g as usize] = d;
         }
         for (ino, p) in u.pending {
             self.pending.restore(ino, p);
         }
         if let Some((sb, dirty)) = u.sb {
-            self.fs.sb = sb;
+            self.fs.core.sb = sb;
             self.sb_dirty = dirty;
         }
         Ok(())

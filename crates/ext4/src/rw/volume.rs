@@ -6,10 +6,10 @@
 //! (commit.rs) writes bitmaps, descriptors and superblock from the allocators, logs every
 //! changed block to the journal and checkpoints them home.
 
-use crate::alloc::{AllocGeometry, BlockAllocator, InodeAllocator, Purpose, Request};
+use crate::alloc::seed::{seed_blocks, seed_inodes};
+use crate::alloc::{BlockAllocator, InodeAllocator, Purpose, Request};
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::geometry::Geometry;
-use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use crate::journal::JournalWriter;
 use crate::rw::meta::{Freed, Meta};
@@ -116,10 +116,10 @@ impl Volume {
         }
         let overlay = Arc::new(Overlay::new(Box::new(dev), 1 << log));
         let fs = Ext4::open(Box::new(overlay.clone()))?;
-        check_write_features(fs.geometry())?;
+        check_write_features(&fs.geometry().features)?;
         let geo = fs.geometry().clone();
-        let blocks = seed_blocks(&fs)?;
-        let inodes = seed_inodes(&fs)?;
+        let blocks = seed_blocks(&fs.core)?;
+        let inodes = seed_inodes(&fs.core)?;
         let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
         let journal = if geo.features.has_compat(compat::HAS_JOURNAL) {
             let map = fs.journal_map()?;
@@ -193,8 +193,8 @@ impl Volume {
         let mut b = start;
         while b < start + got as u64 {
             self.touch_block_group(b);
-            let g = self.fs.geo.block_group(b);
-            b = self.fs.geo.group_first_block(g) + self.fs.geo.group_blocks(g) as u64;
+            let g = self.fs.core.geo.block_group(b);
+            b = self.fs.core.geo.group_first_block(g) + self.fs.core.geo.group_blocks(g) as u64;
         }
         // A block reused in this transaction must not be revoked by it.
         for k in start..start + got as u64 {
@@ -221,14 +221,13 @@ impl Volume {
 
     /// Marks the group holding block `b` dirty.
     pub(crate) fn touch_block_group(&mut self, b: u64) {
-        let g = self.fs.geo.block_group(b);
+        let g = self.fs.core.geo.block_group(b);
         self.txn.groups.insert(g);
     }
 }
 
 /// Refuses features whose structures the writer would not keep right.
-fn check_write_features(geo: &Geometry) -> Result<()> {
-    let f = geo.features;
+pub(crate) fn check_write_features(f: &crate::format::features::Features) -> Result<()> {
     let refused = crate::format::features::Features {
         compat: f.compat & WRITE_COMPAT_REFUSED,
         incompat: f.incompat & WRITE_INCOMPAT_REFUSED,
@@ -242,144 +241,6 @@ fn check_write_features(geo: &Geometry) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The metadata blocks (bitmaps and inode tables of every group) lying in each group.
-fn group_meta_runs(fs: &Ext4) -> Vec<Vec<(u64, u64)>> {
-    let geo = fs.geometry();
-    let itb = geo.inode_table_blocks() as u64;
-    let mut runs = vec![Vec::new(); geo.group_count as usize];
-    for g in 0..geo.group_count {
-        let d = fs.group(g);
-        for (start, len) in [
-            (d.block_bitmap(), 1),
-            (d.inode_bitmap(), 1),
-            (d.inode_table(), itb),
-        ] {
-            let mut b = start;
-            while b < start + len && b < geo.blocks_count && b >= geo.first_data_block {
-                let og = geo.block_group(b);
-                let end =
-                    (geo.group_first_block(og) + geo.group_blocks(og) as u64).min(start + len);
-                runs[og as usize].push((b, end - b));
-                b = end;
-            }
-        }
-    }
-    runs
-}
-
-/// The block allocator with every group's bitmap from the image (BLOCK_UNINIT groups
-/// computed as the kernel does: their superblock copy, descriptor and reserved GDT blocks
-/// and any bitmaps or inode tables lying in them).
-fn seed_blocks(fs: &Ext4) -> Result<BlockAllocator> {
-    let geo = fs.geometry();
-    let sb = fs.superblock();
-    let gpf = if geo.features.has_incompat(incompat::FLEX_BG) {
-        1u32 << sb.s_log_groups_per_flex().min(31)
-    } else {
-        1
-    };
-    let stripe = if sb.s_raid_stripe_width() != 0 {
-        sb.s_raid_stripe_width()
-    } else {
-        sb.s_raid_stride() as u32
-    };
-    let ageo = AllocGeometry {
-        first_data_block: geo.first_data_block,
-        blocks_count: geo.blocks_count,
-        blocks_per_group: geo.blocks_per_group,
-        groups_per_flex: gpf,
-        stripe: if stripe < geo.blocks_per_group {
-            stripe
-        } else {
-            0
-        },
-    };
-    let mut a = BlockAllocator::new(ageo, vec![0; geo.group_count as usize]);
-    let runs = group_meta_runs(fs);
-    let bs = geo.block_size as usize;
-    let bpg_bytes = (geo.blocks_per_group / 8) as usize;
-    let reserved_gdt = sb.s_reserved_gdt_blocks() as u32;
-    for g in 0..geo.group_count {
-        let d = fs.group(g);
-        let first = geo.group_first_block(g);
-        let bitmap = if d.has_flag(BG_BLOCK_UNINIT) && uninit_tracking(geo) {
-            let mut bm = vec![0u8; bs];
-            let mut mark = |b: u64| {
-                let k = (b - first) as usize;
-                bm[k / 8] |= 1 << (k % 8);
-            };
-            geo.group_base_meta(g, reserved_gdt)
-                .into_iter()
-                .for_each(&mut mark);
-            for &(s, l) in &runs[g as usize] {
-                (s..s + l).for_each(&mut mark);
-            }
-            bm
-        } else {
-            let bm = fs.read_block(d.block_bitmap(), &format!("group {g} block bitmap"))?;
-            if let Some(seed) = fs.csum_seed() {
-                if !d.block_bitmap_checksum_ok(seed, &bm[..bpg_bytes], geo.desc_size as usize) {
-                    return Err(Error::corrupt(format!(
-                        "group {g}: block bitmap checksum does not match (run e2fsck first)"
-                    )));
-                }
-            }
-            bm
-        };
-        a.load_bitmap(g, &bitmap);
-        if a.group_free(g) != d.free_blocks_count() {
-            return Err(Error::corrupt(format!(
-                "group {g}: {} free blocks in the bitmap, {} in the descriptor (run e2fsck first)",
-                a.group_free(g),
-                d.free_blocks_count()
-            )));
-        }
-    }
-    Ok(a)
-}
-
-/// Are uninitialised groups possible (group descriptor checksums on)?
-pub(crate) fn uninit_tracking(geo: &Geometry) -> bool {
-    geo.features.has_ro_compat(ro_compat::METADATA_CSUM)
-        || geo.features.has_ro_compat(ro_compat::GDT_CSUM)
-}
-
-/// The inode allocator with every initialised group's bitmap from the image.
-fn seed_inodes(fs: &Ext4) -> Result<InodeAllocator> {
-    let geo = fs.geometry();
-    let sb = fs.superblock();
-    let gpf = if geo.features.has_incompat(incompat::FLEX_BG) {
-        1u32 << sb.s_log_groups_per_flex().min(31)
-    } else {
-        1
-    };
-    let mut a = InodeAllocator::new(geo.group_count, geo.inodes_per_group, gpf);
-    let ipg_bytes = (geo.inodes_per_group / 8) as usize;
-    for g in 0..geo.group_count {
-        let d = fs.group(g);
-        if d.has_flag(BG_INODE_UNINIT) && uninit_tracking(geo) {
-            continue;
-        }
-        let bm = fs.read_block(d.inode_bitmap(), &format!("group {g} inode bitmap"))?;
-        if let Some(seed) = fs.csum_seed() {
-            if !d.inode_bitmap_checksum_ok(seed, &bm[..ipg_bytes], geo.desc_size as usize) {
-                return Err(Error::corrupt(format!(
-                    "group {g}: inode bitmap checksum does not match (run e2fsck first)"
-                )));
-            }
-        }
-        a.load_group(g, &bm[..ipg_bytes], d.used_dirs_count());
-        if a.group_free(g) != d.free_inodes_count() {
-            return Err(Error::corrupt(format!(
-                "group {g}: {} free inodes in the bitmap, {} in the descriptor (run e2fsck first)",
-                a.group_free(g),
-                d.free_inodes_count()
-            )));
-        }
-    }
-    Ok(a)
 }
 
 impl Meta for Volume {

@@ -154,7 +154,7 @@ impl Volume {
 
     /// Writes `set` as `rec`'s attributes: in the inode while they fit, else the block.
     fn store_xattrs(&mut self, rec: &mut InodeRec, set: Vec<OnDisk>) -> Result<()> {
-        let in_inode_room = ibody_area(rec, self.fs.geo.inode_size).is_some();
+        let in_inode_room = ibody_area(rec, self.fs.core.geo.inode_size).is_some();
         let mut inode_set = Vec::new();
         let mut block_set = Vec::new();
         for a in set {
@@ -162,7 +162,7 @@ impl Volume {
             trial.push(a.clone());
             if in_inode_room
                 && block_set.is_empty()
-                && ibody_fits(rec, self.fs.geo.inode_size, &trial)
+                && ibody_fits(rec, self.fs.core.geo.inode_size, &trial)
             {
                 inode_set = trial;
             } else {
@@ -173,7 +173,7 @@ impl Volume {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
         }
         if in_inode_room {
-            write_ibody(rec, self.fs.geo.inode_size, &inode_set);
+            write_ibody(rec, self.fs.core.geo.inode_size, &inode_set);
         }
         if block_set.is_empty() {
             return self.drop_xattr_block(rec);
@@ -181,7 +181,7 @@ impl Volume {
         block_set.sort_by(|a, b| {
             (a.index, a.name.len(), &a.name).cmp(&(b.index, b.name.len(), &b.name))
         });
-        let bs = self.fs.geo.block_size as usize;
+        let bs = self.fs.core.geo.block_size as usize;
         let mut blk = vec![0u8; bs];
         if !lay_out(&mut blk, BLOCK_HEADER_SIZE, bs, 0, &block_set) {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
@@ -201,11 +201,12 @@ impl Volume {
             self.drop_xattr_block(rec)?;
             let goal = self
                 .fs
+                .core
                 .geo
-                .group_first_block((rec.ino - 1) / self.fs.geo.inodes_per_group);
+                .group_first_block((rec.ino - 1) / self.fs.core.geo.inodes_per_group);
             let (b, _) = self.alloc_blocks(rec.ino, goal, 1)?;
             rec.raw.set_file_acl(b);
-            rec.add_blocks(1, self.fs.geo.block_size);
+            rec.add_blocks(1, self.fs.core.geo.block_size);
             b
         };
         XattrBlockHeader::new(&mut blk[..32])

@@ -113,10 +113,7 @@ impl Writer {
         min_blocks: u32,
         htree: bool,
     ) -> Result<()> {
-        if ino == crate::format::inode::ROOT_INO {
-            self.root_written = true;
-        }
-        let bs = self.geo.block_size as usize;
+        let bs = self.core.geo.block_size as usize;
         let csum = self.has_csum();
         let mut lin = LeafPacker::new(bs, csum);
         lin.put(b".", ino, 2);
@@ -126,7 +123,7 @@ impl Writer {
         }
         let mut blocks = lin.finish();
         let mut indexed = false;
-        if blocks.len() > 1 && htree && self.geo.features.has_compat(compat::DIR_INDEX) {
+        if blocks.len() > 1 && htree && self.core.geo.features.has_compat(compat::DIR_INDEX) {
             blocks = self.htree_blocks(ino, parent, entries)?;
             indexed = true;
         }
@@ -135,7 +132,7 @@ impl Writer {
             p.close();
             blocks.extend(p.blocks);
         }
-        if let Some(seed) = self.csum_seed {
+        if let Some(seed) = self.core.csum_seed {
             for b in blocks.iter_mut() {
                 if crate::format::dirent::find_tail(b).is_some() {
                     let c = crate::format::dirent::leaf_checksum(seed, ino, 0, b);
@@ -164,10 +161,10 @@ impl Writer {
 
     /// The blocks of a hashed directory: root, dx nodes (if any), then the leaves.
     fn htree_blocks(&self, ino: u32, parent: u32, entries: &[DirEntryIn]) -> Result<Vec<Vec<u8>>> {
-        let bs = self.geo.block_size as usize;
+        let bs = self.core.geo.block_size as usize;
         let csum = self.has_csum();
         let tail = if csum { DX_TAIL_SIZE } else { 0 };
-        let seed = self.sb.hash_seed();
+        let seed = self.core.sb.hash_seed();
         let mut hashed: Vec<(u32, u32, &DirEntryIn)> = entries
             .iter()
             .map(|e| {
@@ -287,7 +284,7 @@ impl Writer {
             buf[o..o + 4].copy_from_slice(&h.to_le_bytes());
             buf[o + 4..o + 8].copy_from_slice(&b.to_le_bytes());
         }
-        if let Some(seed) = self.csum_seed {
+        if let Some(seed) = self.core.csum_seed {
             let t = at + limit * DX_ENTRY_SIZE;
             let c = node_checksum(seed, ino, 0, buf, at, ents.len(), t);
             buf[t + 4..t + 8].copy_from_slice(&c.to_le_bytes());

@@ -51,7 +51,7 @@ impl Writer {
                 "inode {ino}: data past 2^32 blocks"
             )));
         }
-        let bs = self.geo.block_size as usize;
+        let bs = self.core.geo.block_size as usize;
         let per_block = (bs - ENTRY_SIZE) / ENTRY_SIZE;
         let mut level: Vec<Entry> = maps.iter().map(leaf_entry).collect();
         let mut depth: u16 = 0;
@@ -81,7 +81,7 @@ impl Writer {
                     let o = ENTRY_SIZE * (i + 1);
                     buf[o..o + ENTRY_SIZE].copy_from_slice(e);
                 }
-                if let Some(seed) = self.csum_seed {
+                if let Some(seed) = self.core.csum_seed {
                     let c = block_checksum(seed, ino, 0, &buf, per_block as u16);
                     let t = tail_offset(per_block as u16);
                     buf[t..t + 4].copy_from_slice(&c.to_le_bytes());
@@ -105,6 +105,34 @@ impl Writer {
             i.set_i_flags(i.i_flags() | flags::EXTENTS);
         }
         self.add_blocks(ino, data + tree_blocks);
+        Ok(())
+    }
+
+    /// Frees the blocks of inode `ino` (whose extent tree lies wholly in the inode, as
+    /// format leaves the root directory's) and leaves it with no data: an empty extent
+    /// root, size 0, no blocks counted, not indexed.
+    pub fn drop_blocks(&mut self, ino: u32) -> Result<()> {
+        let root = self.inode(ino).i_block().to_vec();
+        let h = ExtentHeader::new(&root[..12]).expect("12 bytes");
+        if h.eh_magic() != EXTENT_MAGIC || h.eh_depth() != 0 {
+            return Err(Error::corrupt(format!(
+                "inode {ino}: not an extent tree held in the inode"
+            )));
+        }
+        for k in 0..(h.eh_entries() as usize).min(ROOT_ENTRIES) {
+            let o = ENTRY_SIZE * (k + 1);
+            let e = Extent::new(&root[o..o + ENTRY_SIZE]).expect("12 bytes");
+            self.blocks
+                .free(e.start(), e.len() as u64)
+                .map_err(|m| Error::corrupt(format!("inode {ino}: {m}")))?;
+        }
+        let mut empty = [0u8; 60];
+        header(&mut empty, 0, ROOT_ENTRIES, 0);
+        let mut i = self.inode_mut(ino);
+        i.set_i_block(&empty);
+        i.set_i_flags(i.i_flags() & !flags::INDEX);
+        i.set_size(0);
+        i.set_blocks_512(0);
         Ok(())
     }
 }

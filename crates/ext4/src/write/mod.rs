@@ -1,9 +1,11 @@
-//! Writing ext4: format a device ([`format()`]), then create inodes, directories (linear
-//! and htree), extent trees, extended attributes (in-inode and shared blocks), symlinks
-//! and device nodes through the [`Writer`], whose blocks and inodes come from the
-//! [allocators](crate::alloc); [`Writer::finish`] writes bitmaps, descriptors and
-//! superblocks with every checksum. [`populate`] fills a new file system from a directory
-//! tree (mkfs.ext4 -d).
+//! Writing ext4 in bulk: format a device ([`format()`]: a complete, empty file system),
+//! then open it ([`Writer::open`]: the shared [`VolumeCore`](crate::VolumeCore), and the
+//! [allocators](crate::alloc) seeded from its bitmaps, as the read-write volume opens an
+//! image) and create inodes, directories (linear and htree), extent trees, extended
+//! attributes (in-inode and shared blocks), symlinks and device nodes through the
+//! [`Writer`], which keeps inode tables and bitmaps in memory; [`Writer::finish`] writes
+//! inode tables, bitmaps, descriptors and superblocks with every checksum. [`populate`]
+//! fills a new file system from a directory tree (mkfs.ext4 -d).
 //!
 //! What is written: mke2fs 1.47's default ext4 feature set (has_journal with an empty
 //! clean jbd2 journal, ext_attr, dir_index, filetype, extent, 64bit, flex_bg,

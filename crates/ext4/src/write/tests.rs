@@ -14,7 +14,7 @@ fn make(block_size: u32, features: &[&str]) -> Writer {
     o.block_size = Some(block_size);
     o.features = features.iter().map(|s| s.to_string()).collect();
     o.time = Some(1_700_000_000);
-    format(Box::new(dev), &o).expect("format")
+    Writer::open(format(Box::new(dev), &o).expect("format")).expect("open")
 }
 
 fn build_and_read(block_size: u32, features: &[&str]) {
@@ -89,6 +89,7 @@ fn build_and_read(block_size: u32, features: &[&str]) {
         ino: c,
         file_type: 3,
     });
+    w.drop_blocks(ROOT_INO).unwrap();
     w.write_dir(ROOT_INO, ROOT_INO, &root, 1, true).unwrap();
     w.inode_mut(ROOT_INO).set_i_links_count(4);
     w.blocks.check().unwrap();
@@ -153,6 +154,38 @@ fn feature_edits_are_checked() {
     assert!(apply_feature_edits(&["^resize_inode,^has_journal".into()]).is_ok());
 }
 
+/// What format leaves is a whole file system: the reader opens it and finds the root
+/// holding lost+found only; opening it for writing and finishing with no change
+/// rewrites the same bytes.
+#[test]
+fn format_alone_is_a_file_system_and_open_finish_changes_nothing() {
+    for (bs, features) in [(1024, &[][..]), (4096, &["^metadata_csum"][..])] {
+        let mut o = MkfsOptions::new(48 << 20);
+        o.block_size = Some(bs);
+        o.features = features.iter().map(|s| s.to_string()).collect();
+        o.time = Some(1_700_000_000);
+        o.uuid = Some([9u8; 16]);
+        let dev = format(Box::new(MemDevice::new(vec![0u8; 48 << 20], true)), &o).unwrap();
+        let mut formatted = vec![0u8; dev.len() as usize];
+        dev.read_at(&mut formatted, 0).unwrap();
+        let dev = Writer::open(dev).unwrap().finish().unwrap();
+        let mut reopened = vec![0u8; dev.len() as usize];
+        dev.read_at(&mut reopened, 0).unwrap();
+        assert!(
+            formatted == reopened,
+            "open + finish changed the image ({bs})"
+        );
+        let fs = Ext4::open(dev).unwrap();
+        let mut names = Vec::new();
+        fs.readdir(fs.root(), 0, &mut |e, _| {
+            names.push(e.name);
+            true
+        })
+        .unwrap();
+        assert_eq!(names, vec![b"lost+found".to_vec()]);
+    }
+}
+
 /// Populates a fresh 48 MiB file system from `src` keeping at most `hold` bytes of small
 /// files in memory; returns the image bytes and the report.
 fn populate_image(src: &std::path::Path, hold: u64) -> (Vec<u8>, PopulateReport) {
@@ -161,7 +194,7 @@ fn populate_image(src: &std::path::Path, hold: u64) -> (Vec<u8>, PopulateReport)
     o.block_size = Some(4096);
     o.time = Some(1_700_000_000);
     o.uuid = Some([7u8; 16]);
-    let mut w = format(Box::new(dev), &o).expect("format");
+    let mut w = Writer::open(format(Box::new(dev), &o).expect("format")).expect("open");
     let opts = PopulateOptions {
         threads: 3,
         hold_bytes: hold,

@@ -28,7 +28,7 @@ impl Writer {
         if attrs.is_empty() {
             return Ok(());
         }
-        let isz = self.geo.inode_size as usize;
+        let isz = self.core.geo.inode_size as usize;
         let start = GOOD_OLD_INODE_SIZE + EXTRA_ISIZE as usize;
         let mut inode_set = Vec::new();
         let mut block_set = Vec::new();
@@ -53,7 +53,7 @@ impl Writer {
             block_set.sort_by(|a, b| {
                 (a.index, a.name.len(), &a.name).cmp(&(b.index, b.name.len(), &b.name))
             });
-            let bs = self.geo.block_size as usize;
+            let bs = self.core.geo.block_size as usize;
             let mut blk = vec![0u8; bs];
             if !lay_out(&mut blk, BLOCK_HEADER_SIZE, bs, 0, &block_set) {
                 return Err(Error::incompatible(format!(
@@ -95,7 +95,7 @@ impl Writer {
                 let mut h = XattrBlockHeader::new(&mut data[..32]).expect("32");
                 h.set_h_refcount(refs);
             }
-            if let Some(seed) = self.csum_seed {
+            if let Some(seed) = self.core.csum_seed {
                 let c = block_checksum(seed, b, &data);
                 let mut h = XattrBlockHeader::new(&mut data[..32]).expect("32");
                 h.set_h_checksum(c);

@@ -50,6 +50,9 @@ pub struct PopulateOptions {
     /// MiB, and up to an eighth of physical memory while placement waits for the scan.
     /// Files that are not kept are read again by the copy.
     pub hold_bytes: u64,
+    /// An owner for the root directory that overrides the source root's (mkfs's
+    /// -E root_owner).
+    pub root_owner: Option<(u32, u32)>,
 }
 
 /// What populate did.
@@ -184,11 +187,13 @@ fn hold_cap() -> u64 {
     (total / 8).clamp(64 << 20, 2 << 30)
 }
 
-/// Fills the file system of `w` (freshly formatted) with the tree at `src`. The root
-/// directory takes the source root's attributes (its owner from -E root_owner when
-/// given); lost+found is kept.
+/// Fills the file system of `w` (freshly formatted, then opened) with the tree at `src`.
+/// The root directory is written anew with the source root's entries and attributes
+/// (its owner from `opts.root_owner` when given); lost+found is kept.
 pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
     let t0 = std::time::Instant::now();
+    // Format's root block goes back first, so the new root and the files can take it.
+    w.drop_blocks(ROOT_INO)?;
     let threads = if opts.threads == 0 {
         default_threads()
     } else {
@@ -206,7 +211,7 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     // Scan, placement and copy all run at once: placement takes each directory as soon
     // as it has been scanned, the copy takes batches of placed files (the device is
     // shared between the writer and the copy meanwhile).
-    let dev = shared_dev::share(&mut w.dev);
+    let dev = shared_dev::share(&mut w.core.dev);
     let (tx, rx) = std::sync::mpsc::sync_channel(8);
     let tree = &owned;
     let (scanned, placed, copied, ends) = std::thread::scope(|s| {
@@ -298,7 +303,7 @@ fn send_deferred(w: &mut Writer, jobs: &mut Batcher) -> Result<()> {
 }
 
 fn set_attrs(w: &mut Writer, ino: u32, m: &Meta, all_root: bool) {
-    let isz = w.geo.inode_size as usize;
+    let isz = w.core.geo.inode_size as usize;
     let now = w.now;
     let mut i = w.inode_mut(ino);
     i.set_i_mode(m.mode as u16);
@@ -331,7 +336,7 @@ fn place(
     report: &mut PopulateReport,
     jobs: &mut Batcher,
 ) -> Result<()> {
-    let dir_nlink = w.geo.features.has_ro_compat(ro_compat::DIR_NLINK);
+    let dir_nlink = w.core.geo.features.has_ro_compat(ro_compat::DIR_NLINK);
     let mut links: HashMap<(u64, u64), u32> = HashMap::new();
     let mut stack: Vec<(usize, u32, u32)> = vec![(0, ROOT_INO, ROOT_INO)];
     while let Some((d, dino, parent)) = stack.pop() {
@@ -341,7 +346,7 @@ fn place(
         let ds = tree.dir(d)?;
         set_attrs(w, dino, &ds.meta, opts.all_root);
         if dino == ROOT_INO {
-            if let Some((uid, gid)) = w.root_owner {
+            if let Some((uid, gid)) = opts.root_owner {
                 let mut r = w.inode_mut(ROOT_INO);
                 r.set_uid(uid);
                 r.set_gid(gid);

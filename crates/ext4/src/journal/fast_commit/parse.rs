@@ -349,7 +349,7 @@ mod tests {
         // Another transaction's area holds nothing for this one.
         assert_eq!(a.scan(8).unwrap().commits, 0);
         // A first fast commit that does not check fails the recovery.
-        a.blocks[0][10] ^= 1;
+        a.blocks[0][18] ^= 1;
         assert!(a.scan(7).is_err());
     }
 

@@ -624,13 +624,14 @@ fn corrupt_logs_end_where_e2fsck_ends_them() {
     }
 }
 
-/// A kernel fast commit (fsync on a fast_commit file system) is refused by name, by
-/// read-only commands and by `fsck -E journal_only` (which leaves the image untouched):
-/// usfs does not replay fast commits, and replaying the normal log alone would lose them.
-#[test]
-fn kernel_fast_commit_is_refused_by_name() {
-    let test = "jnl-fast-commit";
-    if !need_root(test) || !need_tool(test, "python3") {
+/// Kernel fast commits (fsync on a fast_commit file system: the first fsync after a
+/// full commit starts one, later ones add fast commits to it) are replayed: (a) usfs
+/// read-only commands on the copy of a mounted image export the tree the kernel shows
+/// after mounting another copy; (b) after `usfs fsck -E journal_only -y` the image is
+/// clean for `e2fsck -fn` and the kernel shows the same tree as its own replay; (c)
+/// `e2fsck -fy` of a copy is compared too and its differences reported.
+fn fast_commit_case(test: &str, script: &str, tear_last: bool) {
+    if !need_root(test) || !need_tool(test, "python3") || !need_tool(test, "e2fsck") {
         return;
     }
     let s = Scratch::new(test);
@@ -644,36 +645,189 @@ fn kernel_fast_commit_is_refused_by_name() {
     let dirty = s.path("dirty.img");
     {
         let m = Mount::new(&img, &s.path("mnt"), "ext4", "");
+        let py = s.path("w.py");
+        std::fs::write(
+            &py,
+            format!(
+                "import os, subprocess\nos.chdir('{}')\n{script}",
+                m.dir.display()
+            ),
+        )
+        .unwrap();
         sh(&format!(
-            // The first fsync makes a full commit, the second a fast commit (as seen with
-            // debugfs logdump on Linux 6.18).
-            "sync && python3 -c \"import os\nfor n in 'fg':\n fd=os.open('{0}/'+n,os.O_WRONLY|os.O_CREAT,0o644)\n os.write(fd,b'x'*10000)\n os.fsync(fd)\" && cp '{1}' '{2}'",
-            m.dir.display(),
+            "sync && python3 '{}' && cp '{}' '{}'",
+            py.display(),
             img.display(),
             dirty.display()
         ));
     }
-    let o = Command::new(usfs())
-        .arg("ls")
-        .arg(&dirty)
-        .arg("/")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
+    let fc = fast_commit_blocks(&dirty);
     assert!(
-        !o.status.success() && err.contains("fast_commit"),
-        "{test}: ls: {o:?}"
+        fc.len() >= 2,
+        "{test}: expected fast commits in the area, found {fc:?}"
     );
+    if tear_last {
+        let &(off, _) = fc.last().unwrap();
+        let f = FileDevice::open(&dirty, true).unwrap();
+        f.write_at(&[0u8; 4096], off).unwrap();
+        f.flush().unwrap();
+    }
+    // The kernel's view: another copy, mounted (recovery replays the fast commits).
+    let k = s.path("kernel.img");
+    std::fs::copy(&dirty, &k).unwrap();
+    let mk = Mount::new(&k, &s.path("mnt-k"), "ext4", "noatime");
+    // Directory mtimes are left out: the kernel's replay of a dentry record stamps the
+    // directory with the time of the replay (as usfs's does), which no two replays share.
+    let exact = CmpOptions {
+        system_xattrs: true,
+        ignore_dir_mtime: true,
+        ..CmpOptions::default()
+    };
+    // (a) in-memory replay of read-only commands; the image is not touched.
     let before = read(&dirty);
-    let o = Command::new(usfs())
-        .args(["fsck", "-E", "journal_only", "-y"])
-        .arg(&dirty)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(8), "{test}: fsck: {o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("fast_commit"));
+    let out = s.path("out");
+    run_ok(Command::new(usfs()).arg("export").arg(&dirty).arg(&out));
     assert!(
         read(&dirty) == before,
-        "{test}: a refused replay writes nothing"
+        "{test}: a read-only command wrote the image"
+    );
+    if let Err(d) = compare(&mk.dir, &out, &exact) {
+        panic!("{test}: usfs export of the dirty copy differs from the kernel mount: {d}");
+    }
+    // (b) usfs writes the replay back: e2fsck -fn clean, the kernel sees the same tree.
+    let u = s.path("usfs.img");
+    std::fs::copy(&dirty, &u).unwrap();
+    let o = Command::new(usfs())
+        .args(["fsck", "-E", "journal_only", "-y"])
+        .arg(&u)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{test}: usfs fsck -E journal_only: {o:?}"
+    );
+    let o = Command::new("e2fsck").arg("-fn").arg(&u).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{test}: e2fsck -fn after the usfs replay: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    {
+        let mu = Mount::new(&u, &s.path("mnt-u"), "ext4", "noatime");
+        if let Err(d) = compare(&mk.dir, &mu.dir, &exact) {
+            panic!("{test}: the kernel's view after the usfs replay differs: {d}");
+        }
+    }
+    // (c) e2fsck's own replay of a copy: reported, not required to match.
+    let e = s.path("e2fsck.img");
+    std::fs::copy(&dirty, &e).unwrap();
+    let o = Command::new("e2fsck").arg("-fy").arg(&e).output().unwrap();
+    let note = match o.status.code() {
+        Some(0) | Some(1) => {
+            let me = Mount::new(&e, &s.path("mnt-e"), "ext4", "noatime");
+            match compare(&mk.dir, &me.dir, &exact) {
+                Ok(_) => "same tree as the kernel".to_string(),
+                Err(d) => format!("differs from the kernel: {d}"),
+            }
+        }
+        c => format!("exit {c:?}"),
+    };
+    eprintln!(
+        "{test}: {} fast-commit blocks; e2fsck -fy (exit {:?}): {note}; its fixes: {}",
+        fc.len(),
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with("Pass ") && !l.contains("files ("))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+}
+
+/// The byte offsets in `image` of the fast-commit area's blocks in use (up to the first
+/// all-zero block), with their first tag; journal blocks are mapped with debugfs.
+fn fast_commit_blocks(image: &Path) -> Vec<(u64, u16)> {
+    let bmap = |j: u64| -> u64 {
+        let o = run_ok(
+            Command::new("debugfs")
+                .args(["-R", &format!("bmap <8> {j}")])
+                .arg(image),
+        );
+        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+    };
+    let f = FileDevice::open(image, false).unwrap();
+    let mut raw = vec![0u8; 4096];
+    f.read_at(&mut raw, bmap(0) * 4096).unwrap();
+    let jsb = JournalSuperblock::new(&raw[..]).unwrap();
+    let maxlen = jsb.s_maxlen() as u64;
+    let nfc = match jsb.s_num_fc_blks() {
+        0 => 256,
+        n => n as u64,
+    };
+    let mut out = Vec::new();
+    for j in maxlen - nfc + 1..maxlen {
+        let off = bmap(j) * 4096;
+        f.read_at(&mut raw, off).unwrap();
+        if raw.iter().all(|&b| b == 0) {
+            break;
+        }
+        out.push((off, u16::from_le_bytes([raw[0], raw[1]])));
+    }
+    out
+}
+
+/// Workload prelude: `fs(path)` opens (creating), writes, fsyncs.
+const FC_PY: &str = "def put(p, data, flags=os.O_WRONLY | os.O_CREAT):\n    fd = os.open(p, flags, 0o644)\n    os.write(fd, data)\n    os.fsync(fd)\n    os.close(fd)\n\ndef fsync(p):\n    fd = os.open(p, os.O_RDONLY)\n    os.fsync(fd)\n    os.close(fd)\n\n";
+
+#[test]
+fn kernel_fast_commit_create_write() {
+    fast_commit_case(
+        "jnl-fc-create",
+        &format!("{FC_PY}for n in 'fghij':\n    put(n, n.encode() * 10000)\n"),
+        false,
+    );
+}
+
+#[test]
+fn kernel_fast_commit_append() {
+    fast_commit_case(
+        "jnl-fc-append",
+        &format!(
+            "{FC_PY}put('a', b'a' * 5000)\nfor i in range(4):\n    put('a', bytes([65 + i]) * 9000, os.O_WRONLY | os.O_APPEND)\n"
+        ),
+        false,
+    );
+}
+
+#[test]
+fn kernel_fast_commit_truncate_punch() {
+    fast_commit_case(
+        "jnl-fc-trunc",
+        &format!(
+            "{FC_PY}put('b', b'b' * 65536)\nput('c', b'c' * 65536)\nos.truncate('b', 10000)\nfsync('b')\nsubprocess.run(['fallocate', '-p', '-o', '4096', '-l', '16384', 'c'], check=True)\nfsync('c')\nput('d', b'd' * 3000)\n"
+        ),
+        false,
+    );
+}
+
+#[test]
+fn kernel_fast_commit_rename_link_unlink() {
+    fast_commit_case(
+        "jnl-fc-names",
+        &format!(
+            "{FC_PY}put('c', b'c' * 6000)\nput('d', b'd' * 7000)\nput('x', b'x' * 100)\nos.link('c', 'c2')\nfsync('c')\nos.rename('d', 'e')\nfsync('e')\nos.unlink('c')\nfsync('c2')\nos.unlink('x')\nput('y', b'y' * 10)\n"
+        ),
+        false,
+    );
+}
+
+#[test]
+fn kernel_fast_commit_torn_last() {
+    fast_commit_case(
+        "jnl-fc-torn",
+        &format!("{FC_PY}for n in 'pqrst':\n    put(n, n.encode() * 5000)\n"),
+        true,
     );
 }

@@ -61,6 +61,9 @@ pub struct ReplayPlan {
     /// could, keeps `s_sequence` and marks the file system not clean; the kernel refuses
     /// to mount.
     pub error: Option<String>,
+    /// The fast commits that follow the log (transaction `end_tid`), checked and
+    /// decoded; applied after the log's blocks (`crate::rw`).
+    pub fast_commits: fast_commit::FastCommits,
 }
 
 impl ReplayPlan {
@@ -127,13 +130,19 @@ pub fn plan_replay(dev: &dyn Device, map: &JournalMap, fs_block_size: u32) -> Re
         revoke_hits: 0,
         failed_commit: None,
         error: None,
+        fast_commits: Default::default(),
     };
     if info.start == 0 {
         return Ok(plan);
     }
     let mut result = st.pass(Pass::Scan);
     if result.is_ok() {
-        st.check_fast_commit()?;
+        match st.scan_fast_commits(dev) {
+            Ok(fc) => plan.fast_commits = fc,
+            Err(e) => result = Err(e),
+        }
+    }
+    if result.is_ok() {
         result = st.pass(Pass::Revoke);
     }
     if result.is_ok() {
@@ -428,33 +437,43 @@ impl Recovery<'_> {
         self.revoked.get(&blk).is_some_and(|&r| !tid_gt(tid, r))
     }
 
-    /// Refuses a fast-commit area that starts a fast commit of the transaction after
-    /// the log (see [`super::fast_commit`]).
-    fn check_fast_commit(&self) -> Result<()> {
+    /// Scans the fast-commit area for fast commits of the transaction after the log
+    /// ([`fast_commit::scan`]); the inode size comes from the ext4 superblock on `dev`.
+    fn scan_fast_commits(
+        &self,
+        dev: &dyn Device,
+    ) -> std::result::Result<fast_commit::FastCommits, String> {
         let Some(fc) = self.j.fc_first else {
-            return Ok(());
+            return Ok(Default::default());
         };
-        let mut buf = vec![0u8; self.log.bs];
-        if self.log.read(fc, &mut buf).is_err() {
-            return Ok(());
-        }
-        if fast_commit::holds_transaction(&buf, self.end) {
-            return Err(Error::incompatible(format!(
-                "fast_commit: the journal's fast-commit area holds transaction {} to replay",
-                self.end
-            )));
-        }
-        Ok(())
+        let mut sb = vec![0u8; 1024];
+        dev.read_at(&mut sb, SUPERBLOCK_OFFSET)
+            .map_err(|e| format!("fast commit: superblock: {e}"))?;
+        let inode_size = Superblock::new(&sb[..]).expect("1024").s_inode_size() as u32;
+        let n = self.j.total_len.saturating_sub(fc);
+        let bs = self.log.bs;
+        fast_commit::scan(
+            |i| {
+                let mut buf = vec![0u8; bs];
+                self.log.read(fc + i, &mut buf).ok().map(|_| buf)
+            },
+            n,
+            self.end,
+            inode_size.max(128),
+        )
     }
 }
 
 /// Writes `plan` home as `e2fsck -E journal_only` does: every replayed block, a flush,
-/// the journal superblock marked empty (`s_start` 0, `s_sequence` = `next_sequence`,
-/// `s_errno` cleared), a flush, then the ext4 superblock (read back after the replay, which
-/// may have rewritten it) with needs_recovery cleared, `s_state` without VALID after a
-/// recovery error and with ERROR_FS after a failed commit, and its checksum updated;
-/// a last flush. Returns the number of blocks written home.
-pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Result<usize> {
+/// then `between` (the fast-commit replay, which needs the log's blocks in place and must
+/// finish before the log is marked empty), then [`mark_recovered`]. Returns the number of
+/// blocks written home.
+pub fn replay_onto_with(
+    dev: &dyn Device,
+    map: &JournalMap,
+    plan: &ReplayPlan,
+    between: impl FnOnce() -> Result<()>,
+) -> Result<usize> {
     let bs = plan.info.block_size as u64;
     // Nothing is written when a tag names a block past the device (e2fsck would extend
     // an image file there; the kernel fails at the device's end).
@@ -468,6 +487,29 @@ pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Res
         dev.write_at(&data, blk * bs)?;
     }
     dev.flush()?;
+    between()?;
+    mark_recovered(dev, map, plan)?;
+    Ok(plan.blocks.len())
+}
+
+/// [`replay_onto_with`] for a plan without fast commits to apply (refused otherwise:
+/// dropping them would lose changes the kernel made durable).
+pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Result<usize> {
+    if !plan.fast_commits.records.is_empty() {
+        return Err(Error::incompatible(
+            "fast_commit: this replay does not apply the fast commits it found",
+        ));
+    }
+    replay_onto_with(dev, map, plan, || Ok(()))
+}
+
+/// After the replayed blocks are home: the journal superblock marked empty (`s_start` 0,
+/// `s_sequence` = `next_sequence`, `s_errno` cleared), a flush, then the ext4 superblock
+/// (read back, the replay may have rewritten it) with needs_recovery cleared, `s_state`
+/// without VALID after a recovery error and with ERROR_FS after a failed commit, and its
+/// checksum updated; a last flush.
+pub fn mark_recovered(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Result<()> {
+    let bs = plan.info.block_size as u64;
     let lg = log(dev, map, &plan.info);
     let mut raw = vec![0u8; bs as usize];
     lg.read(0, &mut raw)?;
@@ -479,7 +521,7 @@ pub fn replay_onto(dev: &dyn Device, map: &JournalMap, plan: &ReplayPlan) -> Res
     recovered_superblock(&mut sb, plan);
     dev.write_at(&sb, SUPERBLOCK_OFFSET)?;
     dev.flush()?;
-    Ok(plan.blocks.len())
+    Ok(())
 }
 
 /// The journal superblock (journal block 0, `raw`) as a replay of `plan` leaves it:

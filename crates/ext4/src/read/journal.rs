@@ -106,8 +106,9 @@ impl Ext4 {
         if let Some(e) = &plan.error {
             return Err(Error::corrupt(format!("journal recovery failed: {e}")));
         }
-        let ov = Overlay::new(pre.core.dev, bs);
+        let ov = Arc::new(Overlay::new(pre.core.dev, bs));
         overlay_replay(&ov, &map, &plan)?;
+        replay_fast_commits(&ov, &plan)?;
         let (fs, _) = Ext4::open_inner(Box::new(ov), true, false)?;
         Ok(fs)
     }
@@ -153,8 +154,80 @@ pub fn replay_journal(dev: Box<dyn Device>) -> Result<Option<ReplayPlan>> {
     let (pre, _) = Ext4::open_inner(dev, false, true)?;
     let map = pre.journal_map()?;
     let plan = journal::plan_replay(&*pre.core.dev, &map, pre.core.geo.block_size)?;
-    journal::replay_onto(&*pre.core.dev, &map, &plan)?;
+    if plan.fast_commits.records.is_empty() {
+        journal::replay_onto(&*pre.core.dev, &map, &plan)?;
+        return Ok(Some(plan));
+    }
+    // The fast commits are applied in memory over the replayed log, and what they
+    // change is written home with the log's blocks, before the log is marked empty.
+    let dev: Arc<dyn Device> = Arc::from(pre.core.dev);
+    let ov = Arc::new(Overlay::new(Box::new(dev.clone()), pre.core.geo.block_size));
+    overlay_replay(&ov, &map, &plan)?;
+    replay_fast_commits(&ov, &plan)?;
+    let bs = pre.core.geo.block_size as u64;
+    let last = [map.fs_block(0), Some(SUPERBLOCK_OFFSET / bs)];
+    let held = ov.snapshot();
+    journal::replay::replay_onto_with(&*dev, &map, &plan, || {
+        for (b, data) in &held {
+            if !last.contains(&Some(*b)) {
+                dev.write_at(data, b * bs)?;
+            }
+        }
+        dev.flush()?;
+        Ok(())
+    })?;
+    // mark_recovered wrote the superblock as read back: the fast commits' free counts
+    // are in the overlay's copy, which recovery's changes were applied to as well.
+    let sb_blk = SUPERBLOCK_OFFSET / bs;
+    if let Some((_, data)) = held.iter().find(|(b, _)| *b == sb_blk) {
+        dev.write_at(data, sb_blk * bs)?;
+        dev.flush()?;
+    }
     Ok(Some(plan))
+}
+
+/// Applies `plan`'s fast commits ([`crate::rw::fast_commit`]) over `ov`, which holds the
+/// replayed log and the recovered superblocks: what they change lands in `ov`.
+fn replay_fast_commits(ov: &Arc<Overlay>, plan: &ReplayPlan) -> Result<()> {
+    if plan.fast_commits.records.is_empty() {
+        return Ok(());
+    }
+    crate::rw::fast_commit::replay(Box::new(Absorb(ov.clone())), &plan.fast_commits.records)
+}
+
+/// A device whose writes stay in an [`Overlay`] (whole blocks put into it): the
+/// fast-commit replay of a read-only open never reaches the image.
+struct Absorb(Arc<Overlay>);
+
+impl Device for Absorb {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        let bs = self.0.block_size() as u64;
+        let (mut off, mut done) = (offset, 0usize);
+        while done < buf.len() {
+            let blk = off / bs;
+            let at = (off % bs) as usize;
+            let n = (bs as usize - at).min(buf.len() - done);
+            let mut block = vec![0u8; bs as usize];
+            self.0.read_at(&mut block, blk * bs)?;
+            block[at..at + n].copy_from_slice(&buf[done..done + n]);
+            self.0.put(blk, Arc::from(block));
+            done += n;
+            off += n as u64;
+        }
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn stats(&self) -> &usfs_dev::IoStats {
+        self.0.stats()
+    }
 }
 
 impl Ext4 {

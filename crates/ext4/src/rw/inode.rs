@@ -155,7 +155,7 @@ impl Volume {
 
     /// Makes the descriptor of `ino`'s group cover the inode at once (INODE_UNINIT off,
     /// itable_unused below it), so the reader accepts it within this transaction.
-    fn mark_inode_slot_used(&mut self, ino: u32) {
+    pub(super) fn mark_inode_slot_used(&mut self, ino: u32) {
         use crate::format::group_desc::BG_INODE_UNINIT;
         if !crate::alloc::seed::uninit_tracking(&self.fs.core.geo) {
             return;

@@ -24,6 +24,7 @@ mod dir_oracle_tests;
 #[cfg(test)]
 mod dir_tests;
 mod extent_edit;
+pub(crate) mod fast_commit;
 mod indirect_edit;
 mod inline;
 mod inode;

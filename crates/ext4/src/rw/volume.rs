@@ -104,6 +104,18 @@ impl Volume {
         let dev: Arc<dyn Device> = Arc::from(dev);
         // Writers replay the journal onto the image first, as the kernel does at mount.
         crate::replay_journal(Box::new(dev.clone()))?;
+        let mut v = Volume::assemble(Box::new(dev), true)?;
+        v.mark_in_use()?;
+        v.cleanup_orphans()?;
+        v.commit()?;
+        Ok(v)
+    }
+
+    /// The volume over `dev` without the opening steps (no journal replay, nothing
+    /// written): `journaled` opens the journal for writing and refuses fast_commit with
+    /// the other features usfs cannot write; without it the volume writes home directly
+    /// (the fast-commit replay, which runs before the journal is marked empty).
+    pub(crate) fn assemble(dev: Box<dyn Device>, journaled: bool) -> Result<Volume> {
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET)
             .map_err(|_| Error::corrupt("image too small to hold an ext4 superblock"))?;
@@ -114,20 +126,20 @@ impl Volume {
                 "superblock: block size 2^{log} out of range"
             )));
         }
-        let overlay = Arc::new(Overlay::new(Box::new(dev), 1 << log));
+        let overlay = Arc::new(Overlay::new(dev, 1 << log));
         let fs = Ext4::open(Box::new(overlay.clone()))?;
-        check_write_features(&fs.geometry().features)?;
+        check_write_features(&fs.geometry().features, journaled)?;
         let geo = fs.geometry().clone();
         let blocks = seed_blocks(&fs.core)?;
         let inodes = seed_inodes(&fs.core)?;
         let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
-        let journal = if geo.features.has_compat(compat::HAS_JOURNAL) {
+        let journal = if journaled && geo.features.has_compat(compat::HAS_JOURNAL) {
             let map = fs.journal_map()?;
             Some(JournalWriter::open(overlay.base(), map, geo.block_size)?)
         } else {
             None
         };
-        let mut v = Volume {
+        Ok(Volume {
             fs,
             overlay,
             blocks,
@@ -143,11 +155,7 @@ impl Volume {
             undo: None,
             pending: Default::default(),
             pinned: Default::default(),
-        };
-        v.mark_in_use()?;
-        v.cleanup_orphans()?;
-        v.commit()?;
-        Ok(v)
+        })
     }
 
     /// The reader's view of the volume (every change made so far included).
@@ -226,10 +234,19 @@ impl Volume {
     }
 }
 
-/// Refuses features whose structures the writer would not keep right.
-pub(crate) fn check_write_features(f: &crate::format::features::Features) -> Result<()> {
+/// Refuses features whose structures the writer would not keep right (fast_commit only
+/// when the volume writes the journal: `journaled`).
+pub(crate) fn check_write_features(
+    f: &crate::format::features::Features,
+    journaled: bool,
+) -> Result<()> {
+    let compat_refused = if journaled {
+        WRITE_COMPAT_REFUSED
+    } else {
+        WRITE_COMPAT_REFUSED & !compat::FAST_COMMIT
+    };
     let refused = crate::format::features::Features {
-        compat: f.compat & WRITE_COMPAT_REFUSED,
+        compat: f.compat & compat_refused,
         incompat: f.incompat & WRITE_INCOMPAT_REFUSED,
         ro_compat: f.ro_compat & WRITE_RO_COMPAT_REFUSED,
     };

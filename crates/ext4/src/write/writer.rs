@@ -416,7 +416,7 @@ impl Writer {
 /// refuses, a journal needing recovery, and meta_bg (the descriptor table is written
 /// whole).
 fn check_bulk_features(f: &Features) -> Result<()> {
-    crate::rw::check_write_features(f)?;
+    crate::rw::check_write_features(f, true)?;
     if f.has_incompat(incompat::RECOVER) {
         return Err(Error::incompatible(
             "needs_recovery: the journal holds transactions not yet replayed",

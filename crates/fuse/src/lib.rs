@@ -13,8 +13,8 @@ mod write;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -226,6 +226,11 @@ impl Filesystem for Server {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large reads in one request where the kernel allows them.
         let _ = config.set_max_readahead(1 << 20);
+        // Every directory listing as READDIRPLUS: an entry's attributes cost the server
+        // an inode read, a separate LOOKUP costs a round trip (the kernel's adaptive mode
+        // falls back to READDIR after a directory's first batch, and `rm -r`, which
+        // lists first and stats after, then pays a LOOKUP per name).
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
         if self.w.is_some() {
             // The kernel enforces POSIX ACLs and sends the umask apart from the mode: a
             // new inode in a directory with a default ACL takes that ACL, not the umask
@@ -740,6 +745,42 @@ impl Filesystem for Server {
         match r {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e)),
+        }
+    }
+
+    /// READDIR and LOOKUP in one (the kernel asks for it when a program stats what it
+    /// lists: ls -l, find, du, rm -r): each entry comes with its attributes, so the
+    /// kernel needs no LOOKUP round trip per name. "." and ".." carry their directories'.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = self.ino_of(ino);
+        let parent = self.fs.lookup(dir, b"..").unwrap_or(dir);
+        let mut failed = None;
+        let mut added = false;
+        let r = usfs_vfs::list_dir(&*self.fs, dir, parent, offset, &mut |name, ino, _, next| {
+            let m = match self.fs.getattr(ino) {
+                Ok(m) => m,
+                Err(e) => {
+                    failed = Some(errno(&e));
+                    return false;
+                }
+            };
+            added = true;
+            let g = Generation(m.generation as u64);
+            let node = INodeNo(self.fuse_ino(ino));
+            !reply.add(node, next, OsStr::from_bytes(name), &TTL, &self.attr(&m), g)
+        });
+        match (r, failed) {
+            (Err(e), _) => reply.error(Errno::from_i32(e)),
+            // An entry whose inode cannot be read ends this batch; alone, it is the error.
+            (Ok(_), Some(e)) if !added => reply.error(e),
+            _ => reply.ok(),
         }
     }
 

@@ -69,6 +69,21 @@ impl Overlay {
         self.write_map().remove(&blk)
     }
 
+    /// Brings the copies of held blocks that `buf`, written at `offset`, overlaps up to
+    /// date (the device has it already).
+    fn update_held(&self, buf: &[u8], offset: u64) {
+        let mut map = self.write_map();
+        if !map.is_empty() {
+            self.split(offset, buf.len(), |blk, in_blk, r| {
+                if let Some(d) = map.get_mut(&blk) {
+                    let mut copy = d.to_vec();
+                    copy[in_blk..in_blk + r.len()].copy_from_slice(&buf[r]);
+                    *d = copy.into();
+                }
+            });
+        }
+    }
+
     /// Number of blocks held.
     pub fn held(&self) -> usize {
         self.read_map().len()
@@ -153,16 +168,15 @@ impl Device for Overlay {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.stats.record_write(buf.len());
         self.base.write_at(buf, offset)?;
-        let mut map = self.write_map();
-        if !map.is_empty() {
-            self.split(offset, buf.len(), |blk, in_blk, r| {
-                if let Some(d) = map.get_mut(&blk) {
-                    let mut copy = d.to_vec();
-                    copy[in_blk..in_blk + r.len()].copy_from_slice(&buf[r]);
-                    *d = copy.into();
-                }
-            });
-        }
+        self.update_held(buf, offset);
+        Ok(())
+    }
+
+    /// As [`Overlay::write_at`], the base written past its cache when it can.
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.stats.record_write(buf.len());
+        self.base.write_direct(buf, offset)?;
+        self.update_held(buf, offset);
         Ok(())
     }
 
@@ -219,5 +233,16 @@ mod tests {
         assert_eq!(ov.remove(1).unwrap()[0], 2);
         ov.read_at(&mut buf[..2], 1024).unwrap();
         assert_eq!(&buf[..2], &[2, 3]);
+    }
+
+    #[test]
+    fn direct_writes_update_held_blocks_too() {
+        let ov = Overlay::new(Box::new(MemDevice::new(vec![0u8; 8192], true)), 1024);
+        ov.put(2, vec![0xAA; 1024].into());
+        ov.write_direct(&[7u8; 1500], 2500).unwrap();
+        let mut buf = vec![0u8; 1024];
+        ov.read_at(&mut buf, 2048).unwrap();
+        assert!(buf[..452].iter().all(|&b| b == 0xAA));
+        assert!(buf[452..].iter().all(|&b| b == 7), "held block not updated");
     }
 }

@@ -21,6 +21,9 @@ use usfs_fs::Result;
 /// Buffered data after which the running operation's end flushes it.
 pub const FLUSH_BYTES: u64 = 64 << 20;
 
+/// Runs at least this large are written past the host's page cache at a flush.
+const DIRECT_MIN: usize = 1 << 20;
+
 /// One file's buffered blocks: logical block -> its bytes (a whole block, zero-filled
 /// where nothing was written).
 pub(crate) type Pending = BTreeMap<u64, Box<[u8]>>;
@@ -254,13 +257,20 @@ impl Volume {
             };
             let (p, got) = self.alloc_request(&req)?;
             let got = got as usize;
-            // Page-aligned, so the image takes it past the host's page cache (one copy
-            // less; the data is not read back soon, and fsync has less to write back).
+            // A large run goes page-aligned past the host's page cache (one copy less; it
+            // is not read back soon, and fsync has less to write back). A small one is
+            // written through the cache: a direct write waits for the disk each time,
+            // which thousands of small files pay dearly (one flush at the commit is cheaper).
             let mut buf = AlignedBuf::with_capacity(got * bs);
             for b in &blocks[done..done + got] {
                 buf.extend_from_slice(b);
             }
-            self.overlay.write_direct(buf.as_slice(), p * bs as u64)?;
+            let at = p * bs as u64;
+            if buf.len() >= DIRECT_MIN {
+                self.overlay.write_direct(buf.as_slice(), at)?;
+            } else {
+                self.overlay.write_at(buf.as_slice(), at)?;
+            }
             self.map_add(rec, l, p, got as u32, false)?;
             rec.add_blocks(got as i64, bs as u32);
             done += got;

@@ -88,13 +88,20 @@ impl Volume {
 
     /// Free blocks (preallocation windows included: they are given back when needed)
     /// after every buffered block and a margin for the extent blocks their flush may need
-    /// are set aside. Every allocation is held to it ([`Volume::alloc_request`]), so a
-    /// flush always finds the blocks its buffered data was promised.
-    pub(crate) fn unreserved_free(&self) -> u64 {
+    /// are set aside, counted exactly only when `want` is more than the free blocks
+    /// outside the windows give (summing the windows walks all of them; this is asked on
+    /// every write and allocation). Every allocation is held to it
+    /// ([`Volume::alloc_request`]), so a flush always finds the blocks its buffered data
+    /// was promised.
+    pub(crate) fn unreserved_free(&self, want: u64) -> u64 {
         let pending = self.pending_blocks();
         // An extent block holds 340 extents (4 KiB) and a file's first four live in its
         // inode: this covers the tree growth of fragmented placements.
         let margin = if pending == 0 { 0 } else { pending / 256 + 4 };
+        let outside = self.blocks.free_blocks().saturating_sub(pending + margin);
+        if outside >= want {
+            return outside;
+        }
         let free = self.blocks.free_blocks() + self.blocks.preallocated();
         free.saturating_sub(pending + margin)
     }
@@ -108,12 +115,12 @@ impl Volume {
         let new = (first..=last)
             .filter(|b| !have.is_some_and(|p| p.contains_key(b)))
             .count() as u64;
-        if new > 0 && self.unreserved_free() < new {
+        if new > 0 && self.unreserved_free(new) < new {
             return Err(crate::write::no_space(
                 "blocks",
                 format!(
                     "no space left: {new} blocks to buffer, {} free",
-                    self.unreserved_free()
+                    self.unreserved_free(new)
                 ),
             ));
         }
@@ -257,19 +264,22 @@ impl Volume {
             };
             let (p, got) = self.alloc_request(&req)?;
             let got = got as usize;
-            // A large run goes page-aligned past the host's page cache (one copy less; it
-            // is not read back soon, and fsync has less to write back). A small one is
-            // written through the cache: a direct write waits for the disk each time,
-            // which thousands of small files pay dearly (one flush at the commit is cheaper).
-            let mut buf = AlignedBuf::with_capacity(got * bs);
-            for b in &blocks[done..done + got] {
-                buf.extend_from_slice(b);
-            }
-            let at = p * bs as u64;
-            if buf.len() >= DIRECT_MIN {
+            let (run, at) = (&blocks[done..done + got], p * bs as u64);
+            if got * bs >= DIRECT_MIN {
+                // A large run goes page-aligned past the host's page cache (one copy
+                // less; it is not read back soon, and fsync has less to write back).
+                let mut buf = AlignedBuf::with_capacity(got * bs);
+                for b in run {
+                    buf.extend_from_slice(b);
+                }
                 self.overlay.write_direct(buf.as_slice(), at)?;
+            } else if let [one] = run {
+                self.overlay.write_at(one, at)?;
             } else {
-                self.overlay.write_at(buf.as_slice(), at)?;
+                // A small one through the cache: a direct write waits for the disk each
+                // time, which thousands of small files pay dearly (one flush at the
+                // commit is cheaper).
+                self.overlay.write_at(&run.concat(), at)?;
             }
             self.map_add(rec, l, p, got as u32, false)?;
             rec.add_blocks(got as i64, bs as u32);

@@ -175,7 +175,7 @@ impl Volume {
     /// ENOSPC when none are left. When only preallocation windows hold free blocks, they
     /// are given back and the request is tried again.
     pub(crate) fn alloc_request(&mut self, req: &Request) -> Result<(u64, u32)> {
-        let allowed = self.unreserved_free();
+        let allowed = self.unreserved_free(req.len as u64);
         if allowed == 0 {
             return Err(no_space(
                 "blocks",

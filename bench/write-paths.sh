@@ -9,6 +9,10 @@
 #   kernel       kernel ext4 on a loop device (data=ordered, journaled)
 #   usfs         usfs mount -o rw,threads=$USFS_THREADS          (kernel page cache)
 #   usfs-direct  usfs mount -o rw,direct_io,threads=$USFS_THREADS (every write a request)
+#   usfs-dev     usfs mount -o rw,no_uring,threads=$USFS_THREADS: requests over /dev/fuse
+#                even with io_uring on (not in the default METHODS)
+# FUSE over io_uring is switched on for the bench (bench/uring.sh; URING=0 does not): the
+# usfs methods then take requests on per-CPU io_uring queues.
 #   fuse2fs      Debian's fuse2fs 1.47 (never writes its journal: a crash may lose data)
 # Workloads (WORKLOADS):
 #   data  bench/writer.c: THREADS (1 4) threads, each its own file, write BS (BSS: 1K 4K
@@ -81,6 +85,7 @@ mnt=$work/mnt
 img=$work/img
 mkdir -p "$mnt"
 . bench/damon.sh
+. bench/uring.sh
 loopdev=
 fuse_pid=
 cleanup() {
@@ -89,10 +94,12 @@ cleanup() {
     [ -n "$loopdev" ] && losetup -d "$loopdev" 2>/dev/null || true
     rm -rf "$work"
     damon_restore
+    uring_restore
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 damon_pause
+uring_on
 
 gcc -O2 -Wall -pthread -o "$work/writer" bench/writer.c
 gcc -O2 -Wall -o "$work/mkfiles" bench/mkfiles.c
@@ -115,6 +122,7 @@ mount_method() { # method -> 0 when mounted
             ;;
         usfs) "$usfs" mount -o "rw,threads=$usfs_threads" "$img" "$mnt" ;;
         usfs-direct) "$usfs" mount -o "rw,direct_io,threads=$usfs_threads" "$img" "$mnt" ;;
+        usfs-dev) "$usfs" mount -o "rw,no_uring,threads=$usfs_threads" "$img" "$mnt" ;;
         fuse2fs)
             # Foreground in the background: unmount_method waits for the process, which
             # flushes the image and exits after the kernel lets the mount go.
@@ -134,7 +142,7 @@ unmount_method() { # method: returns once the image is durable and closed
             losetup -d "$loopdev"
             loopdev=
             ;;
-        usfs | usfs-direct) "$usfs" umount "$mnt" ;;
+        usfs | usfs-direct | usfs-dev) "$usfs" umount "$mnt" ;;
         fuse2fs)
             umount "$mnt"
             wait "$fuse_pid" || true

@@ -18,8 +18,11 @@ pub struct MountArgs {
     /// Options, comma-separated or repeated: `ro` (the default) or `rw` (ext4 only:
     /// changes go through the journaled volume; one writer per image), `cache` (kernel
     /// page cache, long attribute TTLs; the default), `direct_io` (FOPEN_DIRECT_IO: every
-    /// request reaches usfs), `threads=N` (server threads, default 1), `allow_other`,
-    /// `default_permissions` (always on: the kernel checks permissions).
+    /// request reaches usfs), `threads=N` (/dev/fuse server threads, default 1),
+    /// `no_uring` (keep requests on /dev/fuse even where the kernel offers FUSE over
+    /// io_uring, fuse's enable_uring parameter; by default usfs then serves each CPU's
+    /// requests on that CPU), `allow_other`, `default_permissions` (always on: the kernel
+    /// checks permissions).
     #[arg(short = 'o', value_name = "OPTS")]
     opts: Vec<String>,
     /// Stay in the foreground.
@@ -44,12 +47,13 @@ struct Parsed {
     threads: usize,
     rw: bool,
     allow_other: bool,
+    uring: bool,
 }
 
 fn parse_opts(list: &[String]) -> CliResult<Parsed> {
     let mut cache = CacheMode::Cache;
     let mut threads = 1;
-    let (mut rw, mut allow_other) = (false, false);
+    let (mut rw, mut allow_other, mut uring) = (false, false, true);
     for o in list
         .iter()
         .flat_map(|s| s.split(','))
@@ -61,12 +65,13 @@ fn parse_opts(list: &[String]) -> CliResult<Parsed> {
             "ro" => rw = false,
             "rw" => rw = true,
             "allow_other" => allow_other = true,
+            "no_uring" => uring = false,
             "default_permissions" | "noatime" | "nodev" | "nosuid" => {}
             _ => match o.strip_prefix("threads=").map(str::parse::<usize>) {
                 Some(Ok(n)) if (1..=256).contains(&n) => threads = n,
                 _ => {
                     return Err(CliError(format!(
-                        "mount: unknown option `{o}` (ro, rw, cache, direct_io, threads=1..256, allow_other, default_permissions)"
+                        "mount: unknown option `{o}` (ro, rw, cache, direct_io, threads=1..256, no_uring, allow_other, default_permissions)"
                     )))
                 }
             },
@@ -77,6 +82,7 @@ fn parse_opts(list: &[String]) -> CliResult<Parsed> {
         threads,
         rw,
         allow_other,
+        uring,
     })
 }
 
@@ -92,6 +98,7 @@ pub fn run(args: &MountArgs) -> CliResult {
         threads,
         rw,
         allow_other,
+        uring,
     } = parse_opts(&args.opts)?;
     let fs = if rw {
         let owned = usfs_vfs::owner::open_rw(&args.image)
@@ -117,6 +124,7 @@ pub fn run(args: &MountArgs) -> CliResult {
             .display()
             .to_string(),
         allow_other,
+        uring,
     };
     let mp = &args.mountpoint;
     if args.foreground {

@@ -1,22 +1,26 @@
 //! Declaring on-disk structures once: a field table becomes a typed view over bytes.
 //!
-//! [`layout!`](crate::layout) turns a list of `name: type @ offset` fields, each with its
-//! doc comment, into a struct wrapping a byte buffer with a getter and a `set_` setter per
-//! field. The bytes stay the single source of truth: parsing and writing are the same
-//! table, unknown fields round-trip untouched, and a view can sit on a borrowed block
+//! [`layout!`](crate::layout) turns a list of `getter / setter: type @ offset` fields,
+//! each with its doc comment, into a struct wrapping a byte buffer with a getter and a
+//! setter per field. The bytes stay the single source of truth: parsing and writing are the
+//! same table, unknown fields round-trip untouched, and a view can sit on a borrowed block
 //! buffer without copying. Types: `u8`, `u16`, `u32`, `u64` (little-endian), `be16`,
 //! `be32`, `be64` (big-endian), `[N]` (a byte array).
+//!
+//! Both method names are written out (`macro_rules!` cannot build identifiers), so a
+//! `grep` for a setter finds its declaration. The setter of `name` must be `set_name`: the
+//! macro checks this at compile time.
 //!
 //! ```
 //! usfs_fs::layout! {
 //!     /// A toy header.
 //!     pub struct Header[8] {
 //!         /// Magic number.
-//!         magic: u32 @ 0,
+//!         magic / set_magic: u32 @ 0,
 //!         /// A big-endian count.
-//!         count: be16 @ 4,
+//!         count / set_count: be16 @ 4,
 //!         /// Two spare bytes.
-//!         spare: [2] @ 6,
+//!         spare / set_spare: [2] @ 6,
 //!     }
 //! }
 //! let mut h = Header::new(vec![0u8; 8]).unwrap();
@@ -24,6 +28,18 @@
 //! h.set_count(3);
 //! assert_eq!(h.bytes()[..6], [0xE2, 0xE1, 0xF5, 0xE0, 0, 3]);
 //! assert_eq!(h.count(), 3);
+//! ```
+//!
+//! A setter named otherwise does not compile:
+//!
+//! ```compile_fail,E0080
+//! usfs_fs::layout! {
+//!     /// A toy header.
+//!     pub struct Header[4] {
+//!         /// Magic number.
+//!         magic / store_magic: u32 @ 0,
+//!     }
+//! }
 //! ```
 
 /// Reads little/big-endian integers from a byte slice at a fixed offset. Callers guarantee
@@ -93,8 +109,23 @@ pub mod wr {
     }
 }
 
+/// Whether `setter` is `set_` followed by `getter`: the naming rule of
+/// [`layout!`](crate::layout), checked at compile time.
 #[doc(hidden)]
-pub use paste::paste as __paste;
+pub const fn is_setter_of(getter: &str, setter: &str) -> bool {
+    let (g, s) = (getter.as_bytes(), setter.as_bytes());
+    if s.len() != 4 + g.len() || s[0] != b's' || s[1] != b'e' || s[2] != b't' || s[3] != b'_' {
+        return false;
+    }
+    let mut i = 0;
+    while i < g.len() {
+        if s[4 + i] != g[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Declares an on-disk structure as a typed view over bytes; see the [module](self) docs.
 #[macro_export]
@@ -104,10 +135,22 @@ macro_rules! layout {
         $vis:vis struct $name:ident [$size:expr] {
             $(
                 $(#[$fmeta:meta])*
-                $field:ident : $ty:tt @ $off:expr,
+                $field:ident / $setter:ident : $ty:tt @ $off:expr,
             )*
         }
     ) => {
+        const _: () = {
+            $(
+                assert!(
+                    $crate::layout::is_setter_of(stringify!($field), stringify!($setter)),
+                    concat!(
+                        "layout!: the setter of `", stringify!($field),
+                        "` must be named `set_", stringify!($field), "`"
+                    ),
+                );
+            )*
+        };
+
         $(#[$smeta])*
         #[derive(Clone, PartialEq, Eq)]
         $vis struct $name<B = ::std::vec::Vec<u8>>(B);
@@ -143,7 +186,7 @@ macro_rules! layout {
             }
 
             $(
-                $crate::layout!(@set $field $ty $off);
+                $crate::layout!(@set $field $setter $ty $off);
             )*
         }
 
@@ -170,22 +213,18 @@ macro_rules! layout {
             $crate::layout::rd::$ty(self.0.as_ref(), $off)
         }
     };
-    (@set $field:ident [$n:expr] $off:expr) => {
-        $crate::layout::__paste! {
-            #[doc = concat!("Sets [`Self::", stringify!($field), "`].")]
-            #[inline]
-            pub fn [<set_ $field>](&mut self, v: &[u8; $n]) {
-                self.0.as_mut()[$off..$off + $n].copy_from_slice(v);
-            }
+    (@set $field:ident $setter:ident [$n:expr] $off:expr) => {
+        #[doc = concat!("Sets [`Self::", stringify!($field), "`].")]
+        #[inline]
+        pub fn $setter(&mut self, v: &[u8; $n]) {
+            self.0.as_mut()[$off..$off + $n].copy_from_slice(v);
         }
     };
-    (@set $field:ident $ty:ident $off:expr) => {
-        $crate::layout::__paste! {
-            #[doc = concat!("Sets [`Self::", stringify!($field), "`].")]
-            #[inline]
-            pub fn [<set_ $field>](&mut self, v: $crate::layout!(@rust $ty)) {
-                $crate::layout::wr::$ty(self.0.as_mut(), $off, v)
-            }
+    (@set $field:ident $setter:ident $ty:ident $off:expr) => {
+        #[doc = concat!("Sets [`Self::", stringify!($field), "`].")]
+        #[inline]
+        pub fn $setter(&mut self, v: $crate::layout!(@rust $ty)) {
+            $crate::layout::wr::$ty(self.0.as_mut(), $off, v)
         }
     };
     (@dbg $d:ident $s:ident $field:ident [$n:expr]) => {
@@ -201,4 +240,19 @@ macro_rules! layout {
     (@rust be16) => { u16 };
     (@rust be32) => { u32 };
     (@rust be64) => { u64 };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_setter_of;
+
+    #[test]
+    fn setter_names() {
+        assert!(is_setter_of("magic", "set_magic"));
+        assert!(is_setter_of("s_magic", "set_s_magic"));
+        assert!(!is_setter_of("magic", "set_magi"));
+        assert!(!is_setter_of("magic", "set_magics"));
+        assert!(!is_setter_of("magic", "get_magic"));
+        assert!(!is_setter_of("magic", "magic"));
+    }
 }

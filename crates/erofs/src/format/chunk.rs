@@ -12,10 +12,10 @@ usfs_fs::layout! {
     /// `struct erofs_inode_chunk_index`: one per chunk.
     pub struct ChunkIndex[8] {
         /// Advise bits (unused, zero).
-        advise: u16 @ 0,
+        advise / set_advise: u16 @ 0,
         /// Device id (0 = the primary device).
-        device_id: u16 @ 2,
+        device_id / set_device_id: u16 @ 2,
         /// First block of the chunk, or [`NULL_ADDR`] for a hole.
-        blkaddr: u32 @ 4,
+        blkaddr / set_blkaddr: u32 @ 4,
     }
 }

@@ -11,10 +11,10 @@ usfs_fs::layout! {
     /// `struct z_erofs_lz4_cfgs` (payload of the LZ4 record).
     pub struct Lz4Cfgs[14] {
         /// LZ4 maximum match distance in bytes (0 = 64 KiB).
-        max_distance: u16 @ 0,
+        max_distance / set_max_distance: u16 @ 0,
         /// Largest pcluster in blocks.
-        max_pclusterblks: u16 @ 2,
+        max_pclusterblks / set_max_pclusterblks: u16 @ 2,
         /// Reserved.
-        reserved: [10] @ 4,
+        reserved / set_reserved: [10] @ 4,
     }
 }

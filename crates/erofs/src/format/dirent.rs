@@ -29,14 +29,14 @@ usfs_fs::layout! {
     /// `struct erofs_dirent`, 12 bytes, at the start of a directory block.
     pub struct Dirent[12] {
         /// nid of the inode the entry names.
-        nid: u64 @ 0,
+        nid / set_nid: u64 @ 0,
         /// Offset of the name in the block; the first entry's `nameoff / 12` is the number
         /// of entries in the block.
-        nameoff: u16 @ 8,
+        nameoff / set_nameoff: u16 @ 8,
         /// File type ([`ft`]).
-        file_type: u8 @ 10,
+        file_type / set_file_type: u8 @ 10,
         /// Reserved.
-        reserved: u8 @ 11,
+        reserved / set_reserved: u8 @ 11,
     }
 }
 

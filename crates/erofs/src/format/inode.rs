@@ -35,27 +35,27 @@ usfs_fs::layout! {
     /// in 16 bits and the mtime equals the superblock build time.
     pub struct CompactInode[32] {
         /// Bit 0: version (0); bits 1..3: data layout.
-        i_format: u16 @ 0,
+        i_format / set_i_format: u16 @ 0,
         /// Inline xattr size: 0, or 12 + 4 * (count - 1) bytes.
-        i_xattr_icount: u16 @ 2,
+        i_xattr_icount / set_i_xattr_icount: u16 @ 2,
         /// File type and permission bits.
-        i_mode: u16 @ 4,
+        i_mode / set_i_mode: u16 @ 4,
         /// Hard-link count.
-        i_nlink: u16 @ 6,
+        i_nlink / set_i_nlink: u16 @ 6,
         /// File size in bytes.
-        i_size: u32 @ 8,
+        i_size / set_i_size: u32 @ 8,
         /// Reserved (newer formats: mtime after build time with COMPAT_MTIME).
-        i_mtime: u32 @ 12,
+        i_mtime / set_i_mtime: u32 @ 12,
         /// raw_blkaddr (flat), compressed_blocks (compressed), rdev (devices) or chunk info.
-        i_u: u32 @ 16,
+        i_u / set_i_u: u32 @ 16,
         /// Inode number for 32-bit stat.
-        i_ino: u32 @ 20,
+        i_ino / set_i_ino: u32 @ 20,
         /// Owner.
-        i_uid: u16 @ 24,
+        i_uid / set_i_uid: u16 @ 24,
         /// Group.
-        i_gid: u16 @ 26,
+        i_gid / set_i_gid: u16 @ 26,
         /// Reserved.
-        i_reserved2: u32 @ 28,
+        i_reserved2 / set_i_reserved2: u32 @ 28,
     }
 }
 
@@ -63,31 +63,31 @@ usfs_fs::layout! {
     /// `struct erofs_inode_extended`: 64 bytes with 64-bit size, 32-bit ids and an mtime.
     pub struct ExtendedInode[64] {
         /// Bit 0: version (1); bits 1..3: data layout.
-        i_format: u16 @ 0,
+        i_format / set_i_format: u16 @ 0,
         /// Inline xattr size: 0, or 12 + 4 * (count - 1) bytes.
-        i_xattr_icount: u16 @ 2,
+        i_xattr_icount / set_i_xattr_icount: u16 @ 2,
         /// File type and permission bits.
-        i_mode: u16 @ 4,
+        i_mode / set_i_mode: u16 @ 4,
         /// Reserved.
-        i_reserved: u16 @ 6,
+        i_reserved / set_i_reserved: u16 @ 6,
         /// File size in bytes.
-        i_size: u64 @ 8,
+        i_size / set_i_size: u64 @ 8,
         /// raw_blkaddr (flat), compressed_blocks (compressed), rdev (devices) or chunk info.
-        i_u: u32 @ 16,
+        i_u / set_i_u: u32 @ 16,
         /// Inode number for 32-bit stat.
-        i_ino: u32 @ 20,
+        i_ino / set_i_ino: u32 @ 20,
         /// Owner.
-        i_uid: u32 @ 24,
+        i_uid / set_i_uid: u32 @ 24,
         /// Group.
-        i_gid: u32 @ 28,
+        i_gid / set_i_gid: u32 @ 28,
         /// Modification time, seconds (atime and ctime read the same).
-        i_mtime: u64 @ 32,
+        i_mtime / set_i_mtime: u64 @ 32,
         /// Modification time, nanoseconds.
-        i_mtime_nsec: u32 @ 40,
+        i_mtime_nsec / set_i_mtime_nsec: u32 @ 40,
         /// Hard-link count.
-        i_nlink: u32 @ 44,
+        i_nlink / set_i_nlink: u32 @ 44,
         /// Reserved.
-        i_reserved2: [16] @ 48,
+        i_reserved2 / set_i_reserved2: [16] @ 48,
     }
 }
 

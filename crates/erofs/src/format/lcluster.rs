@@ -25,15 +25,15 @@ usfs_fs::layout! {
     /// `struct z_erofs_lcluster_index` (full index, 8 bytes).
     pub struct FullIndex[8] {
         /// Bits 0..1: lcluster type ([`ty`]).
-        di_advise: u16 @ 0,
+        di_advise / set_di_advise: u16 @ 0,
         /// Head: where the extent starts in this lcluster; nonhead: unused.
-        di_clusterofs: u16 @ 2,
+        di_clusterofs / set_di_clusterofs: u16 @ 2,
         /// Head: the pcluster's first block.
-        di_blkaddr: u32 @ 4,
+        di_blkaddr / set_di_blkaddr: u32 @ 4,
         /// Nonhead: distance back to the head lcluster (or block count with `D0_CBLKCNT`).
-        di_delta0: u16 @ 4,
+        di_delta0 / set_di_delta0: u16 @ 4,
         /// Nonhead: distance on to the next head lcluster.
-        di_delta1: u16 @ 6,
+        di_delta1 / set_di_delta1: u16 @ 6,
     }
 }
 

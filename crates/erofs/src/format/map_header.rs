@@ -22,17 +22,17 @@ usfs_fs::layout! {
     pub struct MapHeader[8] {
         /// With FRAGMENT_PCLUSTER: offset of the tail fragment in the packed inode
         /// (overlaps the two fields below).
-        h_fragmentoff: u32 @ 0,
+        h_fragmentoff / set_h_fragmentoff: u32 @ 0,
         /// Reserved.
-        h_reserved1: u16 @ 0,
+        h_reserved1 / set_h_reserved1: u16 @ 0,
         /// Bytes of the inline (ztailpacking) pcluster.
-        h_idata_size: u16 @ 2,
+        h_idata_size / set_h_idata_size: u16 @ 2,
         /// `ADVISE_*` bits.
-        h_advise: u16 @ 4,
+        h_advise / set_h_advise: u16 @ 4,
         /// Bits 0..3: algorithm of HEAD1 clusters (0 = LZ4); bits 4..7: of HEAD2.
-        h_algorithmtype: u8 @ 6,
+        h_algorithmtype / set_h_algorithmtype: u8 @ 6,
         /// Bits 0..2: logical cluster bits minus the block bits; bit 7: FRAGMENT_INODE_BIT.
-        h_clusterbits: u8 @ 7,
+        h_clusterbits / set_h_clusterbits: u8 @ 7,
     }
 }
 

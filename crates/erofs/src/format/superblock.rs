@@ -50,55 +50,55 @@ usfs_fs::layout! {
     /// `struct erofs_super_block`, at byte 1024 of the image.
     pub struct Superblock[128] {
         /// Magic number, [`EROFS_MAGIC`].
-        magic: u32 @ 0,
+        magic / set_magic: u32 @ 0,
         /// CRC32C (seed ~0, no final xor) of bytes 1024..block end with this field zero,
         /// when `feature_compat` has [`compat::SB_CHKSUM`].
-        checksum: u32 @ 4,
+        checksum / set_checksum: u32 @ 4,
         /// Compatible feature bits ([`compat`]).
-        feature_compat: u32 @ 8,
+        feature_compat / set_feature_compat: u32 @ 8,
         /// log2 of the block size.
-        blkszbits: u8 @ 12,
+        blkszbits / set_blkszbits: u8 @ 12,
         /// Number of 16-byte extension slots after the 128-byte superblock.
-        sb_extslots: u8 @ 13,
+        sb_extslots / set_sb_extslots: u8 @ 13,
         /// nid of the root directory (16 bits: the root lives in the first 2 MiB of metadata).
-        root_nid: u16 @ 14,
+        root_nid / set_root_nid: u16 @ 14,
         /// Number of inodes (for statfs).
-        inos: u64 @ 16,
+        inos / set_inos: u64 @ 16,
         /// Build time in seconds: the mtime of every compact inode.
-        build_time: u64 @ 24,
+        build_time / set_build_time: u64 @ 24,
         /// Nanoseconds of the build time.
-        build_time_nsec: u32 @ 32,
+        build_time_nsec / set_build_time_nsec: u32 @ 32,
         /// Total blocks of the image (for statfs).
-        blocks: u32 @ 36,
+        blocks / set_blocks: u32 @ 36,
         /// Block where the metadata area starts: inode `nid` is at `meta_blkaddr * bs + nid * 32`.
-        meta_blkaddr: u32 @ 40,
+        meta_blkaddr / set_meta_blkaddr: u32 @ 40,
         /// Block where the shared xattr area starts (xattr id `n` at `+ n * 4`).
-        xattr_blkaddr: u32 @ 44,
+        xattr_blkaddr / set_xattr_blkaddr: u32 @ 44,
         /// Volume UUID.
-        uuid: [16] @ 48,
+        uuid / set_uuid: [16] @ 48,
         /// Volume label (NUL padded).
-        volume_name: [16] @ 64,
+        volume_name / set_volume_name: [16] @ 64,
         /// Incompatible feature bits ([`incompat`]).
-        feature_incompat: u32 @ 80,
+        feature_incompat / set_feature_incompat: u32 @ 80,
         /// With `COMPR_CFGS`: bitmap of the compression algorithms used (bit 0 LZ4);
         /// without: LZ4's maximum match distance (0 = 64 KiB).
-        u1: u16 @ 84,
+        u1 / set_u1: u16 @ 84,
         /// Number of extra devices.
-        extra_devices: u16 @ 86,
+        extra_devices / set_extra_devices: u16 @ 86,
         /// Offset of the device table, in 128-byte slots.
-        devt_slotoff: u16 @ 88,
+        devt_slotoff / set_devt_slotoff: u16 @ 88,
         /// log2 of the directory block size minus the block size (0 here).
-        dirblkbits: u8 @ 90,
+        dirblkbits / set_dirblkbits: u8 @ 90,
         /// Number of long xattr name prefixes.
-        xattr_prefix_count: u8 @ 91,
+        xattr_prefix_count / set_xattr_prefix_count: u8 @ 91,
         /// Where the long xattr prefixes start (in the packed inode, in 4-byte units).
-        xattr_prefix_start: u32 @ 92,
+        xattr_prefix_start / set_xattr_prefix_start: u32 @ 92,
         /// nid of the packed inode holding fragments (0 if none).
-        packed_nid: u64 @ 96,
+        packed_nid / set_packed_nid: u64 @ 96,
         /// Reserved for the xattr name filter.
-        xattr_filter_reserved: u8 @ 104,
+        xattr_filter_reserved / set_xattr_filter_reserved: u8 @ 104,
         /// Reserved, zero.
-        reserved2: [23] @ 105,
+        reserved2 / set_reserved2: [23] @ 105,
     }
 }
 

@@ -63,11 +63,11 @@ usfs_fs::layout! {
     /// `h_shared_count` 4-byte shared xattr ids, then inline entries.
     pub struct IbodyHeader[12] {
         /// Reserved (name filter with COMPAT_XATTR_FILTER).
-        h_name_filter: u32 @ 0,
+        h_name_filter / set_h_name_filter: u32 @ 0,
         /// Number of shared xattr ids that follow.
-        h_shared_count: u8 @ 4,
+        h_shared_count / set_h_shared_count: u8 @ 4,
         /// Reserved.
-        h_reserved2: [7] @ 5,
+        h_reserved2 / set_h_reserved2: [7] @ 5,
     }
 }
 
@@ -75,10 +75,10 @@ usfs_fs::layout! {
     /// `struct erofs_xattr_entry`: followed by the name suffix and the value.
     pub struct Entry[4] {
         /// Length of the name suffix.
-        e_name_len: u8 @ 0,
+        e_name_len / set_e_name_len: u8 @ 0,
         /// Name index ([`index`]).
-        e_name_index: u8 @ 1,
+        e_name_index / set_e_name_index: u8 @ 1,
         /// Length of the value.
-        e_value_size: u16 @ 2,
+        e_value_size / set_e_value_size: u16 @ 2,
     }
 }

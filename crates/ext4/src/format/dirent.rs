@@ -14,14 +14,14 @@ usfs_fs::layout! {
     /// The fixed part of a directory entry; `name_len` name bytes follow.
     pub struct DirEntryHeader[8] {
         /// Inode number, 0 for an unused entry.
-        inode: u32 @ 0,
+        inode / set_inode: u32 @ 0,
         /// Distance to the next entry (4-byte aligned); 64 KiB blocks use an encoding
         /// ([`decode_rec_len`]).
-        rec_len: u16 @ 4,
+        rec_len / set_rec_len: u16 @ 4,
         /// Length of the name.
-        name_len: u8 @ 6,
+        name_len / set_name_len: u8 @ 6,
         /// File type (with the filetype feature; else the high byte of a 16-bit name_len).
-        file_type: u8 @ 7,
+        file_type / set_file_type: u8 @ 7,
     }
 }
 
@@ -30,15 +30,15 @@ usfs_fs::layout! {
     /// an unused entry so old readers skip it.
     pub struct DirTail[12] {
         /// Always 0.
-        det_reserved_zero1: u32 @ 0,
+        det_reserved_zero1 / set_det_reserved_zero1: u32 @ 0,
         /// Always 12.
-        det_rec_len: u16 @ 4,
+        det_rec_len / set_det_rec_len: u16 @ 4,
         /// Always 0.
-        det_reserved_zero2: u8 @ 6,
+        det_reserved_zero2 / set_det_reserved_zero2: u8 @ 6,
         /// Always 0xDE.
-        det_reserved_ft: u8 @ 7,
+        det_reserved_ft / set_det_reserved_ft: u8 @ 7,
         /// crc32c(seed, le32 ino || le32 gen || block[0..bs-12]).
-        det_checksum: u32 @ 8,
+        det_checksum / set_det_checksum: u32 @ 8,
     }
 }
 

@@ -17,15 +17,15 @@ usfs_fs::layout! {
     /// The dx_root_info after the `..` entry of block 0 (at byte 0x18).
     pub struct DxRootInfo[8] {
         /// Always 0.
-        reserved_zero: u32 @ 0,
+        reserved_zero / set_reserved_zero: u32 @ 0,
         /// Hash version (0 legacy, 1 half_md4, 2 tea; +3 for the unsigned variants).
-        hash_version: u8 @ 4,
+        hash_version / set_hash_version: u8 @ 4,
         /// Length of this info, 8.
-        info_length: u8 @ 5,
+        info_length / set_info_length: u8 @ 5,
         /// Depth of the tree below the root: 0 = the root points at leaves.
-        indirect_levels: u8 @ 6,
+        indirect_levels / set_indirect_levels: u8 @ 6,
         /// Unused flags.
-        unused_flags: u8 @ 7,
+        unused_flags / set_unused_flags: u8 @ 7,
     }
 }
 
@@ -33,11 +33,11 @@ usfs_fs::layout! {
     /// The count/limit header occupying the first entry slot of a dx node.
     pub struct DxCountLimit[8] {
         /// Capacity in entries (including this header's slot).
-        limit: u16 @ 0,
+        limit / set_limit: u16 @ 0,
         /// Entries in use (including this header's slot).
-        count: u16 @ 2,
+        count / set_count: u16 @ 2,
         /// Block of the first child (hash 0).
-        block: u32 @ 4,
+        block / set_block: u32 @ 4,
     }
 }
 
@@ -45,9 +45,9 @@ usfs_fs::layout! {
     /// The checksum tail after `limit` entries of a dx node (metadata_csum).
     pub struct DxTail[8] {
         /// Reserved (included in the checksum as stored).
-        dt_reserved: u32 @ 0,
+        dt_reserved / set_dt_reserved: u32 @ 0,
         /// crc32c(seed, ino || gen || node[0..count_offset + count*8] || dt_reserved || 0).
-        dt_checksum: u32 @ 4,
+        dt_checksum / set_dt_checksum: u32 @ 4,
     }
 }
 

@@ -16,15 +16,15 @@ usfs_fs::layout! {
     /// Header of an extent tree node (struct ext4_extent_header).
     pub struct ExtentHeader[12] {
         /// Magic, 0xF30A.
-        eh_magic: u16 @ 0,
+        eh_magic / set_eh_magic: u16 @ 0,
         /// Valid entries following the header.
-        eh_entries: u16 @ 2,
+        eh_entries / set_eh_entries: u16 @ 2,
         /// Capacity of the node in entries.
-        eh_max: u16 @ 4,
+        eh_max / set_eh_max: u16 @ 4,
         /// Depth of the subtree: 0 = entries are leaves (extents), else index entries.
-        eh_depth: u16 @ 6,
+        eh_depth / set_eh_depth: u16 @ 6,
         /// Generation of the tree (unused).
-        eh_generation: u32 @ 8,
+        eh_generation / set_eh_generation: u32 @ 8,
     }
 }
 
@@ -32,13 +32,13 @@ usfs_fs::layout! {
     /// An interior entry (struct ext4_extent_idx): covers logical blocks from `ei_block`.
     pub struct ExtentIndex[12] {
         /// First logical block covered.
-        ei_block: u32 @ 0,
+        ei_block / set_ei_block: u32 @ 0,
         /// Physical block of the child node, low 32 bits.
-        ei_leaf_lo: u32 @ 4,
+        ei_leaf_lo / set_ei_leaf_lo: u32 @ 4,
         /// Physical block of the child node, high 16 bits.
-        ei_leaf_hi: u16 @ 8,
+        ei_leaf_hi / set_ei_leaf_hi: u16 @ 8,
         /// Unused.
-        ei_unused: u16 @ 10,
+        ei_unused / set_ei_unused: u16 @ 10,
     }
 }
 
@@ -47,13 +47,13 @@ usfs_fs::layout! {
     /// at physical `ee_start`.
     pub struct Extent[12] {
         /// First logical block.
-        ee_block: u32 @ 0,
+        ee_block / set_ee_block: u32 @ 0,
         /// Length in blocks; above 32768 the extent is unwritten (length - 32768).
-        ee_len: u16 @ 4,
+        ee_len / set_ee_len: u16 @ 4,
         /// Physical start, high 16 bits.
-        ee_start_hi: u16 @ 6,
+        ee_start_hi / set_ee_start_hi: u16 @ 6,
         /// Physical start, low 32 bits.
-        ee_start_lo: u32 @ 8,
+        ee_start_lo / set_ee_start_lo: u32 @ 8,
     }
 }
 

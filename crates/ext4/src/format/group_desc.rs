@@ -19,51 +19,51 @@ usfs_fs::layout! {
     /// 32-byte descriptors are zero-padded, so the `_hi` halves read as zero.
     pub struct GroupDesc[64] {
         /// Block bitmap location, low 32 bits.
-        bg_block_bitmap_lo: u32 @ 0x00,
+        bg_block_bitmap_lo / set_bg_block_bitmap_lo: u32 @ 0x00,
         /// Inode bitmap location, low 32 bits.
-        bg_inode_bitmap_lo: u32 @ 0x04,
+        bg_inode_bitmap_lo / set_bg_inode_bitmap_lo: u32 @ 0x04,
         /// Inode table location, low 32 bits.
-        bg_inode_table_lo: u32 @ 0x08,
+        bg_inode_table_lo / set_bg_inode_table_lo: u32 @ 0x08,
         /// Free blocks in the group, low 16 bits.
-        bg_free_blocks_count_lo: u16 @ 0x0C,
+        bg_free_blocks_count_lo / set_bg_free_blocks_count_lo: u16 @ 0x0C,
         /// Free inodes in the group, low 16 bits.
-        bg_free_inodes_count_lo: u16 @ 0x0E,
+        bg_free_inodes_count_lo / set_bg_free_inodes_count_lo: u16 @ 0x0E,
         /// Directories in the group, low 16 bits.
-        bg_used_dirs_count_lo: u16 @ 0x10,
+        bg_used_dirs_count_lo / set_bg_used_dirs_count_lo: u16 @ 0x10,
         /// Flags: BG_INODE_UNINIT, BG_BLOCK_UNINIT, BG_INODE_ZEROED.
-        bg_flags: u16 @ 0x12,
+        bg_flags / set_bg_flags: u16 @ 0x12,
         /// Snapshot exclusion bitmap location, low 32 bits.
-        bg_exclude_bitmap_lo: u32 @ 0x14,
+        bg_exclude_bitmap_lo / set_bg_exclude_bitmap_lo: u32 @ 0x14,
         /// crc32c of the block bitmap, low 16 bits.
-        bg_block_bitmap_csum_lo: u16 @ 0x18,
+        bg_block_bitmap_csum_lo / set_bg_block_bitmap_csum_lo: u16 @ 0x18,
         /// crc32c of the inode bitmap, low 16 bits.
-        bg_inode_bitmap_csum_lo: u16 @ 0x1A,
+        bg_inode_bitmap_csum_lo / set_bg_inode_bitmap_csum_lo: u16 @ 0x1A,
         /// Unused inodes at the end of the inode table, low 16 bits.
-        bg_itable_unused_lo: u16 @ 0x1C,
+        bg_itable_unused_lo / set_bg_itable_unused_lo: u16 @ 0x1C,
         /// Descriptor checksum (crc16 with gdt_csum, crc32c low 16 bits with metadata_csum).
-        bg_checksum: u16 @ 0x1E,
+        bg_checksum / set_bg_checksum: u16 @ 0x1E,
         /// Block bitmap location, high 32 bits.
-        bg_block_bitmap_hi: u32 @ 0x20,
+        bg_block_bitmap_hi / set_bg_block_bitmap_hi: u32 @ 0x20,
         /// Inode bitmap location, high 32 bits.
-        bg_inode_bitmap_hi: u32 @ 0x24,
+        bg_inode_bitmap_hi / set_bg_inode_bitmap_hi: u32 @ 0x24,
         /// Inode table location, high 32 bits.
-        bg_inode_table_hi: u32 @ 0x28,
+        bg_inode_table_hi / set_bg_inode_table_hi: u32 @ 0x28,
         /// Free blocks, high 16 bits.
-        bg_free_blocks_count_hi: u16 @ 0x2C,
+        bg_free_blocks_count_hi / set_bg_free_blocks_count_hi: u16 @ 0x2C,
         /// Free inodes, high 16 bits.
-        bg_free_inodes_count_hi: u16 @ 0x2E,
+        bg_free_inodes_count_hi / set_bg_free_inodes_count_hi: u16 @ 0x2E,
         /// Directories, high 16 bits.
-        bg_used_dirs_count_hi: u16 @ 0x30,
+        bg_used_dirs_count_hi / set_bg_used_dirs_count_hi: u16 @ 0x30,
         /// Unused inodes, high 16 bits.
-        bg_itable_unused_hi: u16 @ 0x32,
+        bg_itable_unused_hi / set_bg_itable_unused_hi: u16 @ 0x32,
         /// Exclusion bitmap location, high 32 bits.
-        bg_exclude_bitmap_hi: u32 @ 0x34,
+        bg_exclude_bitmap_hi / set_bg_exclude_bitmap_hi: u32 @ 0x34,
         /// Block bitmap checksum, high 16 bits (desc_size >= 0x3A).
-        bg_block_bitmap_csum_hi: u16 @ 0x38,
+        bg_block_bitmap_csum_hi / set_bg_block_bitmap_csum_hi: u16 @ 0x38,
         /// Inode bitmap checksum, high 16 bits (desc_size >= 0x3C).
-        bg_inode_bitmap_csum_hi: u16 @ 0x3A,
+        bg_inode_bitmap_csum_hi / set_bg_inode_bitmap_csum_hi: u16 @ 0x3A,
         /// Padding.
-        bg_reserved: u32 @ 0x3C,
+        bg_reserved / set_bg_reserved: u32 @ 0x3C,
     }
 }
 

@@ -46,69 +46,69 @@ usfs_fs::layout! {
     /// fields read as zero unless `i_extra_isize` covers them ([`Inode::has_extra`]).
     pub struct Inode[160] {
         /// File type and permission bits.
-        i_mode: u16 @ 0x00,
+        i_mode / set_i_mode: u16 @ 0x00,
         /// Owner uid, low 16 bits.
-        i_uid: u16 @ 0x02,
+        i_uid / set_i_uid: u16 @ 0x02,
         /// Size in bytes, low 32 bits.
-        i_size_lo: u32 @ 0x04,
+        i_size_lo / set_i_size_lo: u32 @ 0x04,
         /// Last access time (seconds, signed 32-bit base; see `i_atime_extra`).
-        i_atime: u32 @ 0x08,
+        i_atime / set_i_atime: u32 @ 0x08,
         /// Last inode change time.
-        i_ctime: u32 @ 0x0C,
+        i_ctime / set_i_ctime: u32 @ 0x0C,
         /// Last data modification time.
-        i_mtime: u32 @ 0x10,
+        i_mtime / set_i_mtime: u32 @ 0x10,
         /// Deletion time (or the next orphan inode while on the orphan list).
-        i_dtime: u32 @ 0x14,
+        i_dtime / set_i_dtime: u32 @ 0x14,
         /// Group id, low 16 bits.
-        i_gid: u16 @ 0x18,
+        i_gid / set_i_gid: u16 @ 0x18,
         /// Hard-link count.
-        i_links_count: u16 @ 0x1A,
+        i_links_count / set_i_links_count: u16 @ 0x1A,
         /// Block count, low 32 bits (512-byte units, or fs blocks with HUGE_FILE flag).
-        i_blocks_lo: u32 @ 0x1C,
+        i_blocks_lo / set_i_blocks_lo: u32 @ 0x1C,
         /// Inode flags ([`flags`]).
-        i_flags: u32 @ 0x20,
+        i_flags / set_i_flags: u32 @ 0x20,
         /// Inode version (Linux: l_i_version).
-        l_i_version: u32 @ 0x24,
+        l_i_version / set_l_i_version: u32 @ 0x24,
         /// Block map, extent tree root, inline data, symlink target or device number.
-        i_block: [60] @ 0x28,
+        i_block / set_i_block: [60] @ 0x28,
         /// File version (NFS generation).
-        i_generation: u32 @ 0x64,
+        i_generation / set_i_generation: u32 @ 0x64,
         /// Extended attribute block, low 32 bits.
-        i_file_acl_lo: u32 @ 0x68,
+        i_file_acl_lo / set_i_file_acl_lo: u32 @ 0x68,
         /// Size in bytes, high 32 bits.
-        i_size_high: u32 @ 0x6C,
+        i_size_high / set_i_size_high: u32 @ 0x6C,
         /// Obsolete fragment address.
-        i_obso_faddr: u32 @ 0x70,
+        i_obso_faddr / set_i_obso_faddr: u32 @ 0x70,
         /// Block count, high 16 bits.
-        l_i_blocks_high: u16 @ 0x74,
+        l_i_blocks_high / set_l_i_blocks_high: u16 @ 0x74,
         /// Extended attribute block, high 16 bits.
-        l_i_file_acl_high: u16 @ 0x76,
+        l_i_file_acl_high / set_l_i_file_acl_high: u16 @ 0x76,
         /// Owner uid, high 16 bits.
-        l_i_uid_high: u16 @ 0x78,
+        l_i_uid_high / set_l_i_uid_high: u16 @ 0x78,
         /// Group id, high 16 bits.
-        l_i_gid_high: u16 @ 0x7A,
+        l_i_gid_high / set_l_i_gid_high: u16 @ 0x7A,
         /// Inode checksum, low 16 bits.
-        l_i_checksum_lo: u16 @ 0x7C,
+        l_i_checksum_lo / set_l_i_checksum_lo: u16 @ 0x7C,
         /// Reserved.
-        l_i_reserved: u16 @ 0x7E,
+        l_i_reserved / set_l_i_reserved: u16 @ 0x7E,
         /// Bytes of extra fields after the first 128.
-        i_extra_isize: u16 @ 0x80,
+        i_extra_isize / set_i_extra_isize: u16 @ 0x80,
         /// Inode checksum, high 16 bits.
-        i_checksum_hi: u16 @ 0x82,
+        i_checksum_hi / set_i_checksum_hi: u16 @ 0x82,
         /// Extra change-time bits: epoch (2 bits) and nanoseconds << 2.
-        i_ctime_extra: u32 @ 0x84,
+        i_ctime_extra / set_i_ctime_extra: u32 @ 0x84,
         /// Extra modification-time bits.
-        i_mtime_extra: u32 @ 0x88,
+        i_mtime_extra / set_i_mtime_extra: u32 @ 0x88,
         /// Extra access-time bits.
-        i_atime_extra: u32 @ 0x8C,
+        i_atime_extra / set_i_atime_extra: u32 @ 0x8C,
         /// Creation time, seconds.
-        i_crtime: u32 @ 0x90,
+        i_crtime / set_i_crtime: u32 @ 0x90,
         /// Extra creation-time bits.
-        i_crtime_extra: u32 @ 0x94,
+        i_crtime_extra / set_i_crtime_extra: u32 @ 0x94,
         /// Inode version, high 32 bits.
-        i_version_hi: u32 @ 0x98,
+        i_version_hi / set_i_version_hi: u32 @ 0x98,
         /// Project id.
-        i_projid: u32 @ 0x9C,
+        i_projid / set_i_projid: u32 @ 0x9C,
     }
 }
 

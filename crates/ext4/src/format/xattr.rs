@@ -18,17 +18,17 @@ usfs_fs::layout! {
     /// Header of an xattr block (struct ext4_xattr_header).
     pub struct XattrBlockHeader[32] {
         /// 0xEA020000.
-        h_magic: u32 @ 0x00,
+        h_magic / set_h_magic: u32 @ 0x00,
         /// Inodes sharing this block.
-        h_refcount: u32 @ 0x04,
+        h_refcount / set_h_refcount: u32 @ 0x04,
         /// Blocks used (always 1).
-        h_blocks: u32 @ 0x08,
+        h_blocks / set_h_blocks: u32 @ 0x08,
         /// Hash of all attributes.
-        h_hash: u32 @ 0x0C,
+        h_hash / set_h_hash: u32 @ 0x0C,
         /// crc32c(seed, le64 block number || block with this field zeroed).
-        h_checksum: u32 @ 0x10,
+        h_checksum / set_h_checksum: u32 @ 0x10,
         /// Reserved.
-        h_reserved: [12] @ 0x14,
+        h_reserved / set_h_reserved: [12] @ 0x14,
     }
 }
 
@@ -37,17 +37,17 @@ usfs_fs::layout! {
     /// padded to 4 bytes. A list ends with four zero bytes.
     pub struct XattrEntry[16] {
         /// Length of the name.
-        e_name_len: u8 @ 0,
+        e_name_len / set_e_name_len: u8 @ 0,
         /// Namespace index ([`prefix`]).
-        e_name_index: u8 @ 1,
+        e_name_index / set_e_name_index: u8 @ 1,
         /// Offset of the value: from the first entry (in-inode) or the block start.
-        e_value_offs: u16 @ 2,
+        e_value_offs / set_e_value_offs: u16 @ 2,
         /// Inode holding the value (ea_inode), else 0.
-        e_value_inum: u32 @ 4,
+        e_value_inum / set_e_value_inum: u32 @ 4,
         /// Size of the value.
-        e_value_size: u32 @ 8,
+        e_value_size / set_e_value_size: u32 @ 8,
         /// Hash of name and value (0 if not computed).
-        e_hash: u32 @ 12,
+        e_hash / set_e_hash: u32 @ 12,
     }
 }
 

@@ -15,26 +15,26 @@ usfs_fs::layout! {
     /// A commit block (struct commit_header), at the start of the block; the rest is 0.
     pub struct CommitHeader[0x3C] {
         /// Magic, 0xC03B3998.
-        h_magic: be32 @ 0x0,
+        h_magic / set_h_magic: be32 @ 0x0,
         /// Block type: 2.
-        h_blocktype: be32 @ 0x4,
+        h_blocktype / set_h_blocktype: be32 @ 0x4,
         /// Transaction id.
-        h_sequence: be32 @ 0x8,
+        h_sequence / set_h_sequence: be32 @ 0x8,
         /// csum v1: 1 (crc32); else 0.
-        h_chksum_type: u8 @ 0xC,
+        h_chksum_type / set_h_chksum_type: u8 @ 0xC,
         /// csum v1: 4; else 0.
-        h_chksum_size: u8 @ 0xD,
+        h_chksum_size / set_h_chksum_size: u8 @ 0xD,
         /// Padding.
-        h_padding: [2] @ 0xE,
+        h_padding / set_h_padding: [2] @ 0xE,
         /// Checksum (first of 8 words): csum v1 crc32_be of the transaction; csum v2/v3
         /// crc32c(seed, commit block with this word zeroed).
-        h_chksum0: be32 @ 0x10,
+        h_chksum0 / set_h_chksum0: be32 @ 0x10,
         /// The other 7 checksum words (unused, 0).
-        h_chksum_rest: [28] @ 0x14,
+        h_chksum_rest / set_h_chksum_rest: [28] @ 0x14,
         /// Commit time, seconds.
-        h_commit_sec: be64 @ 0x30,
+        h_commit_sec / set_h_commit_sec: be64 @ 0x30,
         /// Commit time, nanoseconds.
-        h_commit_nsec: be32 @ 0x38,
+        h_commit_nsec / set_h_commit_nsec: be32 @ 0x38,
     }
 }
 

@@ -24,13 +24,13 @@ usfs_fs::layout! {
     /// A csum v3 tag (journal_block_tag3_t), 16 bytes.
     pub struct Tag3[16] {
         /// Low 32 bits of the file-system block.
-        t_blocknr: be32 @ 0x0,
+        t_blocknr / set_t_blocknr: be32 @ 0x0,
         /// Flags ([`flag`]).
-        t_flags: be32 @ 0x4,
+        t_flags / set_t_flags: be32 @ 0x4,
         /// High 32 bits of the file-system block (with journal 64bit).
-        t_blocknr_high: be32 @ 0x8,
+        t_blocknr_high / set_t_blocknr_high: be32 @ 0x8,
         /// crc32c(seed, be32 tid || logged block).
-        t_checksum: be32 @ 0xC,
+        t_checksum / set_t_checksum: be32 @ 0xC,
     }
 }
 
@@ -39,11 +39,11 @@ usfs_fs::layout! {
     /// with csum v2 (jbd2 counts the checksum field twice).
     pub struct Tag[8] {
         /// Low 32 bits of the file-system block.
-        t_blocknr: be32 @ 0x0,
+        t_blocknr / set_t_blocknr: be32 @ 0x0,
         /// csum v2: low 16 bits of crc32c(seed, be32 tid || logged block).
-        t_checksum: be16 @ 0x4,
+        t_checksum / set_t_checksum: be16 @ 0x4,
         /// Flags ([`flag`]).
-        t_flags: be16 @ 0x6,
+        t_flags / set_t_flags: be16 @ 0x6,
     }
 }
 

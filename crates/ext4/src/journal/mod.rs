@@ -97,11 +97,11 @@ usfs_fs::layout! {
     /// start of the block.
     pub struct BlockHeader[12] {
         /// Magic, 0xC03B3998.
-        h_magic: be32 @ 0x0,
+        h_magic / set_h_magic: be32 @ 0x0,
         /// Block type ([`blocktype`]).
-        h_blocktype: be32 @ 0x4,
+        h_blocktype / set_h_blocktype: be32 @ 0x4,
         /// Transaction id the block belongs to.
-        h_sequence: be32 @ 0x8,
+        h_sequence / set_h_sequence: be32 @ 0x8,
     }
 }
 

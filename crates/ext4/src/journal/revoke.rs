@@ -9,13 +9,13 @@ usfs_fs::layout! {
     /// The header of a revoke block (jbd2_journal_revoke_header_t).
     pub struct RevokeHeader[16] {
         /// Magic, 0xC03B3998.
-        h_magic: be32 @ 0x0,
+        h_magic / set_h_magic: be32 @ 0x0,
         /// Block type: 5.
-        h_blocktype: be32 @ 0x4,
+        h_blocktype / set_h_blocktype: be32 @ 0x4,
         /// Transaction id.
-        h_sequence: be32 @ 0x8,
+        h_sequence / set_h_sequence: be32 @ 0x8,
         /// Bytes of the block in use, the 16-byte header included.
-        r_count: be32 @ 0xC,
+        r_count / set_r_count: be32 @ 0xC,
     }
 }
 

@@ -24,54 +24,54 @@ usfs_fs::layout! {
     /// journal's first block.
     pub struct JournalSuperblock[1024] {
         /// Magic, 0xC03B3998.
-        h_magic: be32 @ 0x0,
+        h_magic / set_h_magic: be32 @ 0x0,
         /// Block type: 3 = superblock version 1, 4 = version 2.
-        h_blocktype: be32 @ 0x4,
+        h_blocktype / set_h_blocktype: be32 @ 0x4,
         /// Transaction id of the block (0 for the superblock).
-        h_sequence: be32 @ 0x8,
+        h_sequence / set_h_sequence: be32 @ 0x8,
         /// Journal block size (the file system's).
-        s_blocksize: be32 @ 0xC,
+        s_blocksize / set_s_blocksize: be32 @ 0xC,
         /// Blocks in the journal.
-        s_maxlen: be32 @ 0x10,
+        s_maxlen / set_s_maxlen: be32 @ 0x10,
         /// First block of log data.
-        s_first: be32 @ 0x14,
+        s_first / set_s_first: be32 @ 0x14,
         /// First transaction expected in the log.
-        s_sequence: be32 @ 0x18,
+        s_sequence / set_s_sequence: be32 @ 0x18,
         /// Block of the start of the log; 0 = the journal is clean.
-        s_start: be32 @ 0x1C,
+        s_start / set_s_start: be32 @ 0x1C,
         /// Error value (set by jbd2_journal_abort; a negative errno).
-        s_errno: be32 @ 0x20,
+        s_errno / set_s_errno: be32 @ 0x20,
         /// Compatible features (version 2 only): 0x1 = commit blocks carry a crc32.
-        s_feature_compat: be32 @ 0x24,
+        s_feature_compat / set_s_feature_compat: be32 @ 0x24,
         /// Incompatible features (version 2 only): revoke, 64bit, async_commit, csum v2,
         /// csum v3, fast_commit.
-        s_feature_incompat: be32 @ 0x28,
+        s_feature_incompat / set_s_feature_incompat: be32 @ 0x28,
         /// Read-only compatible features (none defined).
-        s_feature_ro_compat: be32 @ 0x2C,
+        s_feature_ro_compat / set_s_feature_ro_compat: be32 @ 0x2C,
         /// UUID of the journal (mke2fs uses the file system's); seeds csum v2/v3.
-        s_uuid: [16] @ 0x30,
+        s_uuid / set_s_uuid: [16] @ 0x30,
         /// File systems sharing the journal (1 for an internal journal).
-        s_nr_users: be32 @ 0x40,
+        s_nr_users / set_s_nr_users: be32 @ 0x40,
         /// Location of a dynamic superblock copy (unused).
-        s_dynsuper: be32 @ 0x44,
+        s_dynsuper / set_s_dynsuper: be32 @ 0x44,
         /// Limit of journal blocks per transaction (0: unlimited).
-        s_max_transaction: be32 @ 0x48,
+        s_max_transaction / set_s_max_transaction: be32 @ 0x48,
         /// Limit of data blocks per transaction (0: unlimited).
-        s_max_trans_data: be32 @ 0x4C,
+        s_max_trans_data / set_s_max_trans_data: be32 @ 0x4C,
         /// Checksum algorithm (csum v2/v3: 4 = crc32c).
-        s_checksum_type: u8 @ 0x50,
+        s_checksum_type / set_s_checksum_type: u8 @ 0x50,
         /// Padding after the checksum type.
-        s_padding2: [3] @ 0x51,
+        s_padding2 / set_s_padding2: [3] @ 0x51,
         /// Fast-commit blocks at the end of the journal (0: 256 when fast_commit is on).
-        s_num_fc_blks: be32 @ 0x54,
+        s_num_fc_blks / set_s_num_fc_blks: be32 @ 0x54,
         /// Block of the log head (kernel 6.x writes it; unused when clean).
-        s_head: be32 @ 0x58,
+        s_head / set_s_head: be32 @ 0x58,
         /// Checksum of the superblock (csum v2/v3): crc32c(~0, the 1024 bytes with this
         /// field zeroed).
-        s_checksum: be32 @ 0xFC,
+        s_checksum / set_s_checksum: be32 @ 0xFC,
         /// UUIDs of the file systems sharing the journal (external journals only; 48 of
         /// 16 bytes, the first one shown here).
-        s_users: [16] @ 0x100,
+        s_users / set_s_users: [16] @ 0x100,
     }
 }
 

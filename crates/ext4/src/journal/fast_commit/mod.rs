@@ -17,9 +17,9 @@ usfs_fs::layout! {
     /// A record header (struct ext4_fc_tl), at the start of every record.
     pub struct FcTagLen[4] {
         /// Record type ([`tag`]).
-        fc_tag: u16 @ 0x0,
+        fc_tag / set_fc_tag: u16 @ 0x0,
         /// Length of the value that follows.
-        fc_len: u16 @ 0x2,
+        fc_len / set_fc_len: u16 @ 0x2,
     }
 }
 
@@ -27,9 +27,9 @@ usfs_fs::layout! {
     /// The value of a HEAD record (struct ext4_fc_head).
     pub struct FcHead[8] {
         /// Fast-commit features (none defined: any bit set is refused).
-        fc_features: u32 @ 0x0,
+        fc_features / set_fc_features: u32 @ 0x0,
         /// The transaction the fast commits follow (the one after the last full commit).
-        fc_tid: u32 @ 0x4,
+        fc_tid / set_fc_tid: u32 @ 0x4,
     }
 }
 
@@ -38,15 +38,15 @@ usfs_fs::layout! {
     /// a file.
     pub struct FcAddRange[16] {
         /// The file's inode number.
-        fc_ino: u32 @ 0x0,
+        fc_ino / set_fc_ino: u32 @ 0x0,
         /// ee_block of the extent: first logical block.
-        ee_block: u32 @ 0x4,
+        ee_block / set_ee_block: u32 @ 0x4,
         /// ee_len: length; above 32768 an unwritten extent of `ee_len - 32768` blocks.
-        ee_len: u16 @ 0x8,
+        ee_len / set_ee_len: u16 @ 0x8,
         /// ee_start_hi: high 16 bits of the first physical block.
-        ee_start_hi: u16 @ 0xA,
+        ee_start_hi / set_ee_start_hi: u16 @ 0xA,
         /// ee_start_lo: low 32 bits of the first physical block.
-        ee_start_lo: u32 @ 0xC,
+        ee_start_lo / set_ee_start_lo: u32 @ 0xC,
     }
 }
 
@@ -55,11 +55,11 @@ usfs_fs::layout! {
     /// unmapped from a file.
     pub struct FcDelRange[12] {
         /// The file's inode number.
-        fc_ino: u32 @ 0x0,
+        fc_ino / set_fc_ino: u32 @ 0x0,
         /// First logical block removed.
-        fc_lblk: u32 @ 0x4,
+        fc_lblk / set_fc_lblk: u32 @ 0x4,
         /// Blocks removed.
-        fc_len: u32 @ 0x8,
+        fc_len / set_fc_len: u32 @ 0x8,
     }
 }
 
@@ -68,9 +68,9 @@ usfs_fs::layout! {
     /// (1 to 255 bytes, the rest of the value) follows.
     pub struct FcDentryInfo[8] {
         /// The directory holding the entry.
-        fc_parent_ino: u32 @ 0x0,
+        fc_parent_ino / set_fc_parent_ino: u32 @ 0x0,
         /// The inode the entry names.
-        fc_ino: u32 @ 0x4,
+        fc_ino / set_fc_ino: u32 @ 0x4,
     }
 }
 
@@ -79,10 +79,10 @@ usfs_fs::layout! {
     /// block follows.
     pub struct FcTail[8] {
         /// The transaction the fast commit belongs to.
-        fc_tid: u32 @ 0x0,
+        fc_tid / set_fc_tid: u32 @ 0x0,
         /// crc32c (seed 0, no final xor) of every record since the previous TAIL,
         /// through this record's `fc_tid`.
-        fc_crc: u32 @ 0x4,
+        fc_crc / set_fc_crc: u32 @ 0x4,
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use usfs_fs::{FileType, Metadata};
 use usfs_vfs::resolve::{resolve_as, Start};
-use usfs_vfs::{errno_of, FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
+use usfs_vfs::{FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
 
 /// Everything the hooks share.
 pub struct State {
@@ -269,14 +269,14 @@ impl State {
     /// Attributes of a place in a mount.
     pub fn meta(&self, vp: &VPath) -> Result<Metadata, i32> {
         let fs = self.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
-        fs.getattr(vp.ino()).map_err(|e| errno_of(&e))
+        fs.getattr(vp.ino()).map_err(|e| e.errno())
     }
 
     /// Opens a place in a mount as a new virtual descriptor: the open-file description,
     /// a placeholder kernel descriptor holding the number, and the table entry.
     pub fn open_virtual(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
         let fs = Arc::clone(self.table.get(vp.mount).fs().map_err(|(e, _)| e)?);
-        let meta = fs.getattr(vp.ino()).map_err(|e| errno_of(&e))?;
+        let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
         let acc = flags & libc::O_ACCMODE;
         let is_dir = meta.file_type == FileType::Directory;
         if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {

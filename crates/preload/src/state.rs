@@ -1,10 +1,13 @@
 //! The process-wide state of the library: the mount table, the descriptor and path
-//! tables, the virtual working directory, and our DIR and FILE objects.
+//! tables, the virtual working directory, our DIR and FILE objects, and what system()
+//! and popen() remember ([`shell`]).
 //!
 //! This is the one piece of global state in usfs, and the design needs it: an
 //! LD_PRELOAD library has no other place to keep a process's descriptors. It is created
 //! once (from the environment) and never replaced; everything mutable in it sits behind
 //! its own lock or atomic, and fork holds those locks across the fork ([`crate::h_exec`]).
+
+pub mod shell;
 
 use libc::{c_char, c_int};
 use std::collections::HashMap;
@@ -41,8 +44,9 @@ pub struct State {
     /// The caller's credentials for permission checks; None for root (nothing to check
     /// but execute bits, which nothing here needs).
     pub creds: Option<usfs_vfs::Creds>,
-    /// Running system() calls and open popen streams (h_shell).
-    pub shell: crate::h_shell::Shell,
+    /// Running system() calls and open popen streams (for h_shell; fork holds the popen
+    /// lock).
+    pub shell: shell::Shell,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();

@@ -74,10 +74,20 @@ impl Error {
         Error::Incompatible(msg.into())
     }
 
-    /// The errno a POSIX caller sees for this error.
+    /// The errno a POSIX caller sees for this error: the workspace's one mapping, used by
+    /// every front end (vfs, `usfs run`'s preload library, `usfs mount`'s FUSE server).
+    ///
+    /// A damaged image ([`Error::Corrupt`]) is EIO, chosen over the kernel's errnos: Linux
+    /// says EFSCORRUPTED (EUCLEAN) for damaged ext4 and EROFS metadata but EFSBADCRC
+    /// (EBADMSG) for a failed ext4 checksum, and usfs has one `Corrupt` for both. EIO is
+    /// POSIX's "could not read this", the errno `usfs run` and `usfs mount` have always
+    /// returned for a damaged image (issue 6: "a corrupt image gives EIO"; run_mount's
+    /// `corrupt_images_give_eio_not_crashes` tests it). Code that must tell damage from a
+    /// failing device matches on the variant, not the errno. An I/O error keeps the OS
+    /// errno it carries, or one chosen by its kind.
     pub fn errno(&self) -> i32 {
         match self {
-            Error::Corrupt(_) => libc::EUCLEAN,
+            Error::Corrupt(_) => libc::EIO,
             Error::Incompatible(_) => libc::EOPNOTSUPP,
             Error::NotFound => libc::ENOENT,
             Error::NotDir => libc::ENOTDIR,
@@ -128,5 +138,11 @@ mod tests {
         assert_eq!(raw.errno(), libc::EFBIG);
         let other = Error::Io(std::io::Error::other("x"));
         assert_eq!(other.errno(), libc::EIO);
+    }
+
+    #[test]
+    fn a_damaged_image_is_eio() {
+        assert_eq!(Error::corrupt("bad directory block").errno(), libc::EIO);
+        assert_eq!(Error::incompatible("x").errno(), libc::EOPNOTSUPP);
     }
 }

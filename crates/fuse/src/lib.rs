@@ -24,7 +24,6 @@ mod write;
 use std::sync::Arc;
 use usfs_fs::{FileSystem, FileSystemWrite, FileType, Ino, Metadata};
 use usfs_vfs::attrs::Caller;
-use usfs_vfs::errno_of;
 
 /// How file data is cached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,11 +155,6 @@ impl Server {
             &self.attr(m),
         );
     }
-}
-
-/// The errno of a back-end error (the workspace's one mapping).
-fn errno(e: &usfs_fs::Error) -> i32 {
-    errno_of(e)
 }
 
 /// The S_IFMT bits of a file type.

@@ -3,7 +3,7 @@
 
 use crate::abi;
 use crate::dispatch::Outcome;
-use crate::{errno, CacheMode, Server, TTL};
+use crate::{CacheMode, Server, TTL};
 
 impl Server {
     /// A name that is not there is answered as node 0 with the usual TTL: the kernel
@@ -22,14 +22,14 @@ impl Server {
                 abi::put_entry(out, 0, 0, TTL, &abi::Attr::default());
                 return Ok(());
             }
-            Err(e) => return Err(errno(&e)),
+            Err(e) => return Err(e.errno()),
         };
         self.entry(&m, out);
         Ok(())
     }
 
     pub(crate) fn getattr(&self, node: u64, out: &mut Vec<u8>) -> Result<(), i32> {
-        let m = self.fs.getattr(self.ino_of(node)).map_err(|e| errno(&e))?;
+        let m = self.fs.getattr(self.ino_of(node)).map_err(|e| e.errno())?;
         let mut a = self.attr(&m);
         // The kernel takes st_ino from the attributes, not the node id: the root shows
         // its own number (2 on ext4), as on a kernel mount.
@@ -39,7 +39,7 @@ impl Server {
     }
 
     pub(crate) fn readlink(&self, node: u64, out: &mut Vec<u8>) -> Result<(), i32> {
-        let t = self.fs.readlink(self.ino_of(node)).map_err(|e| errno(&e))?;
+        let t = self.fs.readlink(self.ino_of(node)).map_err(|e| e.errno())?;
         out.extend_from_slice(&t);
         Ok(())
     }
@@ -49,7 +49,7 @@ impl Server {
             None if flags as i32 & libc::O_ACCMODE != libc::O_RDONLY => return Err(libc::EROFS),
             None => 0,
             Some(w) => {
-                w.open_file(self.ino_of(node)).map_err(|e| errno(&e))?;
+                w.open_file(self.ino_of(node)).map_err(|e| e.errno())?;
                 1
             }
         };
@@ -59,7 +59,7 @@ impl Server {
 
     pub(crate) fn release(&self, node: u64, fh: u64) -> Result<(), i32> {
         match (&self.w, fh) {
-            (Some(w), 1) => w.release_file(self.ino_of(node)).map_err(|e| errno(&e)),
+            (Some(w), 1) => w.release_file(self.ino_of(node)).map_err(|e| e.errno()),
             _ => Ok(()),
         }
     }
@@ -86,7 +86,7 @@ impl Server {
         // anything else is gathered into the reply buffer.
         match self.fs.mapped_data(ino, offset, size) {
             Ok(Some(src)) if src.len() == size => return Outcome::Mapped(src),
-            Err(e) => return Outcome::Error(errno(&e)),
+            Err(e) => return Outcome::Error(e.errno()),
             _ => {}
         }
         out.resize(size, 0);
@@ -147,7 +147,7 @@ impl Server {
                 let m = match self.fs.getattr(ino) {
                     Ok(m) => m,
                     Err(e) => {
-                        failed = Some(errno(&e));
+                        failed = Some(e.errno());
                         return false;
                     }
                 };
@@ -170,7 +170,7 @@ impl Server {
     }
 
     pub(crate) fn statfs(&self, out: &mut Vec<u8>) -> Result<(), i32> {
-        let s = self.fs.statfs().map_err(|e| errno(&e))?;
+        let s = self.fs.statfs().map_err(|e| e.errno())?;
         for v in [
             s.blocks,
             s.blocks_free,
@@ -197,7 +197,7 @@ impl Server {
         let v = self
             .fs
             .get_xattr(self.ino_of(node), name)
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         xattr_reply(&v, size, out)
     }
 
@@ -205,7 +205,7 @@ impl Server {
         let names = self
             .fs
             .list_xattrs(self.ino_of(node))
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         let mut list = Vec::new();
         for n in names {
             list.extend_from_slice(&n);
@@ -217,7 +217,7 @@ impl Server {
     pub(crate) fn access(&self, node: u64, mask: u32) -> Result<(), i32> {
         // Permission bits are checked by the kernel (default_permissions); only writes
         // are refused here.
-        self.fs.getattr(self.ino_of(node)).map_err(|e| errno(&e))?;
+        self.fs.getattr(self.ino_of(node)).map_err(|e| e.errno())?;
         if mask as i32 & libc::W_OK != 0 && self.w.is_none() {
             return Err(libc::EROFS);
         }
@@ -232,12 +232,12 @@ impl Server {
         out: &mut Vec<u8>,
     ) -> Result<(), i32> {
         let ino = self.ino_of(node);
-        let size = self.fs.getattr(ino).map_err(|e| errno(&e))?.size;
+        let size = self.fs.getattr(ino).map_err(|e| e.errno())?.size;
         if offset < 0 || offset as u64 >= size {
             return Err(libc::ENXIO);
         }
         let at = offset as u64;
-        let r = match (whence, self.fs.next_data(ino, at).map_err(|e| errno(&e))?) {
+        let r = match (whence, self.fs.next_data(ino, at).map_err(|e| e.errno())?) {
             (libc::SEEK_DATA, Some(r)) => r.start.max(at),
             (libc::SEEK_DATA, None) => return Err(libc::ENXIO),
             (libc::SEEK_HOLE, Some(r)) if r.start <= at => r.end.min(size),

@@ -5,7 +5,7 @@
 //! handlers of the modifying requests and the conversions of FUSE's arguments.
 
 use crate::abi::{self, fattr, Args};
-use crate::{decode_dev32, errno, CacheMode, Server, TTL};
+use crate::{decode_dev32, CacheMode, Server, TTL};
 use std::time::{SystemTime, UNIX_EPOCH};
 use usfs_fs::{Error, Fallocate, FileSystemWrite, FileType, RenameFlags, Timestamp};
 use usfs_vfs::attrs::{self, Caller};
@@ -45,14 +45,14 @@ impl Server {
         // O_APPEND writes arrive with the kernel's idea of the end; the size here is the truth.
         let offset = if open_flags as i32 & libc::O_APPEND != 0 && self.cache == CacheMode::DirectIo
         {
-            w.getattr(ino).map_err(|e| errno(&e))?.size
+            w.getattr(ino).map_err(|e| e.errno())?.size
         } else {
             offset
         };
         let kill = write_flags & abi::WRITE_KILL_SUIDGID != 0;
         let n = attrs::before_write(w, ino, c, kill)
             .and_then(|()| w.write_at(ino, offset, data))
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         abi::put_u32_pad(out, n as u32);
         Ok(())
     }
@@ -88,7 +88,7 @@ impl Server {
             atime: time(fattr::ATIME_NOW, fattr::ATIME, 32, 56),
             mtime: time(fattr::MTIME_NOW, fattr::MTIME, 40, 60),
         };
-        let m = attrs::setattr(w, self.ino_of(node), c, attr).map_err(|e| errno(&e))?;
+        let m = attrs::setattr(w, self.ino_of(node), c, attr).map_err(|e| e.errno())?;
         let mut at = self.attr(&m);
         at.ino = m.ino;
         abi::put_attr(out, TTL, &at);
@@ -111,7 +111,7 @@ impl Server {
             .and_then(|ft| new_node(w, dir, ft, mode, umask, 0, c))
             .and_then(|node| w.create(dir, name, node))
             .and_then(|m| w.open_file(m.ino).map(|()| m))
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         self.entry(&m, out);
         abi::put_open(out, 1, self.open_flags());
         Ok(())
@@ -133,7 +133,7 @@ impl Server {
         let m = type_of_mode(mode)
             .and_then(|ft| new_node(w, dir, ft, mode, umask, decode_dev32(rdev), c))
             .and_then(|node| w.create(dir, name, node))
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         self.entry(&m, out);
         Ok(())
     }
@@ -151,7 +151,7 @@ impl Server {
         let dir = self.ino_of(parent);
         let m = new_node(w, dir, FileType::Directory, mode, umask, 0, c)
             .and_then(|node| w.mkdir(dir, name, node))
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         self.entry(&m, out);
         Ok(())
     }
@@ -172,7 +172,7 @@ impl Server {
                 let gid = if pm.perm & 0o2000 != 0 { pm.gid } else { c.gid };
                 w.symlink(dir, name, target, c.uid, gid)
             })
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         self.entry(&m, out);
         Ok(())
     }
@@ -187,7 +187,7 @@ impl Server {
         let w = self.w()?;
         let m = w
             .link(self.ino_of(ino), self.ino_of(newparent), newname)
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| e.errno())?;
         self.entry(&m, out);
         Ok(())
     }
@@ -195,13 +195,13 @@ impl Server {
     pub(crate) fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), i32> {
         self.w()?
             .unlink(self.ino_of(parent), name)
-            .map_err(|e| errno(&e))
+            .map_err(|e| e.errno())
     }
 
     pub(crate) fn rmdir(&self, parent: u64, name: &[u8]) -> Result<(), i32> {
         self.w()?
             .rmdir(self.ino_of(parent), name)
-            .map_err(|e| errno(&e))
+            .map_err(|e| e.errno())
     }
 
     pub(crate) fn rename(
@@ -228,12 +228,12 @@ impl Server {
             newname,
             fl,
         )
-        .map_err(|e| errno(&e))
+        .map_err(|e| e.errno())
     }
 
     pub(crate) fn fsync(&self, node: u64, datasync: bool) -> Result<(), i32> {
         match self.w() {
-            Ok(w) => w.fsync(self.ino_of(node), datasync).map_err(|e| errno(&e)),
+            Ok(w) => w.fsync(self.ino_of(node), datasync).map_err(|e| e.errno()),
             Err(_) => Ok(()),
         }
     }
@@ -248,7 +248,7 @@ impl Server {
         let w = self.w()?;
         fallocate_mode(mode)
             .and_then(|m| w.fallocate(self.ino_of(node), m, offset, length))
-            .map_err(|e| errno(&e))
+            .map_err(|e| e.errno())
     }
 
     pub(crate) fn setxattr(
@@ -263,7 +263,7 @@ impl Server {
         let exists = match w.get_xattr(ino, name) {
             Ok(_) => true,
             Err(Error::NoData) => false,
-            Err(e) => return Err(errno(&e)),
+            Err(e) => return Err(e.errno()),
         };
         if flags & libc::XATTR_CREATE != 0 && exists {
             return Err(libc::EEXIST);
@@ -271,13 +271,13 @@ impl Server {
         if flags & libc::XATTR_REPLACE != 0 && !exists {
             return Err(libc::ENODATA);
         }
-        w.set_xattr(ino, name, value).map_err(|e| errno(&e))
+        w.set_xattr(ino, name, value).map_err(|e| e.errno())
     }
 
     pub(crate) fn removexattr(&self, node: u64, name: &[u8]) -> Result<(), i32> {
         self.w()?
             .remove_xattr(self.ino_of(node), name)
-            .map_err(|e| errno(&e))
+            .map_err(|e| e.errno())
     }
 }
 

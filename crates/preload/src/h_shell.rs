@@ -5,67 +5,18 @@
 //! glibc's algorithms (2.36: `/bin/sh -c COMMAND`) on top of the posix_spawn hook
 //! (h_exec), which hands both over.
 //!
-//! Two pieces of process state, as glibc keeps them ([`Shell`], part of the process's
-//! [`State`]): the count of running system() calls with the SIGINT/SIGQUIT actions to put
-//! back when the last one ends (a second thread's system() must not take the first one's
-//! SIG_IGN for the action to restore), and the open popen streams (pclose waits for their
-//! shell; a new popen child closes the others' descriptors, as POSIX asks). Each sits
-//! behind its own lock; fork holds the popen lock ([`Shell::lock_popen`]) so a child
-//! never inherits it taken.
+//! What these calls remember between calls (running system() calls and the signal
+//! actions to restore, the open popen streams) is part of the process's [`State`]
+//! ([`crate::state::shell`]); this file holds no state of its own.
 
+use crate::state::shell::{Popen, SystemSignals};
 use crate::state::{state, State};
 use crate::sys::{call_real, errno, set_errno};
 use libc::{c_char, c_int, pid_t, FILE};
 use std::ptr::{null, null_mut};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 /// glibc's `_PATH_BSHELL`.
 const SHELL: &std::ffi::CStr = c"/bin/sh";
-
-/// system(3)'s shared part: running calls and the actions to restore.
-struct SystemSignals {
-    /// How many system() calls are running.
-    running: usize,
-    /// SIGINT's action before the first of them.
-    intr: libc::sigaction,
-    /// SIGQUIT's action before the first of them.
-    quit: libc::sigaction,
-}
-
-/// An open popen stream.
-pub struct Popen {
-    /// The FILE's address.
-    fp: usize,
-    /// The shell running the command.
-    pid: pid_t,
-    /// The parent's end of the pipe (the FILE's descriptor).
-    fd: c_int,
-}
-
-/// The process's system() and popen() bookkeeping.
-#[derive(Default)]
-pub struct Shell {
-    /// Running system() calls and the signal actions to restore.
-    system: Mutex<Option<SystemSignals>>,
-    /// Open popen streams.
-    popen: Mutex<Vec<Popen>>,
-    /// How many entries `popen` has, read without the lock: fclose looks here first, so
-    /// closing other streams never takes the lock (fork holds it while the program's
-    /// pthread_atfork handlers run, and those may close streams).
-    n_popen: AtomicUsize,
-}
-
-impl Shell {
-    /// Locks the popen table (fork holds it across the fork).
-    pub fn lock_popen(&self) -> MutexGuard<'_, Vec<Popen>> {
-        self.popen.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_system(&self) -> MutexGuard<'_, Option<SystemSignals>> {
-        self.system.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// Spawns `/bin/sh -c command` through the posix_spawn hook (which hands the virtual
 /// working directory and descriptors over); returns posix_spawn's result.
@@ -267,7 +218,7 @@ fn do_popen(st: &State, command: *const c_char, mode: *const c_char) -> *mut FIL
         return null_mut();
     }
     let mut table = st.shell.lock_popen();
-    let pid = spawn_popen(command, fds[child_end], child_fd, &table);
+    let pid = spawn_popen(command, fds[child_end], child_fd, table.streams());
     close_fd(fds[child_end]);
     let Some(pid) = pid else {
         // The FILE made above; closing it closes the parent's end.
@@ -284,7 +235,6 @@ fn do_popen(st: &State, command: *const c_char, mode: *const c_char) -> *mut FIL
         pid,
         fd: fds[parent_end],
     });
-    st.shell.n_popen.fetch_add(1, Ordering::Relaxed);
     fp
 }
 
@@ -326,16 +276,7 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
 /// Closes a popen stream of ours and waits for its shell: the wait status, -1 if the
 /// wait fails; None when `fp` is not one of ours.
 pub fn close_popen(fp: *mut FILE) -> Option<c_int> {
-    let shell = &state()?.shell;
-    if shell.n_popen.load(Ordering::Relaxed) == 0 {
-        return None;
-    }
-    let p = {
-        let mut table = shell.lock_popen();
-        let i = table.iter().position(|p| p.fp == fp as usize)?;
-        shell.n_popen.fetch_sub(1, Ordering::Relaxed);
-        table.swap_remove(i)
-    };
+    let p = state()?.shell.take_popen(fp as usize)?;
     // The caller's stream (a popen stream of ours); closing it closes the pipe, so a `w`
     // command sees end of file before we wait.
     call_real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int, -1; fp);

@@ -7,7 +7,7 @@ use crate::state::{empty_path_target, fill_stat, fill_statx, is_empty, State, Ta
 use crate::sys::{call_real, hooked, ret};
 use libc::{c_char, c_int, c_uint, c_void, size_t, ssize_t};
 use usfs_fs::{FileType, Metadata};
-use usfs_vfs::{errno_of, VPath};
+use usfs_vfs::VPath;
 
 /// A hook on a path argument: `virt` serves paths inside a mount; everything else calls
 /// `real` with the path (rewritten to an absolute one with AT_FDCWD when it was relative
@@ -244,7 +244,7 @@ pub unsafe extern "C" fn faccessat(
 
 fn fs_stats(st: &State, mount: usize) -> Result<usfs_fs::StatFs, i32> {
     let fs = st.table.get(mount).fs().map_err(|(e, _)| e)?;
-    fs.statfs().map_err(|e| errno_of(&e))
+    fs.statfs().map_err(|e| e.errno())
 }
 
 fn fill_statfs(s: &usfs_fs::StatFs) -> libc::statfs {
@@ -311,7 +311,7 @@ fn readlink_virtual(
     if st.meta(vp)?.file_type != FileType::Symlink {
         return Err(libc::EINVAL);
     }
-    let t = fs.readlink(vp.ino()).map_err(|e| errno_of(&e))?;
+    let t = fs.readlink(vp.ino()).map_err(|e| e.errno())?;
     copy_link(&t, buf, size)
 }
 
@@ -427,7 +427,7 @@ fn get_xattr(
     let fs = st.table.get(mount).fs().map_err(|(e, _)| e)?;
     // SAFETY: the attribute name is a NUL-terminated string.
     let n = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
-    let v = fs.get_xattr(ino, n).map_err(|e| errno_of(&e))?;
+    let v = fs.get_xattr(ino, n).map_err(|e| e.errno())?;
     xattr_out(&v, buf, size)
 }
 
@@ -440,7 +440,7 @@ fn list_xattr(
 ) -> Result<ssize_t, i32> {
     let fs = st.table.get(mount).fs().map_err(|(e, _)| e)?;
     let mut out = Vec::new();
-    for n in fs.list_xattrs(ino).map_err(|e| errno_of(&e))? {
+    for n in fs.list_xattrs(ino).map_err(|e| e.errno())? {
         out.extend_from_slice(&n);
         out.push(0);
     }

@@ -1,10 +1,13 @@
 //! The process-wide state of the library: the mount table, the descriptor and path
-//! tables, the virtual working directory, and our DIR and FILE objects.
+//! tables, the virtual working directory, our DIR and FILE objects, and what system()
+//! and popen() remember ([`shell`]).
 //!
 //! This is the one piece of global state in usfs, and the design needs it: an
 //! LD_PRELOAD library has no other place to keep a process's descriptors. It is created
 //! once (from the environment) and never replaced; everything mutable in it sits behind
 //! its own lock or atomic, and fork holds those locks across the fork ([`crate::h_exec`]).
+
+pub mod shell;
 
 use libc::{c_char, c_int};
 use std::collections::HashMap;
@@ -13,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use usfs_fs::{FileType, Metadata};
 use usfs_vfs::resolve::{resolve_as, Start};
-use usfs_vfs::{errno_of, FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
+use usfs_vfs::{FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
 
 /// Everything the hooks share.
 pub struct State {
@@ -41,8 +44,9 @@ pub struct State {
     /// The caller's credentials for permission checks; None for root (nothing to check
     /// but execute bits, which nothing here needs).
     pub creds: Option<usfs_vfs::Creds>,
-    /// Running system() calls and open popen streams (h_shell).
-    pub shell: crate::h_shell::Shell,
+    /// Running system() calls and open popen streams (for h_shell; fork holds the popen
+    /// lock).
+    pub shell: shell::Shell,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -269,14 +273,14 @@ impl State {
     /// Attributes of a place in a mount.
     pub fn meta(&self, vp: &VPath) -> Result<Metadata, i32> {
         let fs = self.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
-        fs.getattr(vp.ino()).map_err(|e| errno_of(&e))
+        fs.getattr(vp.ino()).map_err(|e| e.errno())
     }
 
     /// Opens a place in a mount as a new virtual descriptor: the open-file description,
     /// a placeholder kernel descriptor holding the number, and the table entry.
     pub fn open_virtual(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
         let fs = Arc::clone(self.table.get(vp.mount).fs().map_err(|(e, _)| e)?);
-        let meta = fs.getattr(vp.ino()).map_err(|e| errno_of(&e))?;
+        let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
         let acc = flags & libc::O_ACCMODE;
         let is_dir = meta.file_type == FileType::Directory;
         if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {

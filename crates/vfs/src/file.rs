@@ -1,7 +1,6 @@
 //! Open-file descriptions: what `open` creates and `dup` shares (offset, status flags,
 //! directory position).
 
-use crate::errno_of;
 use crate::node::Node;
 use crate::resolve::{Errno, VPath};
 use crate::runs::{Run, RunCell};
@@ -351,7 +350,7 @@ impl OpenFile {
                     .node
                     .fs
                     .next_data(self.node.ino, off as u64)
-                    .map_err(|e| errno_of(&e))?;
+                    .map_err(|e| e.errno())?;
                 let r = match (whence, data) {
                     (libc::SEEK_DATA, Some(r)) => r.start.max(off as u64),
                     (libc::SEEK_DATA, None) => return Err(libc::ENXIO),
@@ -402,7 +401,7 @@ pub fn read_file(
         let pos = offset + done as u64;
         match fs
             .mapped_data(ino, pos, buf.len() - done)
-            .map_err(|e| errno_of(&e))?
+            .map_err(|e| e.errno())?
         {
             Some(src) if !src.is_empty() => {
                 crate::copy::copy(&mut buf[done..done + src.len()], src);
@@ -411,7 +410,7 @@ pub fn read_file(
             _ => {
                 let n = fs
                     .read_at(ino, pos, &mut buf[done..])
-                    .map_err(|e| errno_of(&e))?;
+                    .map_err(|e| e.errno())?;
                 if n == 0 {
                     break;
                 }
@@ -448,6 +447,6 @@ pub fn list_dir(
         pos = next;
         true
     })
-    .map_err(|e| errno_of(&e))?;
+    .map_err(|e| e.errno())?;
     Ok(pos)
 }

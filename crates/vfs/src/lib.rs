@@ -39,12 +39,3 @@ pub use mounts::{Mount, MountSpec, MountTable};
 pub use node::{Node, PathTable};
 pub use open::{open_image, open_image_mapped, open_image_with};
 pub use resolve::{Resolved, VPath};
-
-/// The errno a POSIX caller sees for a back-end error. A damaged image is an I/O error to
-/// a program reading it (EIO), as the issue asks; everything else keeps its own errno.
-pub fn errno_of(e: &usfs_fs::Error) -> i32 {
-    match e {
-        usfs_fs::Error::Corrupt(_) => libc::EIO,
-        other => other.errno(),
-    }
-}

@@ -94,8 +94,13 @@ impl Mount {
                     Ok(fs)
                 }
                 Err(e) => {
+                    // Not `e.errno()` for every error, on purpose: this errno answers every
+                    // path under the prefix, so it says "the mount failed", as a dead disk
+                    // would (EIO), not what failed inside it (an unsupported feature would
+                    // make every stat EOPNOTSUPP). Only an OS error opening the image file
+                    // keeps its own errno, through the workspace's one mapping.
                     let errno = match &e {
-                        usfs_fs::Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+                        usfs_fs::Error::Io(_) => e.errno(),
                         _ => libc::EIO,
                     };
                     Err((errno, format!("{}: {e}", self.spec.image.display())))

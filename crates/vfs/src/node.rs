@@ -65,11 +65,10 @@ impl Node {
         if let Some(r) = self.runs.find(pos) {
             return Ok(r);
         }
-        let errno = |e: usfs_fs::Error| crate::errno_of(&e);
         let run = match self
             .fs
             .mapped_data(self.ino, pos, LOOKUP_MAX)
-            .map_err(errno)?
+            .map_err(|e| e.errno())?
         {
             Some(s) if !s.is_empty() => crate::runs::Run {
                 start: pos,
@@ -81,7 +80,7 @@ impl Node {
                 // Not in the mapping from `pos`: up to the next data if `pos` is in a
                 // hole, else to the end of this stretch of data (compressed or inline
                 // data is that way throughout).
-                let (end, hole) = match self.fs.next_data(self.ino, pos).map_err(errno)? {
+                let (end, hole) = match self.fs.next_data(self.ino, pos).map_err(|e| e.errno())? {
                     Some(r) if r.start > pos => (r.start, true),
                     Some(r) => (r.end, false),
                     None => (self.meta.size, true),

@@ -189,7 +189,7 @@ pub fn resolve_as(
                     };
                     let follow = !last || follow_last;
                     match path::step(fs.as_ref(), vp.ino(), name, follow, &mut links, &may_search)
-                        .map_err(|e| crate::errno_of(&e))?
+                        .map_err(|e| e.errno())?
                     {
                         Step::Node(ino) => vp.stack.push((ino, name.to_vec())),
                         Step::Link(target) => {
@@ -209,7 +209,7 @@ pub fn resolve_as(
         Here::Virt(vp) => {
             if must_dir {
                 let fs = fs_of(table, vp.mount)?;
-                let meta = fs.getattr(vp.ino()).map_err(|e| crate::errno_of(&e))?;
+                let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
                 if meta.file_type != FileType::Directory {
                     return Err(libc::ENOTDIR);
                 }

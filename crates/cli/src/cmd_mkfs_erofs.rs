@@ -1,10 +1,11 @@
 //! `usfs mkfs.erofs`: build an EROFS image from a directory, with mkfs.erofs's option names.
 
 use crate::image::{CliError, CliResult};
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use usfs_erofs::build::{self, Options};
 use usfs_erofs::compress::{Algorithm, LZ4HC_DEFAULT_LEVEL};
+use usfs_erofs::mkfs::{self, Options};
 
 /// Arguments of `usfs mkfs.erofs`.
 #[derive(clap::Args)]
@@ -124,8 +125,7 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
         o.workers = w.max(1);
     }
     let start = std::time::Instant::now();
-    let r =
-        build::build(&a.image, &a.source, &o).map_err(|e| CliError::at(a.image.display(), e))?;
+    let r = build_file(&a.image, &a.source, &o)?;
     for w in &r.warnings {
         eprintln!("usfs mkfs.erofs: warning: {w}");
     }
@@ -135,7 +135,7 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
             a.image.display(),
             r.inodes,
             r.blocks,
-            r.blocks * u64::from(build::BLOCK_SIZE),
+            r.blocks * u64::from(mkfs::BLOCK_SIZE),
             r.compressed_files,
             r.plain_files,
             start.elapsed().as_secs_f64()
@@ -153,9 +153,74 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Builds the image file `image`: the file is created or truncated (meanwhile the source is
+/// scanned: freeing an old image's blocks takes a while), made a sparse file large enough
+/// for any image, written through a device, and trimmed to the image's size.
+fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Report> {
+    let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
+    if let Ok(m) = std::fs::metadata(image) {
+        if !m.is_file() {
+            return Err(CliError(format!(
+                "mkfs.erofs: {}: not a regular file (usfs writes image files only)",
+                image.display()
+            )));
+        }
+    }
+    let (opened, scan) = std::thread::scope(|s| {
+        let open = s.spawn(|| open_image(image));
+        let scan = mkfs::scan(source, o);
+        let opened = open
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("opening the image panicked")));
+        (opened, scan)
+    });
+    let (file, dev) = opened.map_err(|e| at(&e))?;
+    let built = scan.and_then(|scan| mkfs::write(&dev, scan));
+    drop(dev);
+    // Trim to the image (or to nothing when the build failed), then make that durable too.
+    let len = built
+        .as_ref()
+        .map_or(0, |r| r.blocks * u64::from(mkfs::BLOCK_SIZE));
+    let trimmed = file.set_len(len).and_then(|()| file.sync_all());
+    let r = built.map_err(|e| at(&e))?;
+    trimmed.map_err(|e| at(&e))?;
+    Ok(r)
+}
+
+/// Creates or truncates the image file and makes it a sparse file of
+/// [`mkfs::MAX_IMAGE_BYTES`] (halved until the file system takes it), opened as a device
+/// (readable too: `-E dedupe` reads written pclusters back); returns a second handle to
+/// the file for trimming it afterwards.
+fn open_image(image: &Path) -> std::io::Result<(File, usfs_dev::FileDevice)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(image)?;
+    let mut cap = mkfs::MAX_IMAGE_BYTES;
+    while let Err(e) = file.set_len(cap) {
+        let too_big = matches!(e.raw_os_error(), Some(libc::EFBIG) | Some(libc::EINVAL));
+        if !too_big || cap <= 1 << 20 {
+            return Err(e);
+        }
+        cap /= 2;
+    }
+    match file
+        .try_clone()
+        .and_then(|f| usfs_dev::FileDevice::from_file(f, true))
+    {
+        Ok(dev) => Ok((file, dev)),
+        Err(e) => {
+            let _ = file.set_len(0);
+            Err(e)
+        }
+    }
+}
+
 /// Per phase: wall time, the writer thread's CPU time, all threads' CPU time, and how many
 /// cores were busy on average (all CPU / wall).
-fn print_timing(phases: &[build::Phase]) {
+fn print_timing(phases: &[mkfs::Phase]) {
     eprintln!(
         "{:<26} {:>8} {:>9} {:>8} {:>6}",
         "phase", "wall_s", "main_cpu", "all_cpu", "cores"

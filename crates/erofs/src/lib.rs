@@ -1,10 +1,10 @@
 //! EROFS for usfs: the on-disk format ([`format`]), a reader ([`Erofs`]) implementing
-//! [`usfs_fs::FileSystem`], a builder ([`build`], `usfs mkfs.erofs`) and fixed-size output
+//! [`usfs_fs::FileSystem`], a builder ([`mkfs`], `usfs mkfs.erofs`) and fixed-size output
 //! LZ4 compression ([`compress`]).
 
-pub mod build;
 pub mod compress;
 pub mod format;
+pub mod mkfs;
 mod read;
 
 pub use read::Erofs;

@@ -4,8 +4,8 @@
 
 use super::zmap::Stored;
 use super::Erofs;
-use crate::build::{build, Options};
 use crate::compress::{Algorithm, LZ4HC_DEFAULT_LEVEL};
+use crate::mkfs::{build, Options, BLOCK_SIZE};
 use usfs_dev::MemDevice;
 use usfs_fs::FileSystem;
 
@@ -35,7 +35,6 @@ fn image_of(name: &str, content: &[u8]) -> Vec<u8> {
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("f"), content).unwrap();
-    let img = dir.join("img");
     let opts = Options {
         compression: Some(Algorithm::Lz4Hc(LZ4HC_DEFAULT_LEVEL)),
         timestamp: Some(0),
@@ -43,9 +42,12 @@ fn image_of(name: &str, content: &[u8]) -> Vec<u8> {
         workers: 1,
         ..Options::default()
     };
-    build(&img, &src, &opts).unwrap();
-    let bytes = std::fs::read(&img).unwrap();
+    // Room for the content stored plain, and the metadata.
+    let dev = MemDevice::new(vec![0; content.len() + (1 << 20)], true);
+    let blocks = build(&dev, &src, &opts).unwrap().blocks;
     std::fs::remove_dir_all(&dir).unwrap();
+    let mut bytes = dev.into_inner();
+    bytes.truncate((blocks * u64::from(BLOCK_SIZE)) as usize);
     bytes
 }
 

@@ -5,23 +5,43 @@
 //! in order, so the image does not depend on the number of workers); then the metadata
 //! area (inodes with xattrs, inline tails, compression indexes and inline pclusters; the
 //! root first, so its nid is 0); then directory and long-symlink blocks.
+//!
+//! The image is written through a [`Device`] of fixed size (a file made large enough: a
+//! sparse file of [`MAX_IMAGE_BYTES`] holds any image; a memory or crash-recording device
+//! in tests): it takes the device's first [`Report::blocks`] blocks, and a caller writing a
+//! file trims it to that. [`scan`] reads the source tree (`tree.rs`); [`write`] then runs
+//! the phases of `image.rs` in order, one file each, as erofs-utils' lib/ does: `xattrs.rs`
+//! (the shared xattr area), `data.rs` (file data; a compressed file's pclusters and indexes
+//! in `zfile.rs`, `zinode.rs`, `zindex.rs`, `dedupe.rs`), `packed.rs` (the packed inode),
+//! `place.rs` (where each inode goes in the metadata area), `dir.rs` (directory and symlink
+//! blocks), `inode.rs` (inode bytes) and `superblock.rs`.
 
+mod data;
 mod dedupe;
 mod dir;
 mod gaps;
-mod meta;
+mod image;
+mod inode;
+mod out;
+mod packed;
 mod par;
+mod place;
+mod superblock;
+#[cfg(test)]
+mod tests;
 mod timing;
 mod tree;
 mod xattrs;
 mod zfile;
 mod zindex;
+mod zinode;
 
 pub use timing::Phase;
 
 use crate::compress::Algorithm;
-use std::io;
 use std::path::Path;
+use usfs_dev::Device;
+use usfs_fs::{Error, Result};
 
 /// What `usfs mkfs.erofs` was asked for (mkfs.erofs's options).
 #[derive(Clone, Debug)]
@@ -95,46 +115,58 @@ pub struct Report {
 /// Block size of images usfs builds.
 pub const BLOCK_SIZE: u32 = 4096;
 
-/// Builds an image of `source` at `image`.
-pub fn build(image: &Path, source: &Path, opts: &Options) -> io::Result<Report> {
+/// The largest image: block addresses are 32 bits, so at most `u32::MAX` blocks. A device
+/// of this size holds any image (ext4's largest file, `u32::MAX` 4 KiB blocks, is exactly
+/// this size).
+pub const MAX_IMAGE_BYTES: u64 = u32::MAX as u64 * BLOCK_SIZE as u64;
+
+/// A scanned source tree with the options it was scanned with, ready to [`write`].
+pub struct Scan {
+    tree: tree::Tree,
+    opts: Options,
+    timer: timing::Timer,
+}
+
+/// Checks the options and scans `source`. Separate from [`write`] so that a caller can
+/// prepare the device meanwhile (truncating an old image file frees its blocks, which
+/// takes a while).
+pub fn scan(source: &Path, opts: &Options) -> Result<Scan> {
     let bs = BLOCK_SIZE;
     if opts.pcluster_bytes < bs
         || !opts.pcluster_bytes.is_multiple_of(bs)
         || opts.pcluster_bytes > 1 << 20
     {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "pcluster size {} must be a multiple of {bs} up to 1 MiB",
-                opts.pcluster_bytes
-            ),
-        ));
+        return Err(Error::incompatible(format!(
+            "pcluster size {} (it must be a multiple of {bs} up to 1 MiB)",
+            opts.pcluster_bytes
+        )));
     }
     let mut timer = timing::Timer::start();
-    // Truncating an old image frees its blocks, which takes a while: scan meanwhile (as
-    // mkfs.erofs, the image is created or truncated before the source is read).
-    let (f, tree) = std::thread::scope(|s| {
-        let open = s.spawn(|| open_image(image));
-        let tree = tree::scan(source, opts);
-        let f = open
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("opening the image panicked")));
-        (f, tree)
-    });
-    let (f, tree) = (f?, tree?);
+    let tree = tree::scan(source, opts)?;
     timer.phase("scan");
-    let mut report = meta::write_image(f, tree, opts, &mut timer)?;
+    Ok(Scan {
+        tree,
+        opts: opts.clone(),
+        timer,
+    })
+}
+
+/// Writes the image of a scanned tree to `dev`, from byte 0, and flushes it. Fails with
+/// `StorageFull` when the image would not fit in the device.
+pub fn write(dev: &dyn Device, scan: Scan) -> Result<Report> {
+    let Scan {
+        tree,
+        opts,
+        mut timer,
+    } = scan;
+    // Time between the scan and this call: the caller preparing the device.
+    timer.phase("device");
+    let mut report = image::write_image(dev, tree, &opts, &mut timer)?;
     report.phases = timer.phases;
     Ok(report)
 }
 
-/// Creates or truncates the image; readable too (`-E dedupe` compares candidate pclusters
-/// with what was written).
-fn open_image(image: &Path) -> io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(image)
+/// Builds an image of `source` on `dev`: [`scan`], then [`write`].
+pub fn build(dev: &dyn Device, source: &Path, opts: &Options) -> Result<Report> {
+    write(dev, scan(source, opts)?)
 }

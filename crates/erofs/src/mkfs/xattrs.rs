@@ -1,6 +1,8 @@
-//! Encoding xattrs: the shared xattr area (entries used by more than `-x` inodes) and each
-//! inode's ibody (header, shared ids, inline entries).
+//! Encoding xattrs: the shared xattr area (entries used by more than `-x` inodes), written
+//! right after the superblock's block, and each inode's ibody (header, shared ids, inline
+//! entries).
 
+use super::out::{pad_to, Out};
 use super::tree::Tree;
 use crate::format::xattr::IBODY_HEADER_SIZE;
 use std::collections::HashMap;
@@ -50,6 +52,14 @@ pub fn shared(tree: &Tree, tolerance: i32) -> Shared {
         encode_entry(&mut area, k.0, &k.1, &k.2);
     }
     Shared { area, ids }
+}
+
+/// Writes the shared xattr area at the cursor; returns its first block (0: no area).
+pub(super) fn write_area(out: &mut Out<'_>, shared: &Shared) -> usfs_fs::Result<u32> {
+    if shared.area.is_empty() {
+        return Ok(0);
+    }
+    out.put_blocks(&pad_to(&shared.area, out.bs))
 }
 
 impl Shared {

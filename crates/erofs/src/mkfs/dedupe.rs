@@ -10,10 +10,9 @@
 
 use std::collections::hash_map::{DefaultHasher, Entry};
 use std::collections::HashMap;
-use std::fs::File;
 use std::hash::Hasher;
 use std::io;
-use std::os::unix::fs::FileExt;
+use usfs_dev::Device;
 
 /// The pclusters written so far, by content.
 #[derive(Default)]
@@ -36,14 +35,14 @@ fn digest(bytes: &[u8]) -> u64 {
 impl Dedupe {
     /// The block address of an earlier pcluster equal to `bytes`, if any (confirmed by
     /// reading it back from `image`, `bs`-byte blocks).
-    pub fn find(&mut self, image: &File, bs: u64, bytes: &[u8]) -> io::Result<Option<u32>> {
+    pub fn find(&mut self, image: &dyn Device, bs: u64, bytes: &[u8]) -> io::Result<Option<u32>> {
         let key = (digest(bytes), bytes.len() as u32);
         let Some(addrs) = self.seen.get(&key) else {
             return Ok(None);
         };
         let mut old = vec![0u8; bytes.len()];
         for &a in addrs {
-            image.read_exact_at(&mut old, u64::from(a) * bs)?;
+            image.read_at(&mut old, u64::from(a) * bs)?;
             if old == bytes {
                 self.shared_pclusters += 1;
                 self.shared_blocks += bytes.len() as u64 / bs;

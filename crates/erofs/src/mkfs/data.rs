@@ -1,0 +1,280 @@
+//! File data, in tree order right after the shared xattr area: large files are cut into
+//! segments, read and compressed in parallel, and written in order as results arrive
+//! (workers stay a bounded window ahead of the writer), so the image is the same for any
+//! number of workers. Each file is stored compressed only when that takes fewer bytes than
+//! the plain file; fragment tails are collected for the packed inode.
+
+use super::image::Cfg;
+use super::inode::{fits_inline, Data, Ino};
+use super::out::{pad_to, Out};
+use super::tree::Tree;
+use super::zfile::{self, ZFile, ZParams, ZTail};
+use super::{par, zinode};
+use crate::compress::Compressor;
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use usfs_fs::{FileType, Result};
+
+/// One compression job: (node, byte range, last segment of its file, the file has one
+/// segment).
+type Job = (usize, Range<u64>, bool, bool);
+
+/// What a worker hands the writer for one job: the plain bytes when the writer may need
+/// them (not compressed, or a one-segment file), and the compressed segment.
+type Piece = (Option<Vec<u8>>, Option<ZFile>);
+
+/// A batch ends after this many input bytes or jobs.
+const BATCH_BYTES: u64 = 1 << 20;
+const BATCH_JOBS: usize = 256;
+
+/// The jobs of the data phase and each node's compression settings.
+pub(super) struct Plan {
+    /// Per node: compression settings (`None`: not compressed).
+    params: Vec<Option<ZParams>>,
+    jobs: Vec<Job>,
+}
+
+/// What the data phase leaves for the later ones.
+#[derive(Default)]
+pub(super) struct Written {
+    /// The packed inode's content: the fragment tails, in order.
+    pub(super) packed: Vec<u8>,
+    pub(super) used_fragments: bool,
+    pub(super) used_tailpacking: bool,
+    pub(super) compressed_files: u64,
+    pub(super) plain_files: u64,
+}
+
+/// Cuts every non-empty regular file into jobs.
+pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree, inos: &[Ino]) -> Plan {
+    let params: Vec<Option<ZParams>> = (0..tree.nodes.len())
+        .map(|i| {
+            cfg.opts
+                .compression
+                .map(|_| zinode::zparams(cfg, &inos[i], tree.nodes[i].size))
+        })
+        .collect();
+    let jobs: Vec<Job> = (0..tree.nodes.len())
+        .filter(|&i| tree.nodes[i].file_type == FileType::Regular && tree.nodes[i].size > 0)
+        .flat_map(|i| {
+            let size = tree.nodes[i].size;
+            let segs = zfile::segments(size);
+            let single = segs.len() == 1;
+            segs.into_iter().map(move |r| {
+                let last = r.end == size;
+                (i, r, last, single)
+            })
+        })
+        .collect();
+    Plan { params, jobs }
+}
+
+/// Reads, compresses and writes every file's data; sets each file inode's [`Data`].
+pub(super) fn write(
+    cfg: &Cfg<'_>,
+    tree: &Tree,
+    out: &mut Out<'_>,
+    inos: &mut [Ino],
+    plan: &Plan,
+) -> Result<Written> {
+    let mut sink = Sink {
+        cfg,
+        tree,
+        out,
+        inos,
+        plan,
+        parts: Vec::new(),
+        raw: Vec::new(),
+        written: Written::default(),
+    };
+    // Small files go to the workers in batches of consecutive jobs, so the shared queue
+    // is touched once per batch, not once per file.
+    let batches = batch_jobs(&plan.jobs);
+    par::stream(
+        &batches,
+        cfg.opts.workers,
+        4 * zfile::SEGMENT,
+        |b| b.1,
+        || cfg.opts.compression.map(Compressor::new),
+        |c, b| {
+            b.0.clone()
+                .map(|k| read_job(c, tree, plan, &plan.jobs[k]))
+                .collect::<Vec<_>>()
+        },
+        |bi, results| -> Result<()> {
+            for (k, res) in batches[bi].0.clone().zip(results) {
+                sink.take(k, res?)?;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(sink.written)
+}
+
+/// Consecutive jobs grouped into batches: (job indexes, input bytes).
+fn batch_jobs(jobs: &[Job]) -> Vec<(Range<usize>, u64)> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (k, j) in jobs.iter().enumerate() {
+        bytes += j.1.end - j.1.start;
+        if bytes >= BATCH_BYTES || k + 1 - start >= BATCH_JOBS || k + 1 == jobs.len() {
+            out.push((start..k + 1, bytes));
+            start = k + 1;
+            bytes = 0;
+        }
+    }
+    out
+}
+
+/// A worker's part of a job: reads the range and compresses it.
+fn read_job(c: &mut Option<Compressor>, tree: &Tree, plan: &Plan, job: &Job) -> Result<Piece> {
+    let (i, r, last, single) = job;
+    let n = &tree.nodes[*i];
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
+    let f = File::open(&n.path).map_err(named)?;
+    if f.metadata().map_err(named)?.len() != n.size {
+        return Err(changed_size(n));
+    }
+    let buf = read_range(&f, r).map_err(named)?;
+    match (c, &plan.params[*i]) {
+        (Some(c), Some(p)) => {
+            let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+            Ok((single.then_some(buf), Some(z)))
+        }
+        _ => Ok((Some(buf), None)),
+    }
+}
+
+/// Reads bytes `r` of a file (its own handle), into fresh capacity that is not zeroed first.
+fn read_range(mut f: &File, r: &Range<u64>) -> io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = r.end - r.start;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.seek(SeekFrom::Start(r.start))?;
+    f.take(len).read_to_end(&mut buf)?;
+    if buf.len() as u64 != len {
+        return Err(io::Error::other("changed size while reading"));
+    }
+    Ok(buf)
+}
+
+fn changed_size(n: &super::tree::Node) -> usfs_fs::Error {
+    io::Error::other(format!("{}: changed size while reading", n.path.display())).into()
+}
+
+/// The writer's side: collects a file's pieces in order and stores the file after its
+/// last one.
+struct Sink<'c, 'd, 'o> {
+    cfg: &'c Cfg<'c>,
+    tree: &'c Tree,
+    out: &'o mut Out<'d>,
+    inos: &'o mut [Ino],
+    plan: &'c Plan,
+    /// The compressed segments of the current file so far.
+    parts: Vec<ZFile>,
+    /// Its plain bytes so far (those the workers kept).
+    raw: Vec<u8>,
+    written: Written,
+}
+
+impl Sink<'_, '_, '_> {
+    /// Takes job `k`'s piece.
+    fn take(&mut self, k: usize, (content, z): Piece) -> Result<()> {
+        let (i, _, last, _) = self.plan.jobs[k];
+        if let Some(z) = z {
+            self.parts.push(z);
+        }
+        if let Some(content) = content {
+            if self.raw.is_empty() {
+                self.raw = content;
+            } else {
+                self.raw.extend_from_slice(&content);
+            }
+        }
+        if last {
+            self.finish_file(i)?;
+        }
+        Ok(())
+    }
+
+    /// Stores node `i`, whose last piece came: compressed when that is smaller.
+    fn finish_file(&mut self, i: usize) -> Result<()> {
+        let (cfg, bs) = (self.cfg, self.cfg.bs);
+        let size = self.tree.nodes[i].size;
+        let z = self.plan.params[i]
+            .as_ref()
+            .and_then(|p| zfile::finish(std::mem::take(&mut self.parts), size, p));
+        self.parts.clear();
+        let content = std::mem::take(&mut self.raw);
+        let ino = &self.inos[i];
+        // Compressed only when it takes fewer bytes than the plain file would.
+        match z.filter(|z| zinode::z_cost(cfg, z, ino, size) < zinode::flat_cost(ino, size, bs)) {
+            Some(z) => self.store_compressed(i, &z),
+            None => self.store_plain(i, content),
+        }
+    }
+
+    fn store_compressed(&mut self, i: usize, z: &ZFile) -> Result<()> {
+        let w = &mut self.written;
+        w.compressed_files += 1;
+        let mut frag_off = None;
+        if let ZTail::Fragment(t) = &z.tail {
+            frag_off = Some(w.packed.len() as u64);
+            w.packed.extend_from_slice(t);
+            w.used_fragments = true;
+        }
+        if matches!(z.tail, ZTail::Inline(..)) {
+            w.used_tailpacking = true;
+        }
+        let size = self.tree.nodes[i].size;
+        let data = zinode::store(self.cfg, self.out, z, size, &self.inos[i], frag_off)?;
+        self.inos[i].data = data;
+        Ok(())
+    }
+
+    fn store_plain(&mut self, i: usize, content: Vec<u8>) -> Result<()> {
+        self.written.plain_files += 1;
+        let n = &self.tree.nodes[i];
+        // A segmented file's bytes were not kept: read them again.
+        let content = if content.len() as u64 == n.size {
+            content
+        } else {
+            std::fs::read(&n.path)?
+        };
+        if content.len() as u64 != n.size {
+            return Err(changed_size(n));
+        }
+        self.inos[i].data = flat_data(self.out, &content, &self.inos[i])?;
+        Ok(())
+    }
+}
+
+/// Writes an uncompressed file's full blocks; the tail goes inline when it fits.
+pub(super) fn flat_data(out: &mut Out<'_>, content: &[u8], ino: &Ino) -> Result<Data> {
+    let bs = out.bs;
+    if content.is_empty() {
+        return Ok(Data::None);
+    }
+    let tail = content.len() as u64 % bs;
+    let inline = tail > 0 && fits_inline(ino, tail, bs);
+    let full = if inline {
+        content.len() as u64 - tail
+    } else {
+        content.len() as u64
+    } as usize;
+    let blkaddr = if full > 0 {
+        out.put_blocks(&pad_to(&content[..full], bs))?
+    } else {
+        0
+    };
+    Ok(Data::Flat {
+        blkaddr,
+        tail: if inline {
+            content[full..].to_vec()
+        } else {
+            Vec::new()
+        },
+        inline,
+    })
+}

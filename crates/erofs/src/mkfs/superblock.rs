@@ -1,0 +1,92 @@
+//! The superblock, written last into block 0 (beside the inodes placed there): counts,
+//! addresses, the feature bits of what the image uses, the LZ4 configuration after it
+//! with big pclusters, and its checksum.
+
+use super::image::Cfg;
+use super::out::Out;
+use super::BLOCK_SIZE;
+use crate::compress::LZ4_MAX_DISTANCE;
+use crate::format::compr_cfgs::ALG_LZ4;
+use crate::format::superblock::{self, compat, incompat, Superblock, SUPER_OFFSET};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use usfs_fs::Result;
+
+/// What the superblock records of the phases before it.
+pub(super) struct Facts {
+    pub(super) root_nid: u64,
+    pub(super) inodes: u64,
+    /// First block of the shared xattr area (0: none).
+    pub(super) xattr_blkaddr: u32,
+    /// Some data is compressed (files or the packed inode).
+    pub(super) compressed: bool,
+    /// Some file has an inline pcluster.
+    pub(super) tailpacking: bool,
+    /// The packed inode's nid, when there is one.
+    pub(super) packed_nid: Option<u64>,
+}
+
+/// Fills in the superblock (the image ends at the cursor) and writes block 0.
+pub(super) fn write(cfg: &Cfg<'_>, out: &Out<'_>, mut block0: Vec<u8>, f: &Facts) -> Result<()> {
+    let opts = cfg.opts;
+    let mut sb = Superblock::new(vec![0u8; 128]).expect("128");
+    sb.set_magic(superblock::EROFS_MAGIC);
+    sb.set_feature_compat(compat::SB_CHKSUM);
+    sb.set_blkszbits(12);
+    sb.set_root_nid(f.root_nid as u16);
+    sb.set_inos(f.inodes);
+    sb.set_build_time(cfg.build_time as u64);
+    sb.set_build_time_nsec(cfg.build_nsec);
+    sb.set_blocks(
+        u32::try_from(out.cursor)
+            .map_err(|_| io::Error::new(io::ErrorKind::FileTooLarge, "image too large"))?,
+    );
+    sb.set_meta_blkaddr(0);
+    sb.set_xattr_blkaddr(f.xattr_blkaddr);
+    sb.set_uuid(&opts.uuid.unwrap_or_else(random_uuid));
+    let mut label = [0u8; 16];
+    let l = opts.label.len().min(16);
+    label[..l].copy_from_slice(&opts.label[..l]);
+    sb.set_volume_name(&label);
+    let mut feat = 0;
+    if f.compressed {
+        if cfg.zero_padding {
+            feat |= incompat::ZERO_PADDING;
+        }
+        if cfg.big {
+            feat |= incompat::COMPR_CFGS | incompat::BIG_PCLUSTER;
+            sb.set_u1(ALG_LZ4);
+            let o = (SUPER_OFFSET + 128) as usize;
+            block0[o..o + 2].copy_from_slice(&14u16.to_le_bytes());
+            block0[o + 2..o + 4].copy_from_slice(&LZ4_MAX_DISTANCE.to_le_bytes());
+            block0[o + 4..o + 6]
+                .copy_from_slice(&((opts.pcluster_bytes / BLOCK_SIZE) as u16).to_le_bytes());
+        } else {
+            sb.set_u1(LZ4_MAX_DISTANCE);
+        }
+    }
+    if f.tailpacking {
+        feat |= incompat::ZTAILPACKING;
+    }
+    if let Some(nid) = f.packed_nid {
+        feat |= incompat::FRAGMENTS;
+        sb.set_packed_nid(nid);
+    }
+    sb.set_feature_incompat(feat);
+    block0[SUPER_OFFSET as usize..SUPER_OFFSET as usize + 128].copy_from_slice(sb.bytes());
+    superblock::seal(&mut block0);
+    out.dev.write_at(&block0, 0)?;
+    Ok(())
+}
+
+/// A random (version 4) UUID, from /dev/urandom.
+fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    if let Ok(f) = File::open("/dev/urandom") {
+        let _ = f.read_exact_at(&mut u, 0);
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}

@@ -154,8 +154,8 @@ pub fn run(a: &MkfsErofsArgs) -> CliResult {
 }
 
 /// Builds the image file `image`: the file is created or truncated (meanwhile the source is
-/// scanned: freeing an old image's blocks takes a while), made a sparse file large enough
-/// for any image, written through a device, and trimmed to the image's size.
+/// scanned: freeing an old image's blocks takes a while), written through a device that
+/// grows with it, and trimmed to the image's size.
 fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Report> {
     let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
     if let Ok(m) = std::fs::metadata(image) {
@@ -187,10 +187,9 @@ fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Repor
     Ok(r)
 }
 
-/// Creates or truncates the image file and makes it a sparse file of
-/// [`mkfs::MAX_IMAGE_BYTES`] (halved until the file system takes it), opened as a device
-/// (readable too: `-E dedupe` reads written pclusters back); returns a second handle to
-/// the file for trimming it afterwards.
+/// Creates or truncates the image file and opens it as a device that grows as the image
+/// is written, up to [`mkfs::MAX_IMAGE_BYTES`] (readable too: `-E dedupe` reads written
+/// pclusters back); returns a second handle to the file for trimming it afterwards.
 fn open_image(image: &Path) -> std::io::Result<(File, usfs_dev::FileDevice)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -198,24 +197,10 @@ fn open_image(image: &Path) -> std::io::Result<(File, usfs_dev::FileDevice)> {
         .create(true)
         .truncate(true)
         .open(image)?;
-    let mut cap = mkfs::MAX_IMAGE_BYTES;
-    while let Err(e) = file.set_len(cap) {
-        let too_big = matches!(e.raw_os_error(), Some(libc::EFBIG) | Some(libc::EINVAL));
-        if !too_big || cap <= 1 << 20 {
-            return Err(e);
-        }
-        cap /= 2;
-    }
-    match file
+    let dev = file
         .try_clone()
-        .and_then(|f| usfs_dev::FileDevice::from_file(f, true))
-    {
-        Ok(dev) => Ok((file, dev)),
-        Err(e) => {
-            let _ = file.set_len(0);
-            Err(e)
-        }
-    }
+        .and_then(|f| usfs_dev::FileDevice::growable(f, mkfs::MAX_IMAGE_BYTES))?;
+    Ok((file, dev))
 }
 
 /// Per phase: wall time, the writer thread's CPU time, all threads' CPU time, and how many

@@ -31,6 +31,17 @@ impl FileDevice {
         Self::from_file(file, writable)
     }
 
+    /// A writable regular file that grows as it is written, up to `limit` bytes: its
+    /// [`Device::len`] is that limit (how far it may be written), while the file itself is
+    /// only as long as what was written (pwrite past the end extends it; the gaps read
+    /// as zeros). For outputs whose size is known only at the end (an EROFS image); a
+    /// write the file system cannot take fails (EFBIG, ENOSPC).
+    pub fn growable(file: File, limit: u64) -> io::Result<Self> {
+        let mut d = Self::from_file(file, true)?;
+        d.len = d.len.max(limit);
+        Ok(d)
+    }
+
     /// Wraps an open file. Block devices report their size through seeking to the end.
     pub fn from_file(file: File, writable: bool) -> io::Result<Self> {
         let len = device_len(&file)?;

@@ -6,10 +6,10 @@
 //! area (inodes with xattrs, inline tails, compression indexes and inline pclusters; the
 //! root first, so its nid is 0); then directory and long-symlink blocks.
 //!
-//! The image is written through a [`Device`] of fixed size (a file made large enough: a
-//! sparse file of [`MAX_IMAGE_BYTES`] holds any image; a memory or crash-recording device
-//! in tests): it takes the device's first [`Report::blocks`] blocks, and a caller writing a
-//! file trims it to that. [`scan`] reads the source tree (`tree.rs`); [`write`] then runs
+//! The image is written through a [`Device`] (a file that grows as it is written, up to
+//! [`MAX_IMAGE_BYTES`]; a memory or crash-recording device in tests): it takes the
+//! device's first [`Report::blocks`] blocks, and a caller writing a file trims it to
+//! that. [`scan`] reads the source tree (`tree.rs`); [`write`] then runs
 //! the phases of `image.rs` in order, one file each, as erofs-utils' lib/ does: `xattrs.rs`
 //! (the shared xattr area), `data.rs` (file data; a compressed file's pclusters and indexes
 //! in `zfile.rs`, `zinode.rs`, `zindex.rs`, `dedupe.rs`), `packed.rs` (the packed inode),

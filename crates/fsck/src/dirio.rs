@@ -86,11 +86,6 @@ impl ReadCost {
     pub fn cold(&self) -> bool {
         self.0.load(Relaxed) > COLD_NS_PER_BLOCK
     }
-
-    /// Nanoseconds per block (for the trace).
-    pub fn ns_per_block(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
 }
 
 /// Hints the kernel to read the runs of a sorted batch, when reads are missing the cache.

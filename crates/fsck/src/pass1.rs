@@ -7,8 +7,10 @@ use crate::blocks::{walk_extents, walk_indirect, BlockKind, Visit};
 use crate::ctx::{Ctx, DirBlock, Worker};
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use usfs_ext4::format::features::{compat, incompat, ro_compat};
+use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use usfs_ext4::format::xattr;
 use usfs_ext4::walk::{
@@ -256,17 +258,77 @@ impl Visit for Claim<'_> {
     }
 }
 
+/// What pass 1 reads off an inode (in `w.inode`) to check its blocks.
+struct BlockFacts {
+    /// The inode.
+    ino: u32,
+    /// Its file type.
+    ft: FileType,
+    /// i_flags.
+    iflags: u32,
+    /// i_size.
+    size: u64,
+    /// i_generation (for block checksums).
+    generation: u32,
+    /// i_block: the extent root, block map or inline data.
+    i_block: [u8; 60],
+    /// The xattr block (0 if none, or if the ext_attr feature is off).
+    file_acl: u64,
+    /// i_blocks, in 512-byte units.
+    stored_blocks: u64,
+    /// The inode is a directory.
+    is_dir: bool,
+    /// The data is inline (INLINE_DATA_FL).
+    inline: bool,
+    /// A symlink whose target lives in i_block.
+    fast_symlink: bool,
+    /// The inode maps blocks (extents or a block map) to walk.
+    has_blocks: bool,
+}
+
+impl BlockFacts {
+    /// The facts of inode `ino` (file type `ft`) from its record `inode`.
+    fn of(geo: &Geometry, inode: &Inode<Vec<u8>>, ino: u32, ft: FileType) -> BlockFacts {
+        let iflags = inode.i_flags();
+        let file_acl = inode.file_acl();
+        let huge = geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let stored_blocks = inode.blocks_512(huge, geo.block_size);
+        let inline = iflags & flags::INLINE_DATA != 0;
+        let fast_symlink = ft == FileType::Symlink && !inline && {
+            let ea_blocks = if file_acl != 0 {
+                geo.block_size as u64 / 512
+            } else {
+                0
+            };
+            stored_blocks.saturating_sub(ea_blocks) == 0
+        };
+        let has_blocks = matches!(
+            ft,
+            FileType::Regular | FileType::Directory | FileType::Symlink
+        ) && !inline
+            && !fast_symlink;
+        BlockFacts {
+            ino,
+            ft,
+            iflags,
+            size: inode.size(),
+            generation: inode.i_generation(),
+            i_block: *inode.i_block(),
+            file_acl,
+            stored_blocks,
+            is_dir: ft == FileType::Directory,
+            inline,
+            fast_symlink,
+            has_blocks,
+        }
+    }
+}
+
+/// Checks inode `ino`'s blocks (its record is in `w.inode`, its file type `ft`): walks
+/// and claims them, checks its xattrs, i_blocks and i_size, and queues a directory's
+/// blocks for pass 2.
 fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
-    let geo = ctx.geo;
-    let inode = &w.inode;
-    let iflags = inode.i_flags();
-    let size = inode.size();
-    let generation = inode.i_generation();
-    let i_block: [u8; 60] = *inode.i_block();
-    let file_acl = inode.file_acl();
-    let huge = geo.features.has_ro_compat(ro_compat::HUGE_FILE);
-    let stored_blocks = inode.blocks_512(huge, geo.block_size);
-    let is_dir = ft == FileType::Directory;
+    let mut f = BlockFacts::of(ctx.geo, &w.inode, ino, ft);
     let mut claim = Claim {
         ctx,
         blocks: 0,
@@ -274,40 +336,13 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         fragmented: false,
         last_lblk: None,
         last_init_lblk: None,
-        dir: is_dir.then(Vec::new),
-        indirect: iflags & flags::EXTENTS == 0,
+        dir: f.is_dir.then(Vec::new),
+        indirect: f.iflags & flags::EXTENTS == 0,
     };
-    let inline = iflags & flags::INLINE_DATA != 0;
-    let fast_symlink = ft == FileType::Symlink && !inline && {
-        let ea_blocks = if file_acl != 0 {
-            geo.block_size as u64 / 512
-        } else {
-            0
-        };
-        stored_blocks.saturating_sub(ea_blocks) == 0
-    };
-    let has_blocks = matches!(
-        ft,
-        FileType::Regular | FileType::Directory | FileType::Symlink
-    ) && !inline
-        && !fast_symlink;
     // Inline data and xattrs first (they borrow the inode view).
     let ibody = check_in_inode_xattrs(ctx, w, ino);
-    if has_blocks {
-        if iflags & flags::EXTENTS != 0 {
-            walk_extents(ctx, w, ino, generation, &i_block, true, &mut claim);
-        } else {
-            walk_indirect(ctx, w, ino, &i_block, true, &mut claim);
-        }
-    } else if fast_symlink
-        && (size == 0
-            || size >= 60
-            || i_block[..size as usize].contains(&0)
-            || iflags & flags::EXTENTS != 0)
-    {
-        w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
-    }
-    if inline && !ibody.system_data {
+    walk_blocks(ctx, w, &f, &mut claim);
+    if f.inline && !ibody.system_data {
         w.report(
             Problem::new(
                 Code::BadInlineData,
@@ -317,7 +352,41 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         );
     }
     claim.blocks += ibody.ea_blocks;
-    let file_acl = if file_acl != 0 && !geo.features.has_compat(compat::EXT_ATTR) {
+    check_file_acl(ctx, w, &mut f, &mut claim);
+    check_block_count(ctx, w, &f, &claim);
+    check_size(ctx, w, &f, &claim);
+    if f.is_dir && f.inline {
+        crate::pass2::check_inline_dir(ctx, w, ino);
+    } else if let Some(blocks) = claim.dir.take() {
+        queue_dir_blocks(ctx, w, &f, blocks);
+    }
+}
+
+/// Walks the inode's extent tree or block map into `claim`; or, for a fast symlink,
+/// checks the target in i_block.
+fn walk_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &mut Claim) {
+    let (ino, size, i_block) = (f.ino, f.size, &f.i_block);
+    if f.has_blocks {
+        if f.iflags & flags::EXTENTS != 0 {
+            walk_extents(ctx, w, ino, f.generation, i_block, true, claim);
+        } else {
+            walk_indirect(ctx, w, ino, i_block, true, claim);
+        }
+    } else if f.fast_symlink
+        && (size == 0
+            || size >= 60
+            || i_block[..size as usize].contains(&0)
+            || f.iflags & flags::EXTENTS != 0)
+    {
+        w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
+    }
+}
+
+/// Checks the inode's xattr block, if it has one (dropping it from `f` when the ext_attr
+/// feature is off), and counts it in `claim`.
+fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Claim) {
+    let (ino, file_acl) = (f.ino, f.file_acl);
+    if file_acl != 0 && !ctx.geo.features.has_compat(compat::EXT_ATTR) {
         w.report(
             Problem::new(
                 Code::BadXattrBlock,
@@ -325,36 +394,43 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
             )
             .ino(ino),
         );
-        0
-    } else {
-        file_acl
-    };
-    if file_acl != 0 && check_xattr_block(ctx, w, ino, file_acl) {
+        f.file_acl = 0;
+    }
+    if f.file_acl != 0 && check_xattr_block(ctx, w, ino, f.file_acl) {
         claim.blocks += 1;
     }
-    // Fragmentation, as e2fsck counts it: not contiguous and smaller than a group.
+}
+
+/// Counts a fragmented inode (as e2fsck does: not contiguous and smaller than a group)
+/// and checks i_blocks against the blocks claimed.
+fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
+    let geo = ctx.geo;
     if claim.fragmented && claim.blocks < geo.blocks_per_group as u64 {
-        if is_dir {
+        if f.is_dir {
             w.counters.fragmented_dirs += 1;
         } else {
             w.counters.fragmented += 1;
         }
     }
-    // i_blocks.
     let counted = claim.blocks * (geo.block_size as u64 / 512);
-    let stored_cmp = stored_blocks;
-    if (has_blocks || file_acl != 0) && counted != stored_cmp {
+    let (ino, stored) = (f.ino, f.stored_blocks);
+    if (f.has_blocks || f.file_acl != 0) && counted != stored {
         w.report(
             Problem::new(
                 Code::BadIBlocks,
-                format!("{ino}, i_blocks is {stored_cmp}, should be {counted}"),
+                format!("{ino}, i_blocks is {stored}, should be {counted}"),
             )
             .ino(ino),
         );
     }
-    // i_size.
-    let bs = geo.block_size as u64;
-    if is_dir && has_blocks {
+}
+
+/// Checks i_size against the blocks mapped: a directory's must cover them (up to the
+/// preallocated blocks), a regular file's must reach its last written block.
+fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
+    let (ino, size) = (f.ino, f.size);
+    let bs = ctx.geo.block_size as u64;
+    if f.is_dir && f.has_blocks {
         let nblock = size / bs;
         let last = claim.last_lblk.map_or(0, |l| l + 1);
         let prealloc = ctx.fs.superblock().s_prealloc_dir_blocks() as u64;
@@ -368,7 +444,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
                 .ino(ino),
             );
         }
-    } else if ft == FileType::Regular && has_blocks && iflags & flags::VERITY == 0 {
+    } else if f.ft == FileType::Regular && f.has_blocks && f.iflags & flags::VERITY == 0 {
         // (fs-verity keeps its Merkle tree past i_size.)
         if let Some(l) = claim.last_init_lblk {
             if size < l * bs {
@@ -382,42 +458,42 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
             }
         }
     }
-    if is_dir && inline {
-        crate::pass2::check_inline_dir(ctx, w, ino);
-    } else if let Some(blocks) = claim.dir.take() {
-        let indexed = iflags & flags::INDEX != 0;
-        let mut hash = None;
-        if indexed {
-            if let Some(&(_, root)) = blocks.iter().find(|b| b.0 == 0) {
-                let mut buf = std::mem::take(&mut w.meta_buf);
-                hash = crate::htree::root_hash_version(ctx, root, &mut buf);
-                w.meta_buf = buf;
-            }
-            let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
-            w.htree_dirs
-                .push((ino, nblocks.min(u32::MAX as u64) as u32));
+}
+
+/// Queues a directory's blocks, (lblk, pblk) in logical order, for pass 2, reporting
+/// holes; notes an indexed directory (and the hash its root names) for the htree check.
+fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64, u64)>) {
+    let ino = f.ino;
+    let indexed = f.iflags & flags::INDEX != 0;
+    let mut hash = None;
+    if indexed {
+        if let Some(&(_, root)) = blocks.iter().find(|b| b.0 == 0) {
+            let mut buf = std::mem::take(&mut w.meta_buf);
+            hash = crate::htree::root_hash_version(ctx, root, &mut buf);
+            w.meta_buf = buf;
         }
-        let mut expect = 0u64;
-        for (lblk, pblk) in blocks {
-            if lblk != expect && lblk > expect {
-                w.report(Problem::new(Code::DirHole, format!("{ino} (block #{expect})")).ino(ino));
-            }
-            expect = lblk + 1;
-            // Every block is checked, also past i_size (as e2fsck does).
-            {
-                w.dir_batch.push(DirBlock {
-                    dir: ino,
-                    generation,
-                    lblk: lblk as u32,
-                    pblk,
-                    indexed,
-                    hash,
-                });
-            }
+        let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
+        w.htree_dirs
+            .push((ino, nblocks.min(u32::MAX as u64) as u32));
+    }
+    let mut expect = 0u64;
+    for (lblk, pblk) in blocks {
+        if lblk != expect && lblk > expect {
+            w.report(Problem::new(Code::DirHole, format!("{ino} (block #{expect})")).ino(ino));
         }
-        if w.dir_batch.len() >= 256 {
-            flush_dir_batch(ctx, w);
-        }
+        expect = lblk + 1;
+        // Every block is checked, also past i_size (as e2fsck does).
+        w.dir_batch.push(DirBlock {
+            dir: ino,
+            generation: f.generation,
+            lblk: lblk as u32,
+            pblk,
+            indexed,
+            hash,
+        });
+    }
+    if w.dir_batch.len() >= 256 {
+        flush_dir_batch(ctx, w);
     }
 }
 
@@ -549,4 +625,32 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
         report(w, ": checksum does not match");
     }
     true
+}
+
+/// Compares each xattr block's reference count with the inodes using it (`refs`, merged
+/// from the workers' counts of [`check_xattr_block`]), and claims it.
+pub(crate) fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &HashMap<u64, u32>) {
+    use usfs_ext4::format::xattr::XattrBlockHeader;
+    use usfs_ext4::walk::xattr::header_issue;
+    let mut buf = vec![0u8; ctx.geo.block_size as usize];
+    let mut blocks: Vec<_> = refs.iter().collect();
+    blocks.sort();
+    for (&b, &n) in blocks {
+        ctx.shared.claim_block(b);
+        if ctx.read_block(b, &mut buf).is_err() {
+            continue;
+        }
+        // Any block with the magic has a refcount (a bad h_blocks is pass 1's).
+        let magic = !matches!(header_issue(&buf), Some(XattrIssue::Magic { .. }));
+        let h = XattrBlockHeader::new(&buf[..]).expect("block >= 32");
+        if magic && h.h_refcount() != n {
+            w.report(
+                Problem::new(
+                    Code::XattrRefcount,
+                    format!("{b}, reference count is {}, should be {n}", h.h_refcount()),
+                )
+                .block(b),
+            );
+        }
+    }
 }

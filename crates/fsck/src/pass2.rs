@@ -161,70 +161,106 @@ fn walk_entries(
     area: &[u8],
     base: usize,
     how: Visit,
-    mut hashes: Option<(HashVersion, &mut (u32, u32))>,
+    hashes: Option<(HashVersion, &mut (u32, u32))>,
 ) -> bool {
     let geo = ctx.geo;
     let has_ft = geo.features.has_incompat(incompat::FILETYPE);
+    let mut walk = EntryWalk {
+        ctx,
+        b,
+        report: how == Visit::First,
+        has_ft,
+        names: HashSet::new(),
+        refs: Vec::new(),
+        hashes,
+    };
     let first_block = b.lblk == 0 && base == 0;
-    let mut names: HashSet<&[u8]> = HashSet::new();
-    // Entries whose target pass 1 must have judged: checked together at the end, now if
-    // every target's group is done, else all after pass 1 (so none is checked twice).
-    let mut refs: Vec<(u32, u8, &[u8])> = Vec::new();
-    let report = how == Visit::First;
     for (index, e) in Dirents::lenient(area, geo.block_size, has_ft).enumerate() {
         let e = match e {
             Ok(e) => e,
             Err((at, fault)) => {
-                if report {
+                if walk.report {
                     w.report(corrupt_entry(b, base + at, fault));
                 }
                 break;
             }
         };
-        let (ino, name, ft) = (e.ino, e.name, e.file_type);
-        if report {
+        if walk.report {
             w.counters.entries += 1;
         }
         // `.` and `..` lead the first block.
         if first_block && index < 2 {
-            let want: &[u8] = if index == 0 { b"." } else { b".." };
-            if name != want || ino == 0 {
-                if report {
-                    let code = if index == 0 {
-                        Code::DirBadDot
-                    } else {
-                        Code::DirBadDotDot
-                    };
-                    let what = if index == 0 { "'.'" } else { "'..'" };
-                    w.report(
-                        Problem::new(code, format!("Missing {what} in directory inode {}", b.dir))
-                            .ino(b.dir),
-                    );
-                }
-            } else if index == 0 {
-                if ino != b.dir && report {
-                    w.report(
-                        Problem::new(
-                            Code::DirBadDot,
-                            format!("'.' in directory inode {} points to {ino}", b.dir),
-                        )
+            walk.dot_entry(w, index, e.ino, e.name);
+        } else if e.ino != 0 {
+            walk.entry(w, e.ino, e.file_type, e.name);
+        }
+    }
+    walk.finish(w, how)
+}
+
+/// One walk over the entries of an area of directory block `b`: what the checks of its
+/// entries share.
+struct EntryWalk<'a> {
+    /// The shared read-only context.
+    ctx: &'a Ctx<'a>,
+    /// The block.
+    b: &'a DirBlock,
+    /// First visit: report structure problems and count references.
+    report: bool,
+    /// Entries carry a file type (the filetype feature).
+    has_ft: bool,
+    /// The names seen so far (for duplicates).
+    names: HashSet<&'a [u8]>,
+    /// Entries whose target pass 1 must have judged: checked together at the end, now if
+    /// every target's group is done, else all after pass 1 (so none is checked twice).
+    refs: Vec<(u32, u8, &'a [u8])>,
+    /// An htree leaf's hash version and the range of its names' hashes so far.
+    hashes: Option<(HashVersion, &'a mut (u32, u32))>,
+}
+
+impl<'a> EntryWalk<'a> {
+    /// Entry `index` (0 or 1) of a directory's first block, which must be `.` (naming the
+    /// directory) or `..` (naming its parent).
+    fn dot_entry(&mut self, w: &mut Worker, index: usize, ino: u32, name: &[u8]) {
+        let (b, geo, report) = (self.b, self.ctx.geo, self.report);
+        let want: &[u8] = if index == 0 { b"." } else { b".." };
+        if name != want || ino == 0 {
+            if report {
+                let code = if index == 0 {
+                    Code::DirBadDot
+                } else {
+                    Code::DirBadDotDot
+                };
+                let what = if index == 0 { "'.'" } else { "'..'" };
+                w.report(
+                    Problem::new(code, format!("Missing {what} in directory inode {}", b.dir))
                         .ino(b.dir),
-                    );
-                }
-                if report && ino <= geo.inodes_count && ino != 0 {
-                    ctx.shared.add_ref(ino);
-                }
-            } else {
-                if report && ino <= geo.inodes_count {
-                    ctx.shared.add_ref(ino);
-                    w.dotdots.push((b.dir, ino));
-                }
+                );
             }
-            continue;
+        } else if index == 0 {
+            if ino != b.dir && report {
+                w.report(
+                    Problem::new(
+                        Code::DirBadDot,
+                        format!("'.' in directory inode {} points to {ino}", b.dir),
+                    )
+                    .ino(b.dir),
+                );
+            }
+            if report && ino <= geo.inodes_count && ino != 0 {
+                self.ctx.shared.add_ref(ino);
+            }
+        } else if report && ino <= geo.inodes_count {
+            self.ctx.shared.add_ref(ino);
+            w.dotdots.push((b.dir, ino));
         }
-        if ino == 0 {
-            continue;
-        }
+    }
+
+    /// A named entry (inode `ino` != 0, dirent file type `ft`): the inode number's range,
+    /// the name, duplicates, a link to the root; counts the reference and the hash, and
+    /// keeps it for the checks that need pass 1's verdict.
+    fn entry(&mut self, w: &mut Worker, ino: u32, ft: u8, name: &'a [u8]) {
+        let (b, geo) = (self.b, self.ctx.geo);
         let shown = || {
             format!(
                 "'{}' in directory inode {}",
@@ -233,27 +269,28 @@ fn walk_entries(
             )
         };
         if ino > geo.inodes_count || (ino != ROOT_INO && ino < geo.first_ino) {
-            if report {
+            if self.report {
                 w.report(
                     Problem::new(Code::DirBadInode, format!("{} ({ino})", shown())).ino(b.dir),
                 );
             }
-            continue;
+            return;
         }
-        if report {
+        if self.report {
             if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
                 w.report(Problem::new(Code::DirBadName, shown()).ino(b.dir));
             }
             // A `.` or `..` past the first two entries is a duplicate too.
-            if name == b"." || name == b".." || !names.insert(name) {
+            if name == b"." || name == b".." || !self.names.insert(name) {
                 w.report(Problem::new(Code::DirDuplicateEntry, shown()).ino(b.dir));
             }
             if ino == ROOT_INO {
                 w.report(Problem::new(Code::DirEntryToRoot, shown()).ino(b.dir));
             }
-            ctx.shared.add_ref(ino);
-            if let Some((version, range)) = hashes.as_mut() {
-                if let Ok((h, _)) = dx_hash(name, *version, &ctx.fs.superblock().hash_seed()) {
+            self.ctx.shared.add_ref(ino);
+            if let Some((version, range)) = self.hashes.as_mut() {
+                let seed = self.ctx.fs.superblock().hash_seed();
+                if let Ok((h, _)) = dx_hash(name, *version, &seed) {
                     range.0 = range.0.min(h);
                     range.1 = range.1.max(h);
                 }
@@ -262,19 +299,27 @@ fn walk_entries(
                 w.lost_found = Some(ino);
             }
         }
-        refs.push((ino, ft, name));
+        self.refs.push((ino, ft, name));
     }
-    let ready = how == Visit::Revisit
-        || refs
-            .iter()
-            .all(|r| ctx.shared.inode_checked(r.0, geo.inodes_per_group));
-    if !ready {
-        return true;
+
+    /// Runs the kept reference checks if pass 1 has judged every target (or this is the
+    /// revisit); returns whether they had to be deferred.
+    fn finish(self, w: &mut Worker, how: Visit) -> bool {
+        let geo = self.ctx.geo;
+        let ready = how == Visit::Revisit
+            || self
+                .refs
+                .iter()
+                .all(|r| self.ctx.shared.inode_checked(r.0, geo.inodes_per_group));
+        if !ready {
+            return true;
+        }
+        for (ino, ft, name) in self.refs {
+            let kind = self.ctx.shared.kind(ino);
+            check_reference(w, self.b.dir, ino, ft, name, kind, self.has_ft);
+        }
+        false
     }
-    for (ino, ft, name) in refs {
-        check_reference(w, b.dir, ino, ft, name, ctx.shared.kind(ino), has_ft);
-    }
-    false
 }
 
 /// The problem for a broken entry chain at byte `off` of directory block `b`.

@@ -7,6 +7,7 @@ use crate::ctx::{Ctx, Worker};
 use crate::pass0::metadata_blocks_of_group;
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
+use std::collections::HashSet;
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_fs::FileType;
 
@@ -63,18 +64,54 @@ fn padding_set(buf: &[u8], from: u64) -> bool {
     buf[(k / 8) as usize..].iter().all(|&b| b == 0xFF)
 }
 
+/// The running state of pass 5: the one-block bitmap buffer, what the uninitialised
+/// groups' block bitmaps would hold, the bit differences and the free totals so far.
+struct Pass5<'c> {
+    /// The shared read-only context.
+    ctx: &'c Ctx<'c>,
+    /// The metadata checksum seed (None without metadata_csum).
+    csum: Option<u32>,
+    /// The bitmap block being checked.
+    buf: Vec<u8>,
+    /// Blocks the kernel would mark in the bitmaps of BLOCK_UNINIT groups.
+    uninit_extra: HashSet<u64>,
+    /// Block bitmap differences, over all groups.
+    block_diffs: Diffs,
+    /// Inode bitmap differences, over all groups.
+    inode_diffs: Diffs,
+    /// Free blocks counted from the bitmaps.
+    free_blocks_total: u64,
+    /// Free inodes counted from the bitmaps.
+    free_inodes_total: u64,
+}
+
 /// Runs pass 5.
 pub fn run(ctx: &Ctx, w: &mut Worker) {
+    let mut p = Pass5 {
+        ctx,
+        csum: ctx.fs.csum_seed(),
+        buf: vec![0u8; ctx.geo.block_size as usize],
+        uninit_extra: uninit_block_bitmaps(ctx),
+        block_diffs: Diffs::default(),
+        inode_diffs: Diffs::default(),
+        free_blocks_total: 0,
+        free_inodes_total: 0,
+    };
+    for g in 0..ctx.geo.group_count {
+        p.check_block_bitmap(w, g);
+        p.check_inode_bitmap(w, g);
+    }
+    p.report_totals(w);
+}
+
+/// What the on-disk block bitmaps of uninitialised groups say, filled in as the kernel
+/// would (their own superblock/descriptor copies and, wherever those lie, their bitmaps
+/// and inode table).
+fn uninit_block_bitmaps(ctx: &Ctx) -> HashSet<u64> {
     let geo = ctx.geo;
-    let bs = geo.block_size as usize;
-    let csum = ctx.fs.csum_seed();
-    let sb = ctx.fs.superblock();
-    let mut buf = vec![0u8; bs];
-    // What the on-disk block bitmaps say, with uninitialised groups filled in as the
-    // kernel would (their own superblock/descriptor copies and, wherever those lie,
-    // their bitmaps and inode table).
-    let mut uninit_extra = std::collections::HashSet::new();
-    let itable_blocks = (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(bs as u64);
+    let mut uninit_extra = HashSet::new();
+    let itable_blocks =
+        (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
         if ctx.group_flag(g, BG_BLOCK_UNINIT) {
@@ -84,18 +121,23 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             uninit_extra.extend((0..itable_blocks).map(|k| d.inode_table() + k));
         }
     }
-    let mut block_diffs = Diffs::default();
-    let mut inode_diffs = Diffs::default();
-    let (mut free_blocks_total, mut free_inodes_total) = (0u64, 0u64);
-    for g in 0..geo.group_count {
+    uninit_extra
+}
+
+impl Pass5<'_> {
+    /// Group `g`'s block bitmap against the blocks found; its checksum, its padding (last
+    /// group) and the group's free block count.
+    fn check_block_bitmap(&mut self, w: &mut Worker, g: u32) {
+        let (ctx, geo) = (self.ctx, self.ctx.geo);
+        let bs = geo.block_size as usize;
         let d = ctx.fs.group(g);
         let first = geo.group_first_block(g);
         let nblocks = geo.group_blocks(g) as u64;
-        // Block bitmap.
+        let buf = &mut self.buf;
         let uninit = ctx.group_flag(g, BG_BLOCK_UNINIT);
         let readable = !uninit
             && ctx.valid_block(d.block_bitmap())
-            && ctx.read_block(d.block_bitmap(), &mut buf).is_ok();
+            && ctx.read_block(d.block_bitmap(), buf).is_ok();
         if !uninit && !readable {
             buf.fill(0);
         }
@@ -104,19 +146,19 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             let b = first + k;
             let found = ctx.shared.blocks.get(b);
             let on_disk = if uninit {
-                uninit_extra.contains(&b)
+                self.uninit_extra.contains(&b)
             } else {
                 buf[(k / 8) as usize] & (1 << (k % 8)) != 0
             };
             if found != on_disk {
-                block_diffs.add(on_disk, b);
+                self.block_diffs.add(on_disk, b);
             }
             // Free counts come from the bitmap as it is (e2fsck -n does the same for
             // blocks and inodes: differences were reported just above).
             used += u64::from(on_disk);
         }
         if !uninit {
-            if let Some(seed) = csum {
+            if let Some(seed) = self.csum {
                 let n = (geo.blocks_per_group / 8) as usize;
                 let ok = d.block_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
@@ -138,7 +180,7 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             }
         }
         let free = nblocks - used;
-        free_blocks_total += free;
+        self.free_blocks_total += free;
         if free != d.free_blocks_count() as u64 {
             w.report(
                 Problem::new(
@@ -148,12 +190,18 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
                 .group(g),
             );
         }
+    }
 
-        // Inode bitmap.
+    /// Group `g`'s inode bitmap against the inodes found; its padding and checksum, the
+    /// group's free inode and directory counts.
+    fn check_inode_bitmap(&mut self, w: &mut Worker, g: u32) {
+        let (ctx, geo) = (self.ctx, self.ctx.geo);
+        let d = ctx.fs.group(g);
+        let buf = &mut self.buf;
         let iuninit = ctx.group_flag(g, BG_INODE_UNINIT);
         let ireadable = !iuninit
             && ctx.valid_block(d.inode_bitmap())
-            && ctx.read_block(d.inode_bitmap(), &mut buf).is_ok();
+            && ctx.read_block(d.inode_bitmap(), buf).is_ok();
         if iuninit || !ireadable {
             buf.fill(0);
         }
@@ -169,15 +217,15 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             }
             let on_disk = buf[(k / 8) as usize] & (1 << (k % 8)) != 0;
             if found != on_disk {
-                inode_diffs.add(on_disk, ino as u64);
+                self.inode_diffs.add(on_disk, ino as u64);
             }
             iused += u64::from(on_disk);
         }
-        if !iuninit && !padding_set(&buf, geo.inodes_per_group as u64) {
+        if !iuninit && !padding_set(buf, geo.inodes_per_group as u64) {
             w.report(Problem::new(Code::BitmapPadding, "inode").group(g));
         }
         if !iuninit {
-            if let Some(seed) = csum {
+            if let Some(seed) = self.csum {
                 let n = (geo.inodes_per_group / 8) as usize;
                 let ok = d.inode_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
@@ -192,7 +240,13 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             }
         }
         let ifree = geo.inodes_per_group as u64 - iused;
-        free_inodes_total += ifree;
+        self.free_inodes_total += ifree;
+        self.check_group_counts(w, g, ifree, dirs);
+    }
+
+    /// Group `g`'s free inode and directory counts against those counted.
+    fn check_group_counts(&self, w: &mut Worker, g: u32, ifree: u64, dirs: u64) {
+        let d = self.ctx.fs.group(g);
         if ifree != d.free_inodes_count() as u64 {
             w.report(
                 Problem::new(
@@ -212,30 +266,37 @@ pub fn run(ctx: &Ctx, w: &mut Worker) {
             );
         }
     }
-    if let Some(s) = block_diffs.finish() {
-        w.report(Problem::new(
-            Code::BlockBitmapDiff,
-            s.trim_start().to_string(),
-        ));
-    }
-    if let Some(s) = inode_diffs.finish() {
-        w.report(Problem::new(
-            Code::InodeBitmapDiff,
-            s.trim_start().to_string(),
-        ));
-    }
-    let sb_free = sb.free_blocks_count(geo.is64());
-    if sb_free != free_blocks_total {
-        w.report(Problem::new(
-            Code::TotalFreeBlocks,
-            format!("{sb_free}, counted={free_blocks_total}"),
-        ));
-    }
-    let sb_ifree = sb.s_free_inodes_count() as u64;
-    if sb_ifree != free_inodes_total {
-        w.report(Problem::new(
-            Code::TotalFreeInodes,
-            format!("{sb_ifree}, counted={free_inodes_total}"),
-        ));
+
+    /// The bitmap differences over all groups, and the superblock's free totals against
+    /// those counted.
+    fn report_totals(self, w: &mut Worker) {
+        let geo = self.ctx.geo;
+        let sb = self.ctx.fs.superblock();
+        if let Some(s) = self.block_diffs.finish() {
+            w.report(Problem::new(
+                Code::BlockBitmapDiff,
+                s.trim_start().to_string(),
+            ));
+        }
+        if let Some(s) = self.inode_diffs.finish() {
+            w.report(Problem::new(
+                Code::InodeBitmapDiff,
+                s.trim_start().to_string(),
+            ));
+        }
+        let sb_free = sb.free_blocks_count(geo.is64());
+        if sb_free != self.free_blocks_total {
+            w.report(Problem::new(
+                Code::TotalFreeBlocks,
+                format!("{sb_free}, counted={}", self.free_blocks_total),
+            ));
+        }
+        let sb_ifree = sb.s_free_inodes_count() as u64;
+        if sb_ifree != self.free_inodes_total {
+            w.report(Problem::new(
+                Code::TotalFreeInodes,
+                format!("{sb_ifree}, counted={}", self.free_inodes_total),
+            ));
+        }
     }
 }

@@ -34,16 +34,6 @@ impl AtomicBitmap {
     pub fn get(&self, i: u64) -> bool {
         i < self.len && self.words[(i / 64) as usize].load(Relaxed) & (1u64 << (i % 64)) != 0
     }
-
-    /// Number of bits.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True for a bitmap of no bits.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// The per-inode facts later passes need, one byte each: unused, or the file type.
@@ -176,6 +166,7 @@ impl Shared {
     }
 
     /// Marks `ino` unused again (pass 1 found it unusable).
+    #[allow(dead_code, reason = "only the tests use it until repair does")]
     pub fn clear_inode(&self, ino: u32) {
         let _ = self.kinds[(ino - 1) as usize].fetch_and(0xf0, Relaxed);
     }

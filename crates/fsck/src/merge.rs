@@ -1,0 +1,129 @@
+//! The third step of a check: the workers' own contexts joined into one (pFSCK's merge
+//! at the end), then the passes that need the whole picture: the htree certification,
+//! the xattr block reference counts, pass 1B (shared blocks), 3 (connectivity), 4
+//! (reference counts) and 5 (group summaries).
+
+use crate::ctx::{Counters, Ctx, Worker};
+use crate::htree::{self, HtreeFact};
+use crate::problem::Problem;
+use crate::{pass1, pass1b, pass3, pass4, pass5, Phases};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use usfs_ext4::format::features::ro_compat;
+
+/// What the check keeps of the workers for its report.
+pub(crate) struct Merged {
+    /// The workers' counters, summed.
+    pub(crate) counters: Counters,
+    /// Busy seconds of each worker in pass 1 and pass 2.
+    pub(crate) busy: Vec<[f64; 2]>,
+    /// Each worker's stage switches.
+    pub(crate) timelines: Vec<Vec<(u32, u8)>>,
+}
+
+/// The workers' intermediate results, joined, for the passes after the pipeline.
+#[derive(Default)]
+struct Joined {
+    /// References to each xattr block, over all workers.
+    xattr_refs: HashMap<u64, u32>,
+    /// (directory, its `..` entry).
+    dotdots: Vec<(u32, u32)>,
+    /// (directory, a directory holding an entry for it).
+    parents: Vec<(u32, u32)>,
+    /// `/lost+found`, if a worker saw it.
+    lost_found: Option<u32>,
+    /// (inode, i_links_count) of inodes with many links.
+    links: Vec<(u32, u16)>,
+    /// What pass 2 saw in indexed directories' blocks.
+    htree_facts: Vec<HtreeFact>,
+    /// Indexed directories and their block counts.
+    htree_dirs: Vec<(u32, u32)>,
+}
+
+/// Joins the workers' contexts (their problems are appended to `problems`, in worker
+/// order), runs the passes after the pipeline (their problems follow), sorts the
+/// problems by pass and drops repeats; records the phases' times.
+pub(crate) fn run(
+    ctx: &Ctx,
+    workers: &mut [Worker],
+    problems: &mut Vec<Problem>,
+    phases: &mut Phases,
+) -> Merged {
+    let t3 = Instant::now();
+    let (merged, mut joined) = join(workers, problems);
+    let mut late = Worker::new(ctx.geo.block_size as usize);
+    htree::check(&mut joined.htree_dirs, &mut joined.htree_facts, &mut late);
+    joined.htree_facts = Vec::new();
+    pass1::check_xattr_refcounts(ctx, &mut late, &joined.xattr_refs);
+    // With shared_blocks, sharing is the feature (a deduplicated read-only image).
+    let sharing_allowed = ctx.geo.features.has_ro_compat(ro_compat::SHARED_BLOCKS);
+    if ctx.shared.any_dup.load(Ordering::Relaxed) && !sharing_allowed {
+        pass1b::run(ctx, &mut late);
+    }
+    phases.push(("pass 1B + merge", t3.elapsed().as_secs_f64()));
+    passes_3_to_5(ctx, &mut late, &mut joined, phases);
+    problems.append(&mut late.problems);
+    problems.sort_by_key(Problem::sort_key);
+    problems.dedup();
+    merged
+}
+
+/// Takes each worker's problems (onto `problems`), counters, timing and intermediate
+/// results.
+fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined) {
+    let mut merged = Merged {
+        counters: Counters::default(),
+        busy: Vec::new(),
+        timelines: Vec::new(),
+    };
+    let mut j = Joined::default();
+    for w in workers {
+        problems.append(&mut w.problems);
+        merged.counters.add(&w.counters);
+        for (b, n) in w.xattr_refs.drain() {
+            *j.xattr_refs.entry(b).or_insert(0) += n;
+        }
+        j.links.append(&mut w.links);
+        j.htree_facts.append(&mut w.htree);
+        j.htree_dirs.append(&mut w.htree_dirs);
+        j.dotdots.append(&mut w.dotdots);
+        j.parents.append(&mut w.parents);
+        j.lost_found = j.lost_found.or(w.lost_found);
+        merged
+            .busy
+            .push([w.busy_ns[0] as f64 / 1e9, w.busy_ns[1] as f64 / 1e9]);
+        merged.timelines.push(std::mem::take(&mut w.timeline));
+    }
+    (merged, j)
+}
+
+/// Runs passes 3, 4 and 5 on the joined results, reporting into `late`.
+fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phases) {
+    let t4 = Instant::now();
+    pass3::run(
+        ctx.geo,
+        ctx.shared,
+        late,
+        &mut j.dotdots,
+        &mut j.parents,
+        j.lost_found,
+    );
+    phases.push(("pass 3", t4.elapsed().as_secs_f64()));
+    let t5 = Instant::now();
+    // Inodes no directory names by design: the orphan file, quota files, the journal.
+    let sbr = ctx.fs.superblock();
+    let special = [
+        sbr.s_orphan_file_inum(),
+        sbr.s_usr_quota_inum(),
+        sbr.s_grp_quota_inum(),
+        sbr.s_prj_quota_inum(),
+        sbr.s_journal_inum(),
+    ];
+    j.links.sort_unstable();
+    pass4::run(ctx.geo, ctx.shared, late, &special, &j.links);
+    phases.push(("pass 4", t5.elapsed().as_secs_f64()));
+    let t6 = Instant::now();
+    pass5::run(ctx, late);
+    phases.push(("pass 5", t6.elapsed().as_secs_f64()));
+}

@@ -4,15 +4,14 @@
 //! blocks, 2 directories, 3 connectivity, 4 reference counts, 5 group summaries), but
 //! built parallel: pass 1 runs over chunks of the used inode tables and pass 2 over the
 //! directory blocks pass 1 finds, at the same time, on a pool of workers that a scheduler
-//! moves between the two stages by outstanding weighted work ([`sched`]). Each worker
-//! keeps its own context ([`ctx::Worker`]); the only shared state is a few atomic arrays
-//! ([`state`]). Checks that need pass 1's verdict on another inode are deferred and
+//! moves between the two stages by outstanding weighted work (`sched`). Each worker
+//! keeps its own context (`ctx::Worker`); the only shared state is a few atomic arrays
+//! (`state`). Checks that need pass 1's verdict on another inode are deferred and
 //! certified after pass 1 (in-order commit). Problems come from one table ([`problem`]).
-
 //!
-//! [`check`] runs in four steps, a module each: [`plan`] (open, pass 0, the pass-1 work
-//! units), [`pipeline`] (passes 1 and 2 on the workers, then the deferred checks),
-//! [`merge`] (the per-thread contexts joined, then passes 1B, 3, 4 and 5) and [`summary`].
+//! [`check`] runs in four steps, a module each: `plan` (open, pass 0, the pass-1 work
+//! units), `pipeline` (passes 1 and 2 on the workers, then the deferred checks),
+//! `merge` (the per-thread contexts joined, then passes 1B, 3, 4 and 5) and `summary`.
 //! Only [`check`], [`Options`], [`Report`], [`Trace`] and [`problem`] are the crate's
 //! interface (with [`Summary`] and [`Counters`], the types of their fields).
 

@@ -14,45 +14,47 @@ fn time_str(secs: u64) -> String {
 
 impl Ext4 {
     pub(crate) fn describe_superblock(&self) -> Vec<(String, String)> {
+        let mut v = self.describe_identity();
+        v.extend(self.describe_geometry());
+        v.extend(self.describe_history());
+        v.extend(self.describe_hash_and_checksum());
+        let mut out: Vec<(String, String)> =
+            v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        out.extend(self.describe_journal());
+        out
+    }
+
+    /// Name, UUID, magic, revision, features, flags, state, error behaviour, OS.
+    fn describe_identity(&self) -> Vec<(&'static str, String)> {
         let sb = &self.core.sb;
         let g = &self.core.geo;
-        let is64 = g.is64();
         let lossy = |b: &[u8]| String::from_utf8_lossy(trim_nul(b)).into_owned();
-        let label = lossy(sb.s_volume_name());
-        let mut v: Vec<(&str, String)> = vec![
+        let or = |s: String, none: &str| if s.is_empty() { none.into() } else { s };
+        vec![
             (
                 "Filesystem volume name",
-                if label.is_empty() {
-                    "<none>".into()
-                } else {
-                    label
-                },
+                or(lossy(sb.s_volume_name()), "<none>"),
             ),
-            ("Last mounted on", {
-                let s = lossy(sb.s_last_mounted());
-                if s.is_empty() {
-                    "<not available>".into()
-                } else {
-                    s
-                }
-            }),
+            (
+                "Last mounted on",
+                or(lossy(sb.s_last_mounted()), "<not available>"),
+            ),
             ("Filesystem UUID", format_uuid(sb.s_uuid())),
             ("Filesystem magic number", format!("{:#06X}", sb.s_magic())),
             ("Filesystem revision #", format!("{}", sb.s_rev_level())),
             ("Filesystem features", g.features.names().join(" ")),
             ("Filesystem flags", {
                 let f = sb.s_flags();
-                let mut s = Vec::new();
-                if f & 1 != 0 {
-                    s.push("signed_directory_hash");
-                }
-                if f & 2 != 0 {
-                    s.push("unsigned_directory_hash");
-                }
-                if f & 4 != 0 {
-                    s.push("test_filesystem");
-                }
-                s.join(" ")
+                let names = [
+                    "signed_directory_hash",
+                    "unsigned_directory_hash",
+                    "test_filesystem",
+                ];
+                let set: Vec<&str> = (0..3)
+                    .filter(|b| f & (1 << b) != 0)
+                    .map(|b| names[b])
+                    .collect();
+                set.join(" ")
             }),
             (
                 "Filesystem state",
@@ -81,6 +83,15 @@ impl Ext4 {
                     o => format!("(unknown os {o})"),
                 },
             ),
+        ]
+    }
+
+    /// Counts, sizes and groups.
+    fn describe_geometry(&self) -> Vec<(&'static str, String)> {
+        let sb = &self.core.sb;
+        let g = &self.core.geo;
+        let is64 = g.is64();
+        let mut v: Vec<(&str, String)> = vec![
             ("Inode count", g.inodes_count.to_string()),
             ("Block count", g.blocks_count.to_string()),
             ("Reserved block count", sb.r_blocks_count(is64).to_string()),
@@ -111,8 +122,15 @@ impl Ext4 {
                 (1u64 << sb.s_log_groups_per_flex().min(31)).to_string(),
             ));
         }
+        v
+    }
+
+    /// Times, mount counts, reserved owner, first inode, inode size and extra isize.
+    fn describe_history(&self) -> Vec<(&'static str, String)> {
+        let sb = &self.core.sb;
+        let g = &self.core.geo;
         let t = |lo: u32, hi: u8| (hi as u64) << 32 | lo as u64;
-        v.extend([
+        let mut v: Vec<(&str, String)> = vec![
             (
                 "Filesystem created",
                 time_str(t(sb.s_mkfs_time(), sb.s_mkfs_time_hi())),
@@ -139,11 +157,18 @@ impl Ext4 {
             ("Reserved blocks gid", sb.s_def_resgid().to_string()),
             ("First inode", g.first_ino.to_string()),
             ("Inode size", g.inode_size.to_string()),
-        ]);
+        ];
         if g.inode_size > 128 {
             v.push(("Required extra isize", sb.s_min_extra_isize().to_string()));
             v.push(("Desired extra isize", sb.s_want_extra_isize().to_string()));
         }
+        v
+    }
+
+    /// Journal inode, directory hash, journal backup, checksums.
+    fn describe_hash_and_checksum(&self) -> Vec<(&'static str, String)> {
+        let sb = &self.core.sb;
+        let mut v: Vec<(&str, String)> = Vec::new();
         if sb.s_journal_inum() != 0 {
             v.push(("Journal inode", sb.s_journal_inum().to_string()));
         }
@@ -167,9 +192,6 @@ impl Ext4 {
             v.push(("Checksum", format!("{:#010x}", sb.s_checksum())));
             v.push(("Checksum seed", format!("{seed:#010x}")));
         }
-        let mut out: Vec<(String, String)> =
-            v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        out.extend(self.describe_journal());
-        out
+        v
     }
 }

@@ -286,7 +286,7 @@ impl SharedFile {
         let src = unsafe {
             std::slice::from_raw_parts(self.map.base().add((self.data_off + pos) as usize), n)
         };
-        crate::copy::copy(&mut dst[..n], src);
+        crate::data::copy::copy(&mut dst[..n], src);
         n
     }
 

@@ -24,8 +24,9 @@
 //! - [`data`]: slices of the image mapping built from the addresses the back end returned
 //!   (the copy from a recorded run; the image head hashed for the shared cache), the AVX2
 //!   copy loop and its prefetches (`data/copy.rs`: glibc's memcpy is slower from the
-//!   mapping), raw system calls (open, fstat, pread, pwrite, fcntl, mmap, munmap, locks)
-//!   for the pread reader and the shared cache (`data/bulk.rs`, `data/shared/`);
+//!   mapping), and the pread reader and the shared cache (`data/bulk.rs`, `data/shared/`):
+//!   raw system calls (open, fstat, pread, pwrite, ftruncate, fcntl locks, mmap, munmap),
+//!   the cache file's mapping, atomic loads of its fill bitmap and copies out of it;
 //! - `sysio.rs`: raw positional I/O and lseek (raw, so no libc hook of the preload library
 //!   is re-entered);
 //! - `open.rs` (madvise of the image mapping) and [`owner`] (flock of an image opened for

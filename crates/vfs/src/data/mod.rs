@@ -5,7 +5,7 @@
 //! [`OpenFile::pread`](crate::OpenFile::pread) asks.
 //!
 //! - [`runs`]: where the file's bytes lie in the image mapping (a per-file run map, and
-//!   [`RunCell`](runs::RunCell)s an open-file description keeps to itself); `copy`
+//!   [`RunCell`]s an open-file description keeps to itself); `copy`
 //!   copies them out of the mapping.
 //! - [`bulk`]: large reads by pread(2) from the image instead (off by default), and the
 //!   image's identity for the shared cache.

@@ -47,7 +47,7 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* usfs's copy out of a mapping (crates/vfs/src/copy.rs). */
+/* usfs's copy out of a mapping (crates/vfs/src/data/copy.rs). */
 static void copy_out(char *dst, const char *src, size_t n) {
     if (n <= 8192)
         for (size_t o = 0; o < n; o += 64) __builtin_prefetch(src + o, 0, 3);

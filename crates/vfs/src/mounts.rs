@@ -59,7 +59,7 @@ pub struct Mount {
     /// The opened file system, or the errno and message of why it could not be opened.
     fs: OnceLock<Result<Arc<dyn FileSystem>, (i32, String)>>,
     /// pread access to the image for large reads (set when the image is opened mapped).
-    bulk: OnceLock<Option<Arc<crate::bulk::BulkImage>>>,
+    bulk: OnceLock<Option<Arc<crate::data::bulk::BulkImage>>>,
 }
 
 impl Mount {
@@ -88,7 +88,7 @@ impl Mount {
             .get_or_init(|| match crate::open_image_mapped(&self.spec.image) {
                 Ok((fs, map)) => {
                     let bulk = map.and_then(|(base, len)| {
-                        crate::bulk::BulkImage::new(&self.spec.image, base, len).map(Arc::new)
+                        crate::data::bulk::BulkImage::new(&self.spec.image, base, len).map(Arc::new)
                     });
                     let _ = self.bulk.set(bulk);
                     Ok(fs)
@@ -113,7 +113,7 @@ impl Mount {
     }
 
     /// pread access to the image for large reads, once the image is open.
-    pub fn bulk(&self) -> Option<Arc<crate::bulk::BulkImage>> {
+    pub fn bulk(&self) -> Option<Arc<crate::data::bulk::BulkImage>> {
         self.bulk.get().cloned().flatten()
     }
 

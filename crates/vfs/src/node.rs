@@ -4,8 +4,11 @@
 //! so a file's object lives exactly as long as something has it open.
 //!
 //! Read-only today; per-file write state (staging, size, dirty ranges) will live in
-//! [`Node`] so every descriptor of a file sees the same data.
+//! [`Node`] (its data part beside [`DataPath`], in [`crate::data`]) so every descriptor
+//! of a file sees the same data.
 
+use crate::data::bulk::BulkImage;
+use crate::data::DataPath;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use usfs_fs::{FileSystem, Ino, Metadata};
@@ -20,81 +23,8 @@ pub struct Node {
     pub fs: Arc<dyn FileSystem>,
     /// Attributes at first open (the image is read-only, so they stay true).
     pub meta: Metadata,
-    /// Bytes the back end produced for small reads (decompressed data and the like).
-    pub chunks: crate::ChunkCache,
-    /// pread access to the image for large reads of stored data.
-    pub bulk: Option<Arc<crate::bulk::BulkImage>>,
-    /// Where the file's bytes lie in the image mapping, as far as reads have asked.
-    pub runs: crate::runs::RunMap,
-    /// The cache of this file's produced (decompressed) bytes shared with other
-    /// processes, opened on the first read that needs it; `None` if not cached.
-    shared: std::sync::OnceLock<Option<crate::shared::SharedFile>>,
-}
-
-/// How far one `mapped_data` call may reach: a whole extent at once (the run is recorded,
-/// not copied).
-const LOOKUP_MAX: usize = 1 << 40;
-
-impl Node {
-    /// The shared cache of this file's produced bytes: files of at least
-    /// [`MIN_FILE`](crate::shared::MIN_FILE) bytes on a mounted (mapped) image, when the
-    /// cache is on.
-    ///
-    /// Made outside the once-cell and then offered to it (a thread that loses the race
-    /// drops its copy), so no thread ever waits on another's initialisation: a fork in
-    /// the middle of one cannot leave the child waiting forever.
-    pub fn shared(&self) -> Option<&crate::shared::SharedFile> {
-        if let Some(s) = self.shared.get() {
-            return s.as_ref();
-        }
-        let made = (|| {
-            if self.meta.size < crate::shared::MIN_FILE {
-                return None;
-            }
-            let (dir, id) = self.bulk.as_ref()?.shared_key()?;
-            crate::shared::SharedFile::open(dir, id, self.ino, self.meta.size)
-        })();
-        let _ = self.shared.set(made);
-        self.shared.get().and_then(Option::as_ref)
-    }
-
-    /// The run of file bytes holding `pos` (`pos < size`): from the run map, or asked of
-    /// the back end and recorded. A run with address 0 is not in the mapping (hole,
-    /// inline or compressed data; read through the back end).
-    pub fn run_at(&self, pos: u64) -> Result<crate::runs::Run, crate::resolve::Errno> {
-        if let Some(r) = self.runs.find(pos) {
-            return Ok(r);
-        }
-        let run = match self
-            .fs
-            .mapped_data(self.ino, pos, LOOKUP_MAX)
-            .map_err(|e| e.errno())?
-        {
-            Some(s) if !s.is_empty() => crate::runs::Run {
-                start: pos,
-                len: s.len() as u64,
-                addr: s.as_ptr() as usize,
-                hole: false,
-            },
-            _ => {
-                // Not in the mapping from `pos`: up to the next data if `pos` is in a
-                // hole, else to the end of this stretch of data (compressed or inline
-                // data is that way throughout).
-                let (end, hole) = match self.fs.next_data(self.ino, pos).map_err(|e| e.errno())? {
-                    Some(r) if r.start > pos => (r.start, true),
-                    Some(r) => (r.end, false),
-                    None => (self.meta.size, true),
-                };
-                crate::runs::Run {
-                    start: pos,
-                    len: end.max(pos + 1) - pos,
-                    addr: 0,
-                    hole,
-                }
-            }
-        };
-        Ok(self.runs.insert(run))
-    }
+    /// How reads of the file get their bytes (runs in the image mapping, caches).
+    pub data: DataPath,
 }
 
 /// All open files of a process, by (mount, inode).
@@ -112,7 +42,7 @@ impl PathTable {
         ino: Ino,
         fs: &Arc<dyn FileSystem>,
         meta: Metadata,
-        bulk: Option<Arc<crate::bulk::BulkImage>>,
+        bulk: Option<Arc<BulkImage>>,
     ) -> Arc<Node> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = map.get(&(mount, ino)).and_then(Weak::upgrade) {
@@ -127,11 +57,8 @@ impl PathTable {
             mount,
             ino,
             fs: Arc::clone(fs),
+            data: DataPath::new(Arc::clone(fs), ino, meta.size, bulk),
             meta,
-            chunks: crate::ChunkCache::default(),
-            bulk,
-            runs: crate::runs::RunMap::default(),
-            shared: std::sync::OnceLock::new(),
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node

@@ -17,7 +17,7 @@ pub fn open_image(path: &Path) -> Result<Arc<dyn FileSystem>> {
 pub type MapSpan = (usize, usize);
 
 /// [`open_image`], and where the image is mapped (address and length), for readers that
-/// read large runs with pread instead ([`crate::bulk::BulkImage`]).
+/// read large runs with pread instead ([`crate::data::bulk::BulkImage`]).
 pub fn open_image_mapped(path: &Path) -> Result<(Arc<dyn FileSystem>, Option<MapSpan>)> {
     let dev = usfs_dev::open(path, OpenMode::Mmap, false)?;
     // The mapping stays where it is when the device moves into the back end.

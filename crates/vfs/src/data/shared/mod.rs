@@ -5,7 +5,7 @@
 //! and read by memcpy from a shared mapping afterwards. It plays the part the kernel page cache plays
 //! for squashfuse: a program started later reads warm data without decompressing it again.
 //!
-//! Layout of a cache file: a header ([`Header`]: magic, version, the file's size, the
+//! Layout of a cache file: a header (`Header`: magic, version, the file's size, the
 //! piece size, the piece count), a bitmap of filled pieces (one bit per 64 KiB piece, u64
 //! words), then from [`data_offset`] (a chunk boundary) the file's bytes at their file
 //! offsets. A fill writes a whole 2 MiB chunk with one pwrite when the read that needs it
@@ -286,7 +286,7 @@ impl SharedFile {
         let src = unsafe {
             std::slice::from_raw_parts(self.map.base().add((self.data_off + pos) as usize), n)
         };
-        crate::copy::copy(&mut dst[..n], src);
+        crate::data::copy::copy(&mut dst[..n], src);
         n
     }
 

@@ -2,7 +2,7 @@
 //! inline data, holes): small sequential reads of such data then cost one back-end call
 //! per chunk, not one per read (random reads use cached chunks but do not load new ones:
 //! a whole chunk for one small random read would cost more than it saves). Bounded per open file ([`CHUNKS`] chunks of [`CHUNK`] bytes, least
-//! recently used out first) and dropped with the file's [`Node`](crate::Node).
+//! recently used out first) and dropped with the file's [`DataPath`](super::DataPath).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! checksum, no extent-tree walk (SplitFS keeps the same per-file map of mmap'd extents).
 //!
 //! The image is read-only, so an entry never goes stale while the back end (and with it
-//! the mapping the addresses point into) lives; the [`Node`](crate::Node) that owns the
+//! the mapping the addresses point into) lives; the [`DataPath`](super::DataPath) that owns the
 //! map keeps the back end alive.
 //!
 //! Bounded: at most [`MAX_RUNS`] entries per file; when full the map starts over (a file

@@ -7,7 +7,7 @@
 //! mount 20.7 and 20.8). When the image's page cache holds small folios (an image just
 //! written by a copy or mkfs) the two are about equal (64 KiB: 9.6 vs 10.4 GB/s; 1 MiB:
 //! 6.9 vs 6.5). The descriptor opened here also reads the image's identity for the shared
-//! decompressed-data cache ([`crate::shared`]).
+//! decompressed-data cache ([`super::shared`]).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -25,7 +25,7 @@ pub struct BulkImage {
     pub min: usize,
     /// Where this image's shared decompressed-data cache lives and the image's identity
     /// (found on first use).
-    shared: std::sync::OnceLock<Option<(crate::shared::CacheDir, crate::shared::ImageId)>>,
+    shared: std::sync::OnceLock<Option<(super::shared::CacheDir, super::shared::ImageId)>>,
 }
 
 /// Descriptors below this are left to the program (shells use 0..9 and 10+).
@@ -61,23 +61,23 @@ impl BulkImage {
     }
 
     /// The shared cache directory and this image's identity, if the cache is on.
-    /// Made outside the once-cell, then offered to it (as [`crate::Node::shared`]).
-    pub fn shared_key(&self) -> Option<&(crate::shared::CacheDir, crate::shared::ImageId)> {
+    /// Made outside the once-cell, then offered to it (as [`super::DataPath::shared`]).
+    pub fn shared_key(&self) -> Option<&(super::shared::CacheDir, super::shared::ImageId)> {
         if let Some(k) = self.shared.get() {
             return k.as_ref();
         }
         let made = (|| {
-            let dir = crate::shared::CacheDir::default_for_user()?;
+            let dir = super::shared::CacheDir::default_for_user()?;
             let path = std::path::Path::new(std::ffi::OsStr::from_bytes(self.path.as_bytes()));
             // SAFETY: the start of the live image mapping `base..base + len`, which
             // the back end keeps for as long as this mount exists.
             let head = unsafe {
                 std::slice::from_raw_parts(
                     self.base as *const u8,
-                    self.len.min(crate::shared::HEAD_HASHED),
+                    self.len.min(super::shared::HEAD_HASHED),
                 )
             };
-            Some((dir, crate::shared::ImageId::of(path, head)?))
+            Some((dir, super::shared::ImageId::of(path, head)?))
         })();
         let _ = self.shared.set(made);
         self.shared.get().and_then(Option::as_ref)

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(image_path: &Path, path: &str) -> CliResult {
+pub(crate) fn run(image_path: &Path, path: &str) -> CliResult {
     let fs = image::open(image_path)?;
     let ino = image::resolve(&*fs, image_path, path, true)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));

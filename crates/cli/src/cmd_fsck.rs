@@ -7,17 +7,17 @@ use std::process::ExitCode;
 use usfs_fsck::problem::{Pass, Severity};
 
 /// e2fsck's exit codes.
-pub const EXIT_CLEAN: u8 = 0;
+pub(crate) const EXIT_CLEAN: u8 = 0;
 /// Errors left uncorrected.
-pub const EXIT_UNCORRECTED: u8 = 4;
+pub(crate) const EXIT_UNCORRECTED: u8 = 4;
 /// Operational error.
-pub const EXIT_OPERATIONAL: u8 = 8;
+pub(crate) const EXIT_OPERATIONAL: u8 = 8;
 /// Usage error.
-pub const EXIT_USAGE: u8 = 16;
+pub(crate) const EXIT_USAGE: u8 = 16;
 
 /// Options of `usfs fsck` (named as e2fsck's).
 #[derive(clap::Args)]
-pub struct FsckArgs {
+pub(crate) struct FsckArgs {
     /// Open read-only and answer "no" to every question (the only mode so far).
     #[arg(short = 'n')]
     no: bool,
@@ -54,7 +54,7 @@ pub struct FsckArgs {
     image: PathBuf,
 }
 
-pub fn run(a: &FsckArgs) -> CliResult {
+pub(crate) fn run(a: &FsckArgs) -> CliResult {
     if let Some(bad) = a.extended.iter().find(|e| e.as_str() != "journal_only") {
         eprintln!("usfs fsck: unknown extended option: {bad}");
         return Ok(ExitCode::from(EXIT_USAGE));

@@ -4,7 +4,7 @@ use crate::image::{self, CliResult};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(path: &Path, json: bool) -> CliResult {
+pub(crate) fn run(path: &Path, json: bool) -> CliResult {
     let fs = image::open(path)?;
     let d = fs.describe();
     if json {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use usfs_fs::{DirEntry, FileSystem, FileType, Ino};
 
 /// What to show.
-pub struct LsOptions {
+pub(crate) struct LsOptions {
     pub long: bool,
     pub all: bool,
     pub recursive: bool,
@@ -17,7 +17,7 @@ pub struct LsOptions {
     pub unsorted: bool,
 }
 
-pub fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
+pub(crate) fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
     let fs = image::open(image_path)?;
     let ino = image::resolve(&*fs, image_path, path, true)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));

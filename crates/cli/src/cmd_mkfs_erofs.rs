@@ -9,7 +9,7 @@ use usfs_erofs::mkfs::{self, Options};
 
 /// Arguments of `usfs mkfs.erofs`.
 #[derive(clap::Args)]
-pub struct MkfsErofsArgs {
+pub(crate) struct MkfsErofsArgs {
     /// Compression: `lz4` or `lz4hc[,LEVEL]` (default: none).
     #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
     compress: Option<String>,
@@ -73,7 +73,7 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
 }
 
 /// Runs `usfs mkfs.erofs`.
-pub fn run(a: &MkfsErofsArgs) -> CliResult {
+pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     let usage = |m: String| CliError(format!("mkfs.erofs: {m}"));
     let mut o = Options::default();
     if let Some(z) = &a.compress {

@@ -19,7 +19,7 @@ The image file is created, or truncated and rewritten (written sparsely); block 
 refused. -d keeps nanosecond times, holes, hard links, xattrs (in the inode, then one \
 shared block) and POSIX ACLs; directories larger than a block become htrees."
 )]
-pub struct MkfsExt4Args {
+pub(crate) struct MkfsExt4Args {
     /// Block size in bytes (1024..65536; default 1024 below 512 MiB, else 4096).
     #[arg(short = 'b')]
     block_size: Option<u32>,
@@ -141,7 +141,7 @@ fn usage(msg: String) -> CliResult {
     Ok(ExitCode::from(2))
 }
 
-pub fn run(a: &MkfsExt4Args) -> CliResult {
+pub(crate) fn run(a: &MkfsExt4Args) -> CliResult {
     let size = match &a.size {
         Some(s) => match parse_size(s, a.block_size) {
             Ok(n) => n,

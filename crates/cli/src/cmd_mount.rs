@@ -14,7 +14,7 @@ use usfs_fuse::{CacheMode, Options};
 
 /// Arguments of `usfs mount`.
 #[derive(clap::Args)]
-pub struct MountArgs {
+pub(crate) struct MountArgs {
     /// Options, comma-separated or repeated: `ro` (the default) or `rw` (ext4 only:
     /// changes go through the journaled volume; one writer per image), `cache` (kernel
     /// page cache, long attribute TTLs; the default), `direct_io` (FOPEN_DIRECT_IO: every
@@ -36,7 +36,7 @@ pub struct MountArgs {
 
 /// Arguments of `usfs umount`.
 #[derive(clap::Args)]
-pub struct UmountArgs {
+pub(crate) struct UmountArgs {
     /// The mount point of a `usfs mount`.
     mountpoint: PathBuf,
 }
@@ -92,7 +92,7 @@ struct Served {
     owned: Option<usfs_vfs::owner::Owned>,
 }
 
-pub fn run(args: &MountArgs) -> CliResult {
+pub(crate) fn run(args: &MountArgs) -> CliResult {
     let Parsed {
         cache,
         threads,
@@ -252,7 +252,7 @@ fn detach_stdio() {
     }
 }
 
-pub fn run_umount(args: &UmountArgs) -> CliResult {
+pub(crate) fn run_umount(args: &UmountArgs) -> CliResult {
     let mp = &args.mountpoint;
     let c = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes())
         .map_err(|_| CliError::at(mp.display(), "path holds a NUL byte"))?;

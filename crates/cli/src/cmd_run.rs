@@ -17,7 +17,7 @@ use usfs_vfs::{MountSpec, MountTable};
 
 /// Arguments of `usfs run`.
 #[derive(clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Show IMAGE at host path PREFIX (repeatable; prefixes must not nest).
     #[arg(long = "mount", short = 'm', value_name = "PREFIX=IMAGE")]
     mounts: Vec<String>,
@@ -54,7 +54,7 @@ fn absolute(p: &str) -> CliResult<String> {
     Ok(cwd.join(p).display().to_string())
 }
 
-pub fn run(args: &RunArgs) -> CliResult {
+pub(crate) fn run(args: &RunArgs) -> CliResult {
     let mut specs = Vec::new();
     for m in &args.mounts {
         let (prefix, image) = m

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use usfs_fs::FileType;
 
-pub fn run(image_path: &Path, path: &str, follow: bool, as_json: bool) -> CliResult {
+pub(crate) fn run(image_path: &Path, path: &str, follow: bool, as_json: bool) -> CliResult {
     let fs = image::open(image_path)?;
     let ino = image::resolve(&*fs, image_path, path, follow)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));

@@ -3,7 +3,7 @@
 use usfs_fs::Metadata;
 
 /// `ls -l` mode string, e.g. `drwxr-sr-x`.
-pub fn mode_string(m: &Metadata) -> String {
+pub(crate) fn mode_string(m: &Metadata) -> String {
     let p = m.perm;
     let mut s = String::with_capacity(10);
     s.push(m.file_type.ls_char());
@@ -27,14 +27,14 @@ pub fn mode_string(m: &Metadata) -> String {
 }
 
 /// Major and minor numbers of a Linux device number.
-pub fn major_minor(rdev: u64) -> (u64, u64) {
+pub(crate) fn major_minor(rdev: u64) -> (u64, u64) {
     let major = ((rdev >> 32) & 0xFFFF_F000) | ((rdev >> 8) & 0xFFF);
     let minor = ((rdev >> 12) & 0xFFFF_FF00) | (rdev & 0xFF);
     (major, minor)
 }
 
 /// A name for the terminal: bytes that are not printable UTF-8 are escaped as `\xNN`.
-pub fn show_name(name: &[u8]) -> String {
+pub(crate) fn show_name(name: &[u8]) -> String {
     let mut out = String::new();
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {

@@ -21,7 +21,7 @@ use usfs_fs::{FileSystem, FileType, Ino, Metadata};
 
 /// Options of `usfs export`.
 #[derive(clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The image.
     image: PathBuf,
     /// Destination directory: created if missing, else it must be empty.
@@ -82,7 +82,7 @@ impl Ctx<'_> {
     }
 }
 
-pub fn run(args: &ExportArgs) -> CliResult {
+pub(crate) fn run(args: &ExportArgs) -> CliResult {
     let fs = image::open(&args.image)?;
     prepare_dest(&args.dir, args.force)?;
     // SAFETY: plain system calls without arguments that can fail.

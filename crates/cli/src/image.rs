@@ -6,7 +6,7 @@ use usfs_fs::FileSystem;
 
 /// An error with the context a user needs (which image, which path).
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub(crate) struct CliError(pub String);
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -16,22 +16,22 @@ impl fmt::Display for CliError {
 
 impl CliError {
     /// An error about `what` (an image or a path).
-    pub fn at(what: impl fmt::Display, e: impl fmt::Display) -> CliError {
+    pub(crate) fn at(what: impl fmt::Display, e: impl fmt::Display) -> CliError {
         CliError(format!("{what}: {e}"))
     }
 }
 
 /// Result of a subcommand.
-pub type CliResult<T = std::process::ExitCode> = Result<T, CliError>;
+pub(crate) type CliResult<T = std::process::ExitCode> = Result<T, CliError>;
 
 /// Opens `path` read-only and picks the back end by magic number (the one opener the CLI,
 /// `usfs run` and `usfs mount` share: [`usfs_vfs::open_image`]).
-pub fn open(path: &Path) -> CliResult<std::sync::Arc<dyn FileSystem>> {
+pub(crate) fn open(path: &Path) -> CliResult<std::sync::Arc<dyn FileSystem>> {
     usfs_vfs::open_image(path).map_err(|e| CliError::at(path.display(), e))
 }
 
 /// Resolves `path` inside the image opened from `image`.
-pub fn resolve(
+pub(crate) fn resolve(
     fs: &dyn FileSystem,
     image: &Path,
     path: &str,

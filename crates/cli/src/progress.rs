@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 /// Prints at most ten updates a second, and nothing when not on a terminal.
-pub struct Progress {
+pub(crate) struct Progress {
     enabled: bool,
     last: Instant,
     shown: bool,
@@ -12,7 +12,7 @@ pub struct Progress {
 
 impl Progress {
     /// A progress line enabled when stdout is a terminal (or forced).
-    pub fn new(force: Option<bool>) -> Progress {
+    pub(crate) fn new(force: Option<bool>) -> Progress {
         let enabled = force.unwrap_or_else(|| std::io::stdout().is_terminal());
         Progress {
             enabled,
@@ -22,7 +22,7 @@ impl Progress {
     }
 
     /// Shows `msg` unless the last update was under 100 ms ago.
-    pub fn update(&mut self, msg: impl FnOnce() -> String) {
+    pub(crate) fn update(&mut self, msg: impl FnOnce() -> String) {
         if !self.enabled || self.last.elapsed() < Duration::from_millis(100) {
             return;
         }
@@ -34,7 +34,7 @@ impl Progress {
     }
 
     /// Clears the line.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if self.shown {
             let _ = write!(std::io::stderr(), "\r\x1b[K");
             self.shown = false;

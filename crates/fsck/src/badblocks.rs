@@ -21,14 +21,14 @@ const MAX_ILLEGAL: u32 = 12;
 
 /// What the bad-blocks list means for the other passes.
 #[derive(Debug, Default)]
-pub struct BadBlocks {
+pub(crate) struct BadBlocks {
     /// Inodes stored in bad inode-table blocks (sorted, disjoint ranges).
     pub inodes: Vec<RangeInclusive<u32>>,
 }
 
 impl BadBlocks {
     /// Is `ino` stored in a bad block?
-    pub fn holds(&self, ino: u32) -> bool {
+    pub(crate) fn holds(&self, ino: u32) -> bool {
         let i = self.inodes.partition_point(|r| *r.end() < ino);
         self.inodes.get(i).is_some_and(|r| r.contains(&ino))
     }
@@ -36,7 +36,7 @@ impl BadBlocks {
 
 /// Reads and checks the bad-blocks list; marks its blocks in use. Runs after pass 0 has
 /// marked the file-system metadata, before pass 1.
-pub fn check(ctx: &Ctx, out: &mut Vec<Problem>) -> BadBlocks {
+pub(crate) fn check(ctx: &Ctx, out: &mut Vec<Problem>) -> BadBlocks {
     let mut found = BadBlocks::default();
     let Ok(inode) = ctx.fs.read_inode_raw(BAD_BLOCKS_INO) else {
         return found;

@@ -10,7 +10,7 @@ use usfs_ext4::walk::{self, BlockSource, MapCtx, MapIssue, MapVisitor, Mode};
 
 /// What a visited block is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockKind {
+pub(crate) enum BlockKind {
     /// File data at a logical block; `init` is false for unwritten extents.
     Data {
         /// Logical block.
@@ -23,7 +23,7 @@ pub enum BlockKind {
 }
 
 /// Receives each block of an inode.
-pub trait Visit {
+pub(crate) trait Visit {
     /// One physical block.
     fn block(&mut self, pblk: u64, kind: BlockKind);
 }
@@ -42,7 +42,7 @@ impl BlockSource for Ctx<'_> {
 
 /// Walks an extent-mapped inode whose root (i_block) is `root`. Problems go to `w` when
 /// `report` is set.
-pub fn walk_extents(
+pub(crate) fn walk_extents(
     ctx: &Ctx,
     w: &mut Worker,
     ino: u32,
@@ -65,7 +65,7 @@ pub fn walk_extents(
 
 /// Walks a block-mapped (ext2/ext3) inode: direct, then each indirect tree in pre-order
 /// (an indirect block before the blocks it maps, as e2fsck's iterator reports them).
-pub fn walk_indirect(
+pub(crate) fn walk_indirect(
     ctx: &Ctx,
     w: &mut Worker,
     ino: u32,

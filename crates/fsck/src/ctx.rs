@@ -13,7 +13,7 @@ use usfs_ext4::Ext4;
 
 /// A directory block found by pass 1, to be checked by pass 2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DirBlock {
+pub(crate) struct DirBlock {
     /// The directory's inode.
     pub dir: u32,
     /// The directory inode's generation (for checksums).
@@ -30,7 +30,7 @@ pub struct DirBlock {
 }
 
 /// Read-only context shared by all threads.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The file system (opened leniently).
     pub fs: &'a Ext4,
     /// Its geometry.
@@ -46,7 +46,7 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// Does group `g`'s descriptor carry `flag` (BG_*_UNINIT)? (Trusted even when the
     /// descriptor's checksum fails, as e2fsck -n does.)
-    pub fn group_flag(&self, g: u32, flag: u16) -> bool {
+    pub(crate) fn group_flag(&self, g: u32, flag: u16) -> bool {
         self.fs.group(g).has_flag(flag)
     }
 }
@@ -90,7 +90,7 @@ impl Counters {
 }
 
 /// One thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     /// Problems found.
     pub problems: Vec<Problem>,
     /// Counters.
@@ -136,7 +136,7 @@ pub struct Worker {
 
 impl Worker {
     /// A worker with buffers for blocks of `block_size` bytes.
-    pub fn new(block_size: usize) -> Worker {
+    pub(crate) fn new(block_size: usize) -> Worker {
         Worker {
             problems: Vec::new(),
             counters: Counters::default(),
@@ -161,21 +161,21 @@ impl Worker {
     }
 
     /// Records a problem.
-    pub fn report(&mut self, p: Problem) {
+    pub(crate) fn report(&mut self, p: Problem) {
         self.problems.push(p);
     }
 }
 
 impl Ctx<'_> {
     /// Reads block `blk` into `buf` (bounds already checked by the caller).
-    pub fn read_block(&self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    pub(crate) fn read_block(&self, blk: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.fs
             .device()
             .read_at(buf, blk << self.geo.block_size_log)
     }
 
     /// Is `blk` a valid block number for file data or metadata?
-    pub fn valid_block(&self, blk: u64) -> bool {
+    pub(crate) fn valid_block(&self, blk: u64) -> bool {
         blk >= self.geo.first_data_block.max(1) && blk < self.geo.blocks_count
     }
 }

@@ -15,16 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 /// Unwanted blocks read to join two runs: reading them costs less than a second request.
-pub const MAX_GAP: u64 = 4;
+pub(crate) const MAX_GAP: u64 = 4;
 /// Largest single read.
-pub const MAX_RUN_BYTES: u64 = 128 << 10;
+pub(crate) const MAX_RUN_BYTES: u64 = 128 << 10;
 /// Above this many nanoseconds per block, reads are taken to miss the page cache and
 /// readahead hints are worth their system call.
 const COLD_NS_PER_BLOCK: u64 = 4000;
 
 /// A run: `blocks` (a range of the sorted batch) all inside `[first, first + count)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Run {
+pub(crate) struct Run {
     /// Indexes into the batch.
     pub blocks: Range<usize>,
     /// First physical block read.
@@ -35,12 +35,12 @@ pub struct Run {
 
 /// Sorts a batch by physical block (the order the disk likes; pass 2's verdicts do not
 /// depend on the order blocks are checked in).
-pub fn sort_batch(batch: &mut [DirBlock]) {
+pub(crate) fn sort_batch(batch: &mut [DirBlock]) {
     batch.sort_unstable_by_key(|b| (b.pblk, b.dir, b.lblk));
 }
 
 /// Splits a sorted batch into runs of at most `max_blocks` blocks.
-pub fn runs(batch: &[DirBlock], max_blocks: u64) -> Vec<Run> {
+pub(crate) fn runs(batch: &[DirBlock], max_blocks: u64) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for (i, b) in batch.iter().enumerate() {
         if let Some(r) = out.last_mut() {
@@ -65,7 +65,7 @@ pub fn runs(batch: &[DirBlock], max_blocks: u64) -> Vec<Run> {
 /// The measured cost of directory-block reads (EWMA, nanoseconds per block), shared by
 /// all workers: it decides whether readahead hints are issued.
 #[derive(Debug)]
-pub struct ReadCost(AtomicU64);
+pub(crate) struct ReadCost(AtomicU64);
 
 impl Default for ReadCost {
     fn default() -> Self {
@@ -76,20 +76,20 @@ impl Default for ReadCost {
 
 impl ReadCost {
     /// Records a read of `blocks` blocks that took `ns`.
-    pub fn record(&self, blocks: u64, ns: u64) {
+    pub(crate) fn record(&self, blocks: u64, ns: u64) {
         let per = ns / blocks.max(1);
         let old = self.0.load(Relaxed);
         self.0.store((old * 7 + per) / 8, Relaxed);
     }
 
     /// Are reads missing the cache (so readahead pays)?
-    pub fn cold(&self) -> bool {
+    pub(crate) fn cold(&self) -> bool {
         self.0.load(Relaxed) > COLD_NS_PER_BLOCK
     }
 }
 
 /// Hints the kernel to read the runs of a sorted batch, when reads are missing the cache.
-pub fn readahead(ctx: &Ctx, batch: &[DirBlock]) {
+pub(crate) fn readahead(ctx: &Ctx, batch: &[DirBlock]) {
     if !ctx.queues.read_cost.cold() {
         return;
     }
@@ -101,7 +101,7 @@ pub fn readahead(ctx: &Ctx, batch: &[DirBlock]) {
 
 /// Reads run `r` into `window` (resized to fit) and records the cost. On failure the
 /// caller falls back to block-by-block reads, so the unreadable block is the one reported.
-pub fn read_run(ctx: &Ctx, r: &Run, window: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn read_run(ctx: &Ctx, r: &Run, window: &mut Vec<u8>) -> std::io::Result<()> {
     let log = ctx.geo.block_size_log;
     window.resize((r.count << log) as usize, 0);
     let t = Instant::now();

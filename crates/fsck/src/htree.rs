@@ -21,7 +21,7 @@ const LAST_MAX_HASH: u32 = 0xffff_fffe;
 
 /// What pass 2 learnt about one block of an indexed directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HtreeFact {
+pub(crate) enum HtreeFact {
     /// A leaf and the smallest and largest hash of its entries (`min > max`: none).
     Leaf {
         /// The directory.
@@ -60,7 +60,7 @@ impl HtreeFact {
 /// `pblk` (None when unreadable or its root info fails the dx walker's checks, which
 /// pass 2 reports and which leaves nothing to certify; None for siphash too: its leaves
 /// are then not hashed).
-pub fn root_hash_version(ctx: &Ctx, pblk: u64, buf: &mut [u8]) -> Option<HashVersion> {
+pub(crate) fn root_hash_version(ctx: &Ctx, pblk: u64, buf: &mut [u8]) -> Option<HashVersion> {
     if !ctx.valid_block(pblk) || ctx.read_block(pblk, buf).is_err() {
         return None;
     }
@@ -90,7 +90,7 @@ struct Block {
 
 /// Certifies every indexed directory: `dirs` are (directory, blocks it maps), `facts`
 /// what pass 2 recorded (any order).
-pub fn check(dirs: &mut [(u32, u32)], facts: &mut [HtreeFact], w: &mut Worker) {
+pub(crate) fn check(dirs: &mut [(u32, u32)], facts: &mut [HtreeFact], w: &mut Worker) {
     dirs.sort_unstable();
     facts.sort_unstable_by_key(HtreeFact::key);
     let mut rest: &[HtreeFact] = facts;

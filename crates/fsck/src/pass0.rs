@@ -10,7 +10,7 @@ use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_ext4::OpenIssue;
 
 /// Converts what opening found into problems.
-pub fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
+pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
     let mut bad_groups = Vec::new();
     let mut out = Vec::new();
     for i in issues {
@@ -47,7 +47,7 @@ pub fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
 }
 
 /// Group descriptor sanity and metadata marking.
-pub fn check(ctx: &Ctx) -> Vec<Problem> {
+pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
     let mut out = Vec::new();
     let geo = ctx.geo;
     let itable_blocks =
@@ -126,7 +126,7 @@ pub fn check(ctx: &Ctx) -> Vec<Problem> {
 }
 
 /// The superblock copy, descriptor-table blocks and reserved GDT blocks group `g` holds.
-pub fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
+pub(crate) fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
     ctx.geo
         .group_base_meta(g, ctx.fs.superblock().s_reserved_gdt_blocks() as u32)
 }

@@ -22,7 +22,7 @@ use usfs_fs::FileType;
 
 /// A run of inodes of one group: the unit of pass-1 work.
 #[derive(Clone, Copy, Debug)]
-pub struct InodeChunk {
+pub(crate) struct InodeChunk {
     /// The group.
     pub group: u32,
     /// First index within the group.
@@ -37,7 +37,7 @@ const RESIZE_INO: u32 = 7;
 const BAD_BLOCKS_INO: u32 = 1;
 
 /// Checks one chunk of inodes.
-pub fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
+pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
     let geo = ctx.geo;
     let isz = geo.inode_size as usize;
     let desc = ctx.fs.group(chunk.group);
@@ -69,7 +69,7 @@ pub fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
 }
 
 /// Hints the kernel to read a chunk's part of the inode table, when reads miss the cache.
-pub fn readahead_chunk(ctx: &Ctx, chunk: &InodeChunk) {
+pub(crate) fn readahead_chunk(ctx: &Ctx, chunk: &InodeChunk) {
     if !ctx.queues.read_cost.cold() {
         return;
     }
@@ -81,7 +81,7 @@ pub fn readahead_chunk(ctx: &Ctx, chunk: &InodeChunk) {
 }
 
 /// Hands the directory blocks found so far to pass 2.
-pub fn flush_dir_batch(ctx: &Ctx, w: &mut Worker) {
+pub(crate) fn flush_dir_batch(ctx: &Ctx, w: &mut Worker) {
     if !w.dir_batch.is_empty() {
         crate::dirio::sort_batch(&mut w.dir_batch);
         crate::dirio::readahead(ctx, &w.dir_batch);

@@ -22,7 +22,7 @@ impl Visit for Shared<'_> {
 }
 
 /// Reports every inode with multiply-claimed blocks.
-pub fn run(ctx: &Ctx, w: &mut Worker) {
+pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
     let geo = ctx.geo;
     for ino in 1..=geo.inodes_count {
         let InodeKind::Used(ft) = ctx.shared.kind(ino) else {

@@ -31,12 +31,12 @@ enum Visit {
 
 /// Checks a batch of directory blocks (first visit), sorted by block number, reading
 /// neighbouring blocks together (see [`crate::dirio`]).
-pub fn check_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
+pub(crate) fn check_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
     visit_batch(ctx, w, batch, Visit::First);
 }
 
 /// Runs the deferred reference checks of a sorted batch of blocks (after pass 1).
-pub fn revisit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
+pub(crate) fn revisit_batch(ctx: &Ctx, w: &mut Worker, batch: &[DirBlock]) {
     visit_batch(ctx, w, batch, Visit::Revisit);
 }
 
@@ -433,7 +433,7 @@ fn dx_problem(b: &DirBlock, issue: DxIssue) -> Problem {
 
 /// Inline directories are checked in pass 1 (their entries live in the inode): the
 /// parent in the first four bytes of i_block, entries after it and in system.data.
-pub fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
+pub(crate) fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
     let ib: [u8; 60] = *w.inode.i_block();
     let parent = u32::from_le_bytes(ib[0..4].try_into().unwrap());
     let b = DirBlock {
@@ -479,7 +479,7 @@ fn inline_extra(ctx: &Ctx, ino: u32) -> Option<Vec<u8>> {
 }
 
 /// Revisits an inline directory (its DirBlock has pblk 0).
-pub fn revisit_inline(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
+pub(crate) fn revisit_inline(ctx: &Ctx, w: &mut Worker, b: DirBlock) {
     let Ok(raw) = ctx.fs.read_inode_raw(b.dir) else {
         return;
     };

@@ -19,7 +19,7 @@ fn find(pairs: &[(u32, u32)], key: u32) -> Option<u32> {
 }
 
 /// Runs pass 3 on the merged `..` and parent lists (sorted here, in place).
-pub fn run(
+pub(crate) fn run(
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,

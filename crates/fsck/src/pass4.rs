@@ -14,7 +14,13 @@ const LINK_MAX: u16 = 65000;
 
 /// Runs pass 4. `skip` are inodes no entry names by design (the orphan file); `links`
 /// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode.
-pub fn run(geo: &Geometry, shared: &Shared, w: &mut Worker, skip: &[u32], links: &[(u32, u16)]) {
+pub(crate) fn run(
+    geo: &Geometry,
+    shared: &Shared,
+    w: &mut Worker,
+    skip: &[u32],
+    links: &[(u32, u16)],
+) {
     let mut other = links.iter().peekable();
     for ino in 1..=geo.inodes_count {
         if ino < geo.first_ino && ino != ROOT_INO {

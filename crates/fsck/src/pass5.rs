@@ -86,7 +86,7 @@ struct Pass5<'c> {
 }
 
 /// Runs pass 5.
-pub fn run(ctx: &Ctx, w: &mut Worker) {
+pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
     let mut p = Pass5 {
         ctx,
         csum: ctx.fs.csum_seed(),

@@ -17,19 +17,19 @@ use std::time::{Duration, Instant};
 /// How far ahead of the chunk being taken an inode-table chunk is hinted for readahead
 /// (the first ones are hinted when the plan is made): enough requests in flight for the
 /// device to stream while the workers check inodes.
-pub const CHUNKS_AHEAD: usize = 16;
+pub(crate) const CHUNKS_AHEAD: usize = 16;
 
 /// Directory blocks queued for pass 2 beyond which free workers drain the queue before
 /// taking more inodes (24 bytes each: about 1.5 MiB).
 const MAX_QUEUED_DIR_BLOCKS: u64 = 65536;
 
 /// Stage numbers.
-pub const STAGE_INODES: usize = 0;
+pub(crate) const STAGE_INODES: usize = 0;
 /// Pass 2.
-pub const STAGE_DIRS: usize = 1;
+pub(crate) const STAGE_DIRS: usize = 1;
 
 /// The two queues and what the scheduler measures.
-pub struct Queues {
+pub(crate) struct Queues {
     /// Pass-1 chunks, taken in order.
     chunks: Vec<InodeChunk>,
     next_chunk: AtomicUsize,
@@ -55,7 +55,7 @@ pub struct Queues {
 
 impl Queues {
     /// Queues for `chunks` and a budget of `threads`.
-    pub fn new(chunks: Vec<InodeChunk>, threads: usize) -> Queues {
+    pub(crate) fn new(chunks: Vec<InodeChunk>, threads: usize) -> Queues {
         let inodes = chunks.iter().map(|c| c.count as u64).sum();
         Queues {
             chunks,
@@ -75,7 +75,7 @@ impl Queues {
     }
 
     /// Adds directory blocks for pass 2.
-    pub fn push_dir_blocks(&self, batch: Vec<DirBlock>) {
+    pub(crate) fn push_dir_blocks(&self, batch: Vec<DirBlock>) {
         self.dir_blocks_left.fetch_add(batch.len() as u64, Relaxed);
         self.dir_blocks
             .lock()
@@ -149,13 +149,13 @@ impl Queues {
     }
 
     /// Measured cost per item of each stage (for the trace).
-    pub fn costs(&self) -> [u64; 2] {
+    pub(crate) fn costs(&self) -> [u64; 2] {
         [self.cost_ns[0].load(Relaxed), self.cost_ns[1].load(Relaxed)]
     }
 }
 
 /// One worker's loop: passes 1 and 2 until both are done.
-pub fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant) {
+pub(crate) fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant) {
     let q = ctx.queues;
     let mut last_stage = usize::MAX;
     loop {
@@ -227,7 +227,7 @@ pub fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant) {
 /// Splits the used part of every inode table into chunks of at most `per_chunk` inodes:
 /// groups with INODE_UNINIT are skipped, and so is the itable_unused tail (when the
 /// group descriptors carry checksums that make these fields trustworthy).
-pub fn plan_chunks(ctx: &Ctx, per_chunk: u32) -> Vec<InodeChunk> {
+pub(crate) fn plan_chunks(ctx: &Ctx, per_chunk: u32) -> Vec<InodeChunk> {
     let geo = ctx.geo;
     let trust_unused = ctx.fs.csum_seed().is_some()
         || geo
@@ -261,7 +261,7 @@ pub fn plan_chunks(ctx: &Ctx, per_chunk: u32) -> Vec<InodeChunk> {
 
 /// The rsched monitor: every 200 ms, sets the budget to the number of idle CPUs (at
 /// least 1, at most `max`), until `done`.
-pub fn monitor_idle_cpus(q: &Queues, max: usize) {
+pub(crate) fn monitor_idle_cpus(q: &Queues, max: usize) {
     let mut prev = read_cpu_times();
     while !q.done.load(Relaxed) {
         // Sample every 200 ms, but notice the end within 10 ms.
@@ -303,7 +303,7 @@ fn read_cpu_times() -> Option<(u64, u64)> {
 }
 
 /// Runs the deferred reference checks of pass 2 on `threads` threads.
-pub fn run_revisits(ctx: &Ctx, workers: &mut [Worker]) {
+pub(crate) fn run_revisits(ctx: &Ctx, workers: &mut [Worker]) {
     let mut all: Vec<DirBlock> = workers
         .iter_mut()
         .flat_map(|w| std::mem::take(&mut w.revisit))

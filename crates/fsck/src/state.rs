@@ -6,14 +6,14 @@ use usfs_fs::FileType;
 
 /// A bitmap updated with atomic or: concurrent markers never lose a bit, and a marker
 /// learns whether the bit was already set (a block claimed twice).
-pub struct AtomicBitmap {
+pub(crate) struct AtomicBitmap {
     words: Vec<AtomicU64>,
     len: u64,
 }
 
 impl AtomicBitmap {
     /// `len` clear bits.
-    pub fn new(len: u64) -> Self {
+    pub(crate) fn new(len: u64) -> Self {
         AtomicBitmap {
             words: zeroed(len.div_ceil(64) as usize),
             len,
@@ -22,7 +22,7 @@ impl AtomicBitmap {
 
     /// Sets bit `i`; returns whether it was already set. Out-of-range bits are ignored
     /// (and reported as not set).
-    pub fn set(&self, i: u64) -> bool {
+    pub(crate) fn set(&self, i: u64) -> bool {
         if i >= self.len {
             return false;
         }
@@ -31,14 +31,14 @@ impl AtomicBitmap {
     }
 
     /// Is bit `i` set?
-    pub fn get(&self, i: u64) -> bool {
+    pub(crate) fn get(&self, i: u64) -> bool {
         i < self.len && self.words[(i / 64) as usize].load(Relaxed) & (1u64 << (i % 64)) != 0
     }
 }
 
 /// The per-inode facts later passes need, one byte each: unused, or the file type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InodeKind {
+pub(crate) enum InodeKind {
     /// Not in use (links 0) or cleared.
     Unused,
     /// In use, of this type.
@@ -102,10 +102,10 @@ fn zeroed<T: ZeroIsZero>(n: usize) -> Vec<T> {
 }
 
 /// Link counts from this value up are listed apart, not kept in [`Shared::kinds`].
-pub const LINKS_LISTED: u8 = 15;
+pub(crate) const LINKS_LISTED: u8 = 15;
 
 /// Shared state of one check.
-pub struct Shared {
+pub(crate) struct Shared {
     /// Blocks found in use (metadata and every inode's blocks).
     pub blocks: AtomicBitmap,
     /// Blocks claimed twice (the pass 1B input): a second bitmap, set on collision.
@@ -133,7 +133,7 @@ pub struct Shared {
 
 impl Shared {
     /// State for `inodes` inodes, `blocks` blocks and `groups` groups.
-    pub fn new(inodes: u32, blocks: u64, groups: u32) -> Shared {
+    pub(crate) fn new(inodes: u32, blocks: u64, groups: u32) -> Shared {
         let n = inodes as usize;
         Shared {
             blocks: AtomicBitmap::new(blocks),
@@ -149,7 +149,7 @@ impl Shared {
     }
 
     /// Marks a block in use; a second claim is recorded as a duplicate.
-    pub fn claim_block(&self, b: u64) {
+    pub(crate) fn claim_block(&self, b: u64) {
         if self.blocks.set(b) {
             self.dup_blocks.set(b);
             self.any_dup.store(true, Relaxed);
@@ -158,7 +158,7 @@ impl Shared {
 
     /// Records what pass 1 found for `ino`. Returns false when `links` is too large to
     /// be kept here: the caller lists it (see [`Shared::kinds`]).
-    pub fn set_inode(&self, ino: u32, kind: InodeKind, links: u16) -> bool {
+    pub(crate) fn set_inode(&self, ino: u32, kind: InodeKind, links: u16) -> bool {
         let kept = links < LINKS_LISTED as u16;
         let nib = if kept { links as u8 } else { LINKS_LISTED };
         self.kinds[(ino - 1) as usize].store(kind.encode() | nib << 4, Relaxed);
@@ -167,34 +167,34 @@ impl Shared {
 
     /// Marks `ino` unused again (pass 1 found it unusable).
     #[allow(dead_code, reason = "only the tests use it until repair does")]
-    pub fn clear_inode(&self, ino: u32) {
+    pub(crate) fn clear_inode(&self, ino: u32) {
         let _ = self.kinds[(ino - 1) as usize].fetch_and(0xf0, Relaxed);
     }
 
     /// What pass 1 found for `ino` (valid once its group is done).
-    pub fn kind(&self, ino: u32) -> InodeKind {
+    pub(crate) fn kind(&self, ino: u32) -> InodeKind {
         InodeKind::decode(self.kinds[(ino - 1) as usize].load(Relaxed) & 0x0f)
     }
 
     /// `ino`'s i_links_count if it is kept here (below [`LINKS_LISTED`]), else `None`.
-    pub fn small_links(&self, ino: u32) -> Option<u16> {
+    pub(crate) fn small_links(&self, ino: u32) -> Option<u16> {
         let nib = self.kinds[(ino - 1) as usize].load(Relaxed) >> 4;
         (nib < LINKS_LISTED).then_some(nib as u16)
     }
 
     /// Counts one directory entry naming `ino`.
-    pub fn add_ref(&self, ino: u32) {
+    pub(crate) fn add_ref(&self, ino: u32) {
         let r = &self.refs[(ino - 1) as usize];
         let _ = r.fetch_update(Relaxed, Relaxed, |v| (v < u16::MAX - 1).then_some(v + 1));
     }
 
     /// Entries naming `ino` (saturated at u16::MAX - 1).
-    pub fn refs(&self, ino: u32) -> u16 {
+    pub(crate) fn refs(&self, ino: u32) -> u16 {
         self.refs[(ino - 1) as usize].load(Relaxed)
     }
 
     /// Pass 1 will scan group `g` in `chunks` chunks (0: the group is done already).
-    pub fn plan_group(&self, g: u32, chunks: u32) {
+    pub(crate) fn plan_group(&self, g: u32, chunks: u32) {
         self.group_pending[g as usize].store(chunks, Relaxed);
         if chunks == 0 {
             self.finish_group(g);
@@ -202,7 +202,7 @@ impl Shared {
     }
 
     /// One chunk of group `g` is done; the last one finishes the group.
-    pub fn chunk_done(&self, g: u32) {
+    pub(crate) fn chunk_done(&self, g: u32) {
         if self.group_pending[g as usize].fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
             self.finish_group(g);
         }
@@ -214,7 +214,7 @@ impl Shared {
     }
 
     /// Has pass 1 finished the group of `ino`?
-    pub fn inode_checked(&self, ino: u32, inodes_per_group: u32) -> bool {
+    pub(crate) fn inode_checked(&self, ino: u32, inodes_per_group: u32) -> bool {
         self.group_done[((ino - 1) / inodes_per_group) as usize]
             .load(std::sync::atomic::Ordering::Acquire)
     }

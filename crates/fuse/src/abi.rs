@@ -10,42 +10,42 @@
 
 /// Operation codes (`enum fuse_opcode`) this server answers or must know about.
 pub(crate) mod op {
-    pub const LOOKUP: u32 = 1;
-    pub const FORGET: u32 = 2;
-    pub const GETATTR: u32 = 3;
-    pub const SETATTR: u32 = 4;
-    pub const READLINK: u32 = 5;
-    pub const SYMLINK: u32 = 6;
-    pub const MKNOD: u32 = 8;
-    pub const MKDIR: u32 = 9;
-    pub const UNLINK: u32 = 10;
-    pub const RMDIR: u32 = 11;
-    pub const RENAME: u32 = 12;
-    pub const LINK: u32 = 13;
-    pub const OPEN: u32 = 14;
-    pub const READ: u32 = 15;
-    pub const WRITE: u32 = 16;
-    pub const STATFS: u32 = 17;
-    pub const RELEASE: u32 = 18;
-    pub const FSYNC: u32 = 20;
-    pub const SETXATTR: u32 = 21;
-    pub const GETXATTR: u32 = 22;
-    pub const LISTXATTR: u32 = 23;
-    pub const REMOVEXATTR: u32 = 24;
-    pub const FLUSH: u32 = 25;
-    pub const OPENDIR: u32 = 27;
-    pub const READDIR: u32 = 28;
-    pub const RELEASEDIR: u32 = 29;
-    pub const FSYNCDIR: u32 = 30;
-    pub const ACCESS: u32 = 34;
-    pub const CREATE: u32 = 35;
-    pub const INTERRUPT: u32 = 36;
-    pub const DESTROY: u32 = 38;
-    pub const BATCH_FORGET: u32 = 42;
-    pub const FALLOCATE: u32 = 43;
-    pub const READDIRPLUS: u32 = 44;
-    pub const RENAME2: u32 = 45;
-    pub const LSEEK: u32 = 46;
+    pub(crate) const LOOKUP: u32 = 1;
+    pub(crate) const FORGET: u32 = 2;
+    pub(crate) const GETATTR: u32 = 3;
+    pub(crate) const SETATTR: u32 = 4;
+    pub(crate) const READLINK: u32 = 5;
+    pub(crate) const SYMLINK: u32 = 6;
+    pub(crate) const MKNOD: u32 = 8;
+    pub(crate) const MKDIR: u32 = 9;
+    pub(crate) const UNLINK: u32 = 10;
+    pub(crate) const RMDIR: u32 = 11;
+    pub(crate) const RENAME: u32 = 12;
+    pub(crate) const LINK: u32 = 13;
+    pub(crate) const OPEN: u32 = 14;
+    pub(crate) const READ: u32 = 15;
+    pub(crate) const WRITE: u32 = 16;
+    pub(crate) const STATFS: u32 = 17;
+    pub(crate) const RELEASE: u32 = 18;
+    pub(crate) const FSYNC: u32 = 20;
+    pub(crate) const SETXATTR: u32 = 21;
+    pub(crate) const GETXATTR: u32 = 22;
+    pub(crate) const LISTXATTR: u32 = 23;
+    pub(crate) const REMOVEXATTR: u32 = 24;
+    pub(crate) const FLUSH: u32 = 25;
+    pub(crate) const OPENDIR: u32 = 27;
+    pub(crate) const READDIR: u32 = 28;
+    pub(crate) const RELEASEDIR: u32 = 29;
+    pub(crate) const FSYNCDIR: u32 = 30;
+    pub(crate) const ACCESS: u32 = 34;
+    pub(crate) const CREATE: u32 = 35;
+    pub(crate) const INTERRUPT: u32 = 36;
+    pub(crate) const DESTROY: u32 = 38;
+    pub(crate) const BATCH_FORGET: u32 = 42;
+    pub(crate) const FALLOCATE: u32 = 43;
+    pub(crate) const READDIRPLUS: u32 = 44;
+    pub(crate) const RENAME2: u32 = 45;
+    pub(crate) const LSEEK: u32 = 46;
 }
 
 /// Size of the operation header of `opcode` (the first argument the kernel sends; zero
@@ -90,7 +90,7 @@ pub(crate) const OUT_HEADER_LEN: usize = 16;
 
 impl InHeader {
     /// Parses the first 40 bytes of `b`.
-    pub fn parse(b: &[u8]) -> Option<InHeader> {
+    pub(crate) fn parse(b: &[u8]) -> Option<InHeader> {
         let r = Args(b.get(..IN_HEADER_LEN)?);
         Some(InHeader {
             opcode: r.u32(4),
@@ -118,12 +118,12 @@ pub(crate) fn out_header(len: usize, error: i32, unique: u64) -> [u8; OUT_HEADER
 pub(crate) struct Args<'a>(pub &'a [u8]);
 
 impl Args<'_> {
-    pub fn u32(&self, at: usize) -> u32 {
+    pub(crate) fn u32(&self, at: usize) -> u32 {
         self.0
             .get(at..at + 4)
             .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
     }
-    pub fn u64(&self, at: usize) -> u64 {
+    pub(crate) fn u64(&self, at: usize) -> u64 {
         self.0
             .get(at..at + 8)
             .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
@@ -174,7 +174,7 @@ pub(crate) struct Attr {
 
 impl Attr {
     /// Appends the 88-byte struct.
-    pub fn put(&self, out: &mut Vec<u8>) {
+    pub(crate) fn put(&self, out: &mut Vec<u8>) {
         for v in [self.ino, self.size, self.blocks] {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -237,14 +237,14 @@ pub(crate) const FOPEN_CACHE_DIR: u32 = 1 << 3;
 
 /// setattr's `valid` bits.
 pub(crate) mod fattr {
-    pub const MODE: u32 = 1 << 0;
-    pub const UID: u32 = 1 << 1;
-    pub const GID: u32 = 1 << 2;
-    pub const SIZE: u32 = 1 << 3;
-    pub const ATIME: u32 = 1 << 4;
-    pub const MTIME: u32 = 1 << 5;
-    pub const ATIME_NOW: u32 = 1 << 7;
-    pub const MTIME_NOW: u32 = 1 << 8;
+    pub(crate) const MODE: u32 = 1 << 0;
+    pub(crate) const UID: u32 = 1 << 1;
+    pub(crate) const GID: u32 = 1 << 2;
+    pub(crate) const SIZE: u32 = 1 << 3;
+    pub(crate) const ATIME: u32 = 1 << 4;
+    pub(crate) const MTIME: u32 = 1 << 5;
+    pub(crate) const ATIME_NOW: u32 = 1 << 7;
+    pub(crate) const MTIME_NOW: u32 = 1 << 8;
 }
 
 /// FUSE_WRITE_KILL_SUIDGID in `fuse_write_in.write_flags`.

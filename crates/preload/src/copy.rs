@@ -16,7 +16,7 @@ const SEALS: c_int =
 /// A memfd named `name` holding the contents of the file at `vp`, at offset 0. `flags`
 /// are memfd_create's (MFD_CLOEXEC; with MFD_ALLOW_SEALING the filled copy is sealed).
 /// Errors are errnos (those of opening the file, reading it, or memfd's).
-pub fn to_memfd(st: &State, vp: VPath, name: &CStr, flags: c_uint) -> Result<c_int, c_int> {
+pub(crate) fn to_memfd(st: &State, vp: VPath, name: &CStr, flags: c_uint) -> Result<c_int, c_int> {
     let fd = st.open_virtual(vp, libc::O_RDONLY | libc::O_CLOEXEC)?;
     let r = fill(st, fd, name, flags);
     st.fds.remove(fd);

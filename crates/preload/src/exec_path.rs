@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStringExt;
 use usfs_vfs::VPath;
 
 /// Where the search found the program.
-pub enum Found {
+pub(crate) enum Found {
     /// In a mount.
     Virt(VPath),
     /// On the host, at this path (with a `/`: libc runs it without searching again).
@@ -26,7 +26,7 @@ const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 
 /// Looks `name` (no `/`) up in this process's PATH if a PATH directory is in a mount;
 /// `None` when none is (libc's own search then applies).
-pub fn search(st: &State, name: &[u8]) -> Option<Found> {
+pub(crate) fn search(st: &State, name: &[u8]) -> Option<Found> {
     if name.is_empty() {
         return Some(Found::Missing(libc::ENOENT));
     }
@@ -85,7 +85,7 @@ pub fn search(st: &State, name: &[u8]) -> Option<Found> {
 
 /// May the caller execute the file with these attributes (the kernel's check for exec:
 /// a regular file with execute permission for the caller)?
-pub fn executable(st: &State, m: &usfs_fs::Metadata) -> bool {
+pub(crate) fn executable(st: &State, m: &usfs_fs::Metadata) -> bool {
     m.file_type == usfs_fs::FileType::Regular
         && match &st.creds {
             Some(c) => c.may(m, usfs_vfs::creds::MAY_EXEC),
@@ -99,6 +99,7 @@ fn host_candidate(path: CString, denied: &mut bool) -> Option<Found> {
     // SAFETY: stat and access on a NUL-terminated path into a local struct; inside a
     // hook these reach libc's own functions.
     let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: a NUL-terminated path and a local struct.
     if unsafe { libc::stat(path.as_ptr(), &mut sb) } != 0 {
         *denied |= std::io::Error::last_os_error().raw_os_error() == Some(libc::EACCES);
         return None;

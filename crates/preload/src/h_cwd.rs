@@ -30,7 +30,7 @@ type ChdirFn = unsafe extern "C" fn(*const c_char) -> c_int;
 
 /// chdir(2).
 #[no_mangle]
-pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
     let r = hooked(-1, |st| {
         Some(match st.classify(libc::AT_FDCWD, path, true) {
             Ok(Target::Pass) => host_moved(st, call_real!(chdir: ChdirFn, -1; path)),
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
 
 /// fchdir(2).
 #[no_mangle]
-pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     if let Some(r) = on_vfile(fd, -1, |st, f| ret(set_vcwd(st, f.vpath.clone()))) {
         return r;
     }
@@ -103,7 +103,7 @@ fn out_string(s: &[u8], buf: *mut c_char, size: size_t) -> *mut c_char {
 
 /// getcwd(3).
 #[no_mangle]
-pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
+pub(crate) unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
     let r = hooked(null_mut(), |st| {
         vcwd_path(st).map(|p| {
             if !buf.is_null() && size == 0 {
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
 
 /// The fortified getcwd.
 #[no_mangle]
-pub unsafe extern "C" fn __getcwd_chk(
+pub(crate) unsafe extern "C" fn __getcwd_chk(
     buf: *mut c_char,
     size: size_t,
     _buflen: size_t,
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn __getcwd_chk(
 
 /// get_current_dir_name(3).
 #[no_mangle]
-pub unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
+pub(crate) unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
     let r = hooked(null_mut(), |st| {
         vcwd_path(st).map(|p| out_string(&p, null_mut(), 0))
     });
@@ -151,7 +151,10 @@ type RealpathFn = unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_cha
 
 /// realpath(3): inside a mount, the path with every link resolved (in the image).
 #[no_mangle]
-pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
+pub(crate) unsafe extern "C" fn realpath(
+    path: *const c_char,
+    resolved: *mut c_char,
+) -> *mut c_char {
     let r = hooked(null_mut(), |st| {
         match st.classify(libc::AT_FDCWD, path, true) {
             Ok(Target::Pass) => None,
@@ -181,7 +184,7 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
 
 /// The fortified realpath.
 #[no_mangle]
-pub unsafe extern "C" fn __realpath_chk(
+pub(crate) unsafe extern "C" fn __realpath_chk(
     path: *const c_char,
     resolved: *mut c_char,
     _len: size_t,
@@ -192,7 +195,7 @@ pub unsafe extern "C" fn __realpath_chk(
 
 /// canonicalize_file_name(3).
 #[no_mangle]
-pub unsafe extern "C" fn canonicalize_file_name(path: *const c_char) -> *mut c_char {
+pub(crate) unsafe extern "C" fn canonicalize_file_name(path: *const c_char) -> *mut c_char {
     // SAFETY: realpath with a null buffer allocates.
     unsafe { realpath(path, null_mut()) }
 }

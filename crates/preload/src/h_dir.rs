@@ -77,9 +77,9 @@ impl ReadAhead {
 }
 
 fn new_vdir(st: &State, fd: c_int) -> *mut DIR {
-    // SAFETY: dirent64 is plain old data; all-zero is valid.
     let d = Box::new(VDir {
         fd,
+        // SAFETY: dirent64 is plain old data; all-zero is valid.
         ent: unsafe { std::mem::zeroed() },
         ahead: ReadAhead::default(),
     });
@@ -105,7 +105,7 @@ const OPENDIR_FLAGS: c_int =
 
 /// opendir(3).
 #[no_mangle]
-pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
+pub(crate) unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
     let r = hooked(null_mut(), |st| {
         match st.classify(libc::AT_FDCWD, path, true) {
             Ok(Target::Pass) => None,
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
 
 /// fdopendir(3): the stream takes over the descriptor.
 #[no_mangle]
-pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
+pub(crate) unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
     let r = on_vfile(fd, null_mut(), |st, f| {
         if f.kind != usfs_vfs::FileKind::Dir {
             return fail_null(libc::ENOTDIR);
@@ -182,7 +182,7 @@ fn readdir_common(dir: *mut DIR) -> Option<*mut dirent64> {
 
 /// readdir(3) (struct dirent and dirent64 have one layout on x86_64).
 #[no_mangle]
-pub unsafe extern "C" fn readdir(dir: *mut DIR) -> *mut dirent64 {
+pub(crate) unsafe extern "C" fn readdir(dir: *mut DIR) -> *mut dirent64 {
     match readdir_common(dir) {
         Some(r) => r,
         None => {
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn readdir(dir: *mut DIR) -> *mut dirent64 {
 
 /// readdir64(3).
 #[no_mangle]
-pub unsafe extern "C" fn readdir64(dir: *mut DIR) -> *mut dirent64 {
+pub(crate) unsafe extern "C" fn readdir64(dir: *mut DIR) -> *mut dirent64 {
     match readdir_common(dir) {
         Some(r) => r,
         None => {
@@ -206,7 +206,7 @@ macro_rules! readdir_r_hooks {
     ($($name:ident),*) => {$(
         /// readdir_r(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(dir: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(dir: *mut DIR, entry: *mut dirent64, result: *mut *mut dirent64) -> c_int {
             let r = hooked(libc::EIO, |st| {
                 let d = vdir(st, dir)?;
                 // SAFETY: the caller passes a dirent buffer and a result pointer.
@@ -228,7 +228,7 @@ readdir_r_hooks!(readdir_r, readdir64_r);
 
 /// closedir(3).
 #[no_mangle]
-pub unsafe extern "C" fn closedir(dir: *mut DIR) -> c_int {
+pub(crate) unsafe extern "C" fn closedir(dir: *mut DIR) -> c_int {
     let r = hooked(-1, |st| {
         let fd = st.remove_dir(dir as usize)?;
         // SAFETY: the address was one of our VDir boxes, now unregistered: we own it.
@@ -244,7 +244,7 @@ pub unsafe extern "C" fn closedir(dir: *mut DIR) -> c_int {
 
 /// dirfd(3).
 #[no_mangle]
-pub unsafe extern "C" fn dirfd(dir: *mut DIR) -> c_int {
+pub(crate) unsafe extern "C" fn dirfd(dir: *mut DIR) -> c_int {
     match hooked(-1, |st| st.dir_fd(dir as usize)) {
         Some(r) => r,
         None => call_real!(dirfd: unsafe extern "C" fn(*mut DIR) -> c_int, -1; dir),
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn dirfd(dir: *mut DIR) -> c_int {
 
 /// rewinddir(3).
 #[no_mangle]
-pub unsafe extern "C" fn rewinddir(dir: *mut DIR) {
+pub(crate) unsafe extern "C" fn rewinddir(dir: *mut DIR) {
     let r = hooked((), |st| {
         let d = vdir(st, dir)?;
         d.ahead = ReadAhead::default();
@@ -269,7 +269,7 @@ pub unsafe extern "C" fn rewinddir(dir: *mut DIR) {
 
 /// telldir(3): the position of the next entry.
 #[no_mangle]
-pub unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
+pub(crate) unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
     let r = hooked(-1, |st| {
         let d = vdir(st, dir)?;
         let told = d.ahead.position();
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn telldir(dir: *mut DIR) -> c_long {
 
 /// seekdir(3).
 #[no_mangle]
-pub unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
+pub(crate) unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
     let r = hooked((), |st| {
         let d = vdir(st, dir)?;
         d.ahead = ReadAhead::default();
@@ -303,7 +303,7 @@ pub unsafe extern "C" fn seekdir(dir: *mut DIR, pos: c_long) {
 
 /// getdents64(2): linux_dirent64 records (ino, off, reclen, type, name, NUL, padding to 8).
 #[no_mangle]
-pub unsafe extern "C" fn getdents64(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+pub(crate) unsafe extern "C" fn getdents64(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
     let r = on_vfile(fd, -1, |_, f| {
         if buf.is_null() {
             return ret(Err(libc::EFAULT));
@@ -373,8 +373,8 @@ fn scandir_virtual(
             Ok(false) => break Ok(()),
             Err(e) => break Err(e),
             Ok(true) => {
-                // SAFETY: calling the caller's filter on a valid entry.
                 if let Some(keep) = filter {
+                    // SAFETY: calling the caller's filter on a valid entry.
                     if unsafe { keep(&ent) } == 0 {
                         continue;
                     }
@@ -459,7 +459,7 @@ macro_rules! scandir_hooks {
     ($($name:ident),*) => {$(
         /// scandir(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
             let real = |p| call_real!($name: ScandirFn, -1; p, list, filter, compar);
             match scandir_common(libc::AT_FDCWD, path, list, filter, compar, real) {
                 Some(r) => r,
@@ -476,7 +476,7 @@ macro_rules! scandirat_hooks {
         /// never reaches our hooks, so a directory in a mount (by a virtual `dirfd`, an
         /// absolute path, or a path relative to a directory above the mount) is read here.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, list: *mut *mut *mut dirent64, filter: Filter, compar: Compar) -> c_int {
             match scandir_common(dirfd, path, list, filter, compar, |p| {
                 call_real!($name: ScandiratFn, -1; libc::AT_FDCWD, p, list, filter, compar)
             }) {

@@ -41,7 +41,7 @@ enum Plan {
 /// libc's dlopen contract.
 #[unsafe(naked)]
 #[no_mangle]
-pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+pub(crate) unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
     // On entry rsp is 8 mod 16: two pushes and 24 bytes (an out slot at [rsp]) align it
     // for the call. `route` returns the function to jump to (the real dlopen, arguments
     // and return address untouched) or 0 with the result in the out slot.
@@ -71,7 +71,11 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
 /// libc's dlmopen contract.
 #[unsafe(naked)]
 #[no_mangle]
-pub unsafe extern "C" fn dlmopen(lmid: c_long, file: *const c_char, mode: c_int) -> *mut c_void {
+pub(crate) unsafe extern "C" fn dlmopen(
+    lmid: c_long,
+    file: *const c_char,
+    mode: c_int,
+) -> *mut c_void {
     // Three pushes and 16 bytes (the out slot at [rsp]) align rsp for the call.
     core::arch::naked_asm!(
         "push rdi",

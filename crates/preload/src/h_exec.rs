@@ -101,7 +101,7 @@ fn share_offsets(st: &State) {
 
 /// fork(2).
 #[no_mangle]
-pub unsafe extern "C" fn fork() -> pid_t {
+pub(crate) unsafe extern "C" fn fork() -> pid_t {
     // The popen table first: popen holds it while spawning, which takes the locks below.
     let _popen = crate::state::state().map(|st| st.shell.lock_popen());
     let r = hooked(-1, |st| {
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
 /// redirection, execve) would change the parent's tables and leave the parent's
 /// reentrancy guard set. fork is a valid implementation of vfork.
 #[no_mangle]
-pub unsafe extern "C" fn vfork() -> pid_t {
+pub(crate) unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: our fork hook, same contract.
     unsafe { fork() }
 }
@@ -333,7 +333,7 @@ extern "C" {
 }
 
 /// The process's environment (`environ`).
-pub fn environ_ptr() -> *const *const c_char {
+pub(crate) fn environ_ptr() -> *const *const c_char {
     // SAFETY: reading the process's environment pointer.
     unsafe { environ }
 }
@@ -355,15 +355,16 @@ unsafe fn exec_via(
         set_errno(libc::ENOSYS);
         return -1;
     };
-    // SAFETY (both calls): the caller's arguments, passed on unchanged (or with the
-    // environment replaced by one of the same shape); the contract is libc's.
-    exec_with(target, by_path, argv, envp, |t, e| unsafe { f(t, argv, e) })
-        .unwrap_or_else(|| unsafe { f(target, argv, envp) })
+    // SAFETY: the caller's arguments, passed on unchanged (or with the environment
+    // replaced by one of the same shape); the contract is libc's.
+    let via = |t, e| unsafe { f(t, argv, e) };
+    // SAFETY: the caller's arguments, passed on unchanged; the contract is libc's.
+    exec_with(target, by_path, argv, envp, via).unwrap_or_else(|| unsafe { f(target, argv, envp) })
 }
 
 /// execve(2).
 #[no_mangle]
-pub unsafe extern "C" fn execve(
+pub(crate) unsafe extern "C" fn execve(
     path: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
@@ -375,7 +376,7 @@ pub unsafe extern "C" fn execve(
 
 /// execv(3).
 #[no_mangle]
-pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     let real = real!(execve: ExecveFn);
     // SAFETY: the caller's arguments, as execve takes them.
     unsafe { exec_via(real, path, true, argv, environ_ptr()) }
@@ -383,7 +384,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 
 /// execvpe(3).
 #[no_mangle]
-pub unsafe extern "C" fn execvpe(
+pub(crate) unsafe extern "C" fn execvpe(
     file: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
@@ -395,7 +396,7 @@ pub unsafe extern "C" fn execvpe(
 
 /// execvp(3).
 #[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     let real = real!(execvpe: ExecveFn);
     // SAFETY: the caller's arguments, as execvpe takes them.
     unsafe { exec_via(real, file, false, argv, environ_ptr()) }
@@ -434,7 +435,7 @@ fn exec_fd(
 /// fexecve(3): glibc's calls execveat directly (no hook sees it), so the handover is
 /// prepared here; a virtual descriptor runs its file from a memfd copy.
 #[no_mangle]
-pub unsafe extern "C" fn fexecve(
+pub(crate) unsafe extern "C" fn fexecve(
     fd: c_int,
     argv: *const *const c_char,
     envp: *const *const c_char,
@@ -459,7 +460,7 @@ pub unsafe extern "C" fn fexecve(
 /// ELOOP, as the kernel's); a relative path that leaves a virtual directory goes to the
 /// kernel absolute; the handover is prepared in every case.
 #[no_mangle]
-pub unsafe extern "C" fn execveat(
+pub(crate) unsafe extern "C" fn execveat(
     dirfd: c_int,
     path: *const c_char,
     argv: *const *const c_char,
@@ -525,7 +526,7 @@ macro_rules! spawn_hooks {
         /// posix_spawn(3): the child gets the handover like an exec (the file is left for
         /// it to read and remove); a program inside a mount runs from a memfd copy.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(pid: *mut pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, attr: *const libc::posix_spawnattr_t, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
             let r = hooked(libc::EIO, |st| {
                 // A program inside a mount is spawned from its memfd copy through
                 // /proc/self/fd/N (the child inherits the descriptor).
@@ -579,7 +580,7 @@ spawn_hooks!(posix_spawn: true, posix_spawnp: false);
 
 /// True when `fd` is a placeholder (an O_PATH descriptor of /dev/null): a handed-over
 /// number the new program still holds unchanged.
-pub fn is_placeholder(fd: c_int) -> bool {
+pub(crate) fn is_placeholder(fd: c_int) -> bool {
     // SAFETY: F_GETFL on a descriptor number.
     let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) };
     if fl < 0 || fl & libc::O_PATH as i64 == 0 {
@@ -593,7 +594,7 @@ pub fn is_placeholder(fd: c_int) -> bool {
 }
 
 /// Takes over what the program that exec'd us handed over (run once at load time).
-pub fn restore_handover(st: &State) {
+pub(crate) fn restore_handover(st: &State) {
     let Some(path) = std::env::var_os(HANDOVER) else {
         return;
     };

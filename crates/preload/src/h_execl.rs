@@ -22,7 +22,7 @@ macro_rules! jump_to_c {
         $(#[$doc])*
         #[unsafe(naked)]
         #[no_mangle]
-        pub unsafe extern "C" fn $name() {
+        pub(crate) unsafe extern "C" fn $name() {
             #[cfg(target_arch = "x86_64")]
             core::arch::naked_asm!("jmp {}", sym $body);
             #[cfg(target_arch = "aarch64")]

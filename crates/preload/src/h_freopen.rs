@@ -161,7 +161,7 @@ unsafe fn reopen_ours(
     fd: c_int,
 ) -> *mut FILE {
     type StreamFn = unsafe extern "C" fn(*mut FILE) -> c_int;
-    // SAFETY (all calls on fp): fp is a live stream of ours (it is in our table); these
+    // SAFETY: (all calls on fp) fp is a live stream of ours (it is in our table); these
     // stdio calls take the caller's FILE as freopen does. They run outside a hook body,
     // so the cookie's callbacks can reach the image.
     unsafe {
@@ -207,7 +207,7 @@ macro_rules! freopen_hooks {
     ($($name:ident),*) => {$(
         /// freopen(3): see the module text.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
             if let Some(fd) = our_stream(fp) {
                 // SAFETY: the caller's arguments; fp is a stream of ours.
                 return unsafe { reopen_ours(path, mode, fp, fd) };

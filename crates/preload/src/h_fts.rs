@@ -54,7 +54,7 @@ type Compar = unsafe extern "C" fn(*const *const FtsEnt, *const *const FtsEnt) -
 
 /// glibc's FTSENT (fts.h), the part before the name.
 #[repr(C)]
-pub struct FtsEnt {
+pub(crate) struct FtsEnt {
     cycle: *mut FtsEnt,
     parent: *mut FtsEnt,
     link: *mut FtsEnt,
@@ -79,7 +79,7 @@ pub struct FtsEnt {
 
 /// glibc's FTS (fts.h).
 #[repr(C)]
-pub struct FtsHead {
+pub(crate) struct FtsHead {
     cur: *mut FtsEnt,
     child: *mut FtsEnt,
     array: *mut *mut FtsEnt,
@@ -544,7 +544,7 @@ macro_rules! fts_hooks {
     ($open:ident, $read:ident, $children:ident, $set:ident, $close:ident) => {
         /// fts_open(3): ours when a root path leads into a mount, else glibc's.
         #[no_mangle]
-        pub unsafe extern "C" fn $open(argv: *const *mut c_char, options: c_int, compar: Option<Compar>) -> *mut FtsHead {
+        pub(crate) unsafe extern "C" fn $open(argv: *const *mut c_char, options: c_int, compar: Option<Compar>) -> *mut FtsHead {
             // SAFETY: the caller's NULL-terminated array of paths.
             let virt = unsafe { crate::sys::c_array(argv.cast()) }.any(is_virtual);
             if virt {
@@ -555,7 +555,7 @@ macro_rules! fts_hooks {
 
         /// fts_read(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $read(fts: *mut FtsHead) -> *mut FtsEnt {
+        pub(crate) unsafe extern "C" fn $read(fts: *mut FtsHead) -> *mut FtsEnt {
             match ours(fts) {
                 Some(h) => guarded(null_mut(), || {
                     let p = h.walk.read();
@@ -568,7 +568,7 @@ macro_rules! fts_hooks {
 
         /// fts_children(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $children(fts: *mut FtsHead, instr: c_int) -> *mut FtsEnt {
+        pub(crate) unsafe extern "C" fn $children(fts: *mut FtsHead, instr: c_int) -> *mut FtsEnt {
             match ours(fts) {
                 Some(h) => guarded(null_mut(), || {
                     let c = h.walk.children();
@@ -581,7 +581,7 @@ macro_rules! fts_hooks {
 
         /// fts_set(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $set(fts: *mut FtsHead, p: *mut FtsEnt, instr: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $set(fts: *mut FtsHead, p: *mut FtsEnt, instr: c_int) -> c_int {
             if ours(fts).is_none() {
                 return call_real!($set: unsafe extern "C" fn(*mut FtsHead, *mut FtsEnt, c_int) -> c_int, -1; fts, p, instr);
             }
@@ -601,7 +601,7 @@ macro_rules! fts_hooks {
 
         /// fts_close(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $close(fts: *mut FtsHead) -> c_int {
+        pub(crate) unsafe extern "C" fn $close(fts: *mut FtsHead) -> c_int {
             if ours(fts).is_some() {
                 // SAFETY: our handle, made by Box::into_raw in open, freed once.
                 return guarded(-1, || { drop(unsafe { Box::from_raw(fts.cast::<Handle>()) }); 0 });

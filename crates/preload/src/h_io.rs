@@ -13,7 +13,7 @@ use usfs_vfs::OpenFile;
 /// Runs `f` on the open file behind `fd` when `fd` is virtual; `None` otherwise (the
 /// caller then calls libc). The check for ordinary descriptors is one atomic load.
 #[inline]
-pub fn on_vfile<R>(
+pub(crate) fn on_vfile<R>(
     fd: c_int,
     fail: R,
     f: impl FnOnce(&'static State, &Arc<OpenFile>) -> R,
@@ -35,7 +35,7 @@ fn slice<'a>(buf: *mut c_void, n: size_t) -> &'a mut [u8] {
 
 /// read(2).
 #[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+pub(crate) unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     match on_vfile(fd, -1, |_, f| {
         ret(f.read_fd(fd, slice(buf, n)).map(|n| n as ssize_t))
     }) {
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 
 /// The fortified read.
 #[no_mangle]
-pub unsafe extern "C" fn __read_chk(
+pub(crate) unsafe extern "C" fn __read_chk(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,
@@ -71,7 +71,7 @@ macro_rules! pread_hooks {
     ($($name:ident),*) => {$(
         /// pread(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
             match pread_virtual(fd, buf, n, off) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t, -1; fd, buf, n, off),
@@ -85,7 +85,7 @@ macro_rules! pread_chk_hooks {
     ($($name:ident),*) => {$(
         /// The fortified pread.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, _buflen: size_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, buf: *mut c_void, n: size_t, off: off_t, _buflen: size_t) -> ssize_t {
             match pread_virtual(fd, buf, n, off) {
                 Some(r) => r,
                 None => call_real!(pread64: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t, -1; fd, buf, n, off),
@@ -133,7 +133,7 @@ fn readv_virtual(
 
 /// readv(2).
 #[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+pub(crate) unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, None)) {
         Some(r) => r,
         None => {
@@ -146,7 +146,7 @@ macro_rules! preadv_hooks {
     ($($name:ident),*) => {$(
         /// preadv(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t {
             match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, Some(off))) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t, -1; fd, iov, cnt, off),
@@ -160,7 +160,7 @@ macro_rules! preadv2_hooks {
     ($($name:ident),*) => {$(
         /// preadv2(2): offset -1 means the file offset.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, cnt: c_int, off: off_t, flags: c_int) -> ssize_t {
             match on_vfile(fd, -1, |_, f| readv_virtual(f, fd, iov, cnt, if off == -1 { None } else { Some(off) })) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t, -1; fd, iov, cnt, off, flags),
@@ -174,7 +174,7 @@ macro_rules! lseek_hooks {
     ($($name:ident),*) => {$(
         /// lseek(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, off: off_t, whence: c_int) -> off_t {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, off: off_t, whence: c_int) -> off_t {
             match on_vfile(fd, -1, |_, f| ret(f.seek_fd(fd, off, whence).map(|o| o as off_t))) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t, -1; fd, off, whence),
@@ -191,7 +191,7 @@ macro_rules! fixed_fd_hooks {
     ($doc:literal, $answer:expr; $($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
         #[doc = $doc]
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
             match on_vfile(fd, -1, |_, _| $answer) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
@@ -251,7 +251,7 @@ fixed_fd_hooks! {
 /// ioctl(2): no ioctls on virtual descriptors (ENOTTY), so e.g. FICLONE and terminal
 /// queries fail cleanly.
 #[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
     match on_vfile(fd, -1, |_, _| ret(Err(libc::ENOTTY))) {
         Some(r) => r,
         None => {
@@ -274,7 +274,7 @@ fn not_a_tty(f: &OpenFile) -> i32 {
 
 /// isatty(3): 0 with errno ENOTTY (or EBADF) on a virtual descriptor.
 #[no_mangle]
-pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn isatty(fd: c_int) -> c_int {
     match on_vfile(fd, 0, |_, f| {
         set_errno(not_a_tty(f));
         0
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
 
 /// ttyname(3): NULL with errno ENOTTY (or EBADF) on a virtual descriptor.
 #[no_mangle]
-pub unsafe extern "C" fn ttyname(fd: c_int) -> *mut libc::c_char {
+pub(crate) unsafe extern "C" fn ttyname(fd: c_int) -> *mut libc::c_char {
     match on_vfile(fd, std::ptr::null_mut(), |_, f| {
         set_errno(not_a_tty(f));
         std::ptr::null_mut()
@@ -314,7 +314,7 @@ fn ttyname_r_virtual(f: &OpenFile, buf: *mut libc::c_char, len: size_t) -> c_int
 
 /// ttyname_r(3).
 #[no_mangle]
-pub unsafe extern "C" fn ttyname_r(fd: c_int, buf: *mut libc::c_char, len: size_t) -> c_int {
+pub(crate) unsafe extern "C" fn ttyname_r(fd: c_int, buf: *mut libc::c_char, len: size_t) -> c_int {
     match on_vfile(fd, libc::EIO, |_, f| ttyname_r_virtual(f, buf, len)) {
         Some(r) => r,
         None => {
@@ -325,7 +325,7 @@ pub unsafe extern "C" fn ttyname_r(fd: c_int, buf: *mut libc::c_char, len: size_
 
 /// The fortified ttyname_r.
 #[no_mangle]
-pub unsafe extern "C" fn __ttyname_r_chk(
+pub(crate) unsafe extern "C" fn __ttyname_r_chk(
     fd: c_int,
     buf: *mut libc::c_char,
     len: size_t,
@@ -346,7 +346,7 @@ macro_rules! tty_hooks {
         /// A terminal call: ENOTTY (EBADF for O_PATH) on virtual descriptors; passed to
         /// libc otherwise.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, $($a: $t),*) -> $r {
             match on_vfile(fd, -1, |_, f| ret(Err(not_a_tty(f)))) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, $($t),*) -> $r, -1; fd, $($a),*),
@@ -452,7 +452,7 @@ macro_rules! mmap_hooks {
     ($($name:ident),*) => {$(
         /// mmap(2): virtual descriptors get a private copy of the file's bytes.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+        pub(crate) unsafe extern "C" fn $name(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
             if flags & libc::MAP_ANONYMOUS == 0 {
                 if let Some(r) = on_vfile(fd, libc::MAP_FAILED, |_, f| mmap_virtual(&f, addr, len, prot, flags, off)) {
                     return r;
@@ -601,7 +601,7 @@ fn copy_file_range_virtual(st: &State, fd_in: c_int, fd_out: c_int, flags: c_uin
 /// copy_file_range(2): a virtual descriptor on either side gets the kernel's errors
 /// ([`copy_file_range_virtual`]); others go to libc.
 #[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
+pub(crate) unsafe extern "C" fn copy_file_range(
     fd_in: c_int,
     off_in: *mut i64,
     fd_out: c_int,
@@ -625,7 +625,7 @@ macro_rules! sendfile_hooks {
     ($($name:ident),*) => {$(
         /// sendfile(2): from a virtual descriptor, emulated; into one, EBADF.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(out: c_int, fd_in: c_int, off: *mut off_t, count: size_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(out: c_int, fd_in: c_int, off: *mut off_t, count: size_t) -> ssize_t {
             if let Some(st) = state() {
                 if st.fds.is_virtual(out) {
                     set_errno(libc::EBADF);
@@ -730,7 +730,7 @@ fn splice_virtual(
 /// splice(2): from a virtual file into a pipe, emulated; every other use of a virtual
 /// descriptor gets the kernel's error ([`splice_virtual`]); others go to libc.
 #[no_mangle]
-pub unsafe extern "C" fn splice(
+pub(crate) unsafe extern "C" fn splice(
     fd_in: c_int,
     off_in: *mut i64,
     fd_out: c_int,

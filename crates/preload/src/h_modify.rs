@@ -115,7 +115,7 @@ fn spot(st: &State, dirfd: c_int, path: *const c_char, follow: bool) -> Spot {
 /// lookup following symbolic links did not find in a mount: EROFS when its directory
 /// exists (a name that exists here is a dangling symbolic link, whose target open would
 /// create), else that lookup's error (a missing or non-directory parent).
-pub fn create_errno(st: &State, dirfd: c_int, path: *const c_char) -> i32 {
+pub(crate) fn create_errno(st: &State, dirfd: c_int, path: *const c_char) -> i32 {
     match spot(st, dirfd, path, false) {
         Spot::Mount { last, .. } if last != Last::Normal => libc::EISDIR,
         Spot::Mount { .. } => libc::EROFS,
@@ -209,7 +209,7 @@ macro_rules! path_hooks {
         /// Refused inside mounts (read-only file system, with the kernel's errno); passed
         /// to libc otherwise.
         #[no_mangle]
-        pub unsafe extern "C" fn $name($p: *const c_char $(, $a: $t)*) -> c_int {
+        pub(crate) unsafe extern "C" fn $name($p: *const c_char $(, $a: $t)*) -> c_int {
             one_path(libc::AT_FDCWD, $p, 0, $follow, Change::$change, |_, p| {
                 call_real!($name: unsafe extern "C" fn(*const c_char $(, $t)*) -> c_int, -1; p $(, $a)*)
             })
@@ -243,7 +243,7 @@ macro_rules! at_hooks {
         /// Refused inside mounts (read-only file system, with the kernel's errno); passed
         /// to libc otherwise.
         #[no_mangle]
-        pub unsafe extern "C" fn $name($d: c_int, $p: *const c_char $(, $a: $t)*) -> c_int {
+        pub(crate) unsafe extern "C" fn $name($d: c_int, $p: *const c_char $(, $a: $t)*) -> c_int {
             one_path($d, $p, 0, $follow, Change::$change, |d, p| {
                 call_real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> c_int, -1; d, p $(, $a)*)
             })
@@ -259,7 +259,7 @@ at_hooks! {
 
 /// Pre-2.33 mknod entry points (`__xmknod(version, path, mode, &dev)`).
 #[no_mangle]
-pub unsafe extern "C" fn __xmknod(
+pub(crate) unsafe extern "C" fn __xmknod(
     ver: c_int,
     path: *const c_char,
     mode: libc::mode_t,
@@ -277,7 +277,7 @@ pub unsafe extern "C" fn __xmknod(
 
 /// Pre-2.33 mknodat entry point.
 #[no_mangle]
-pub unsafe extern "C" fn __xmknodat(
+pub(crate) unsafe extern "C" fn __xmknodat(
     ver: c_int,
     dirfd: c_int,
     path: *const c_char,
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn __xmknodat(
 /// unlink answers EROFS for anything but "." or ".." as the last component (EISDIR, so
 /// rmdir's EINVAL or ENOTEMPTY).
 #[no_mangle]
-pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn remove(path: *const c_char) -> c_int {
     let r = hooked(-1, |st| match spot(st, libc::AT_FDCWD, path, false) {
         Spot::Host(None) => None,
         Spot::Host(Some(abs)) => {
@@ -320,7 +320,7 @@ pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 
 /// unlinkat(2): rmdir with AT_REMOVEDIR, else unlink.
 #[no_mangle]
-pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     let change = if flags & libc::AT_REMOVEDIR != 0 {
         Change::Rmdir
     } else {
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 
 /// fchmodat(2) (AT_SYMLINK_NOFOLLOW: the link itself).
 #[no_mangle]
-pub unsafe extern "C" fn fchmodat(
+pub(crate) unsafe extern "C" fn fchmodat(
     dirfd: c_int,
     path: *const c_char,
     mode: libc::mode_t,
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn fchmodat(
 
 /// fchownat(2) (AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH).
 #[no_mangle]
-pub unsafe extern "C" fn fchownat(
+pub(crate) unsafe extern "C" fn fchownat(
     dirfd: c_int,
     path: *const c_char,
     uid: libc::uid_t,
@@ -382,7 +382,7 @@ pub unsafe extern "C" fn fchownat(
 
 /// utimensat(2) (a null path: `dirfd` itself; AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH).
 #[no_mangle]
-pub unsafe extern "C" fn utimensat(
+pub(crate) unsafe extern "C" fn utimensat(
     dirfd: c_int,
     path: *const c_char,
     times: *const libc::timespec,
@@ -401,7 +401,7 @@ pub unsafe extern "C" fn utimensat(
 
 /// symlink(2): the new name is the second argument.
 #[no_mangle]
-pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
     one_path(
         libc::AT_FDCWD,
         path,
@@ -414,7 +414,7 @@ pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> 
 
 /// symlinkat(2): the new name is relative to `dirfd`.
 #[no_mangle]
-pub unsafe extern "C" fn symlinkat(
+pub(crate) unsafe extern "C" fn symlinkat(
     target: *const c_char,
     dirfd: c_int,
     path: *const c_char,
@@ -494,7 +494,7 @@ fn rename_common(
 
 /// rename(2).
 #[no_mangle]
-pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int {
     rename_common(
         libc::AT_FDCWD,
         from,
@@ -506,7 +506,7 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
 
 /// renameat(2).
 #[no_mangle]
-pub unsafe extern "C" fn renameat(
+pub(crate) unsafe extern "C" fn renameat(
     d1: c_int,
     from: *const c_char,
     d2: c_int,
@@ -523,7 +523,7 @@ pub unsafe extern "C" fn renameat(
 
 /// renameat2(2).
 #[no_mangle]
-pub unsafe extern "C" fn renameat2(
+pub(crate) unsafe extern "C" fn renameat2(
     d1: c_int,
     from: *const c_char,
     d2: c_int,
@@ -575,7 +575,7 @@ fn link_common(
 
 /// link(2) (does not follow a symbolic link as the old name).
 #[no_mangle]
-pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
     link_common(
         libc::AT_FDCWD,
         from,
@@ -588,7 +588,7 @@ pub unsafe extern "C" fn link(from: *const c_char, to: *const c_char) -> c_int {
 
 /// linkat(2) (AT_SYMLINK_FOLLOW; AT_EMPTY_PATH with "": `d1` itself).
 #[no_mangle]
-pub unsafe extern "C" fn linkat(
+pub(crate) unsafe extern "C" fn linkat(
     d1: c_int,
     from: *const c_char,
     d2: c_int,
@@ -676,7 +676,7 @@ macro_rules! mkstemp_hooks {
     ($($name:ident($($a:ident: $t:ty),*) => $suffix:expr;)*) => {$(
         /// Refused in mounts (EROFS); passed to libc otherwise.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(template: *mut c_char $(, $a: $t)*) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(template: *mut c_char $(, $a: $t)*) -> c_int {
             let real = |t: *mut c_char| call_real!($name: unsafe extern "C" fn(*mut c_char $(, $t)*) -> c_int, -1; t $(, $a)*);
             temp_in(template, $suffix, real).unwrap_or_else(|| real(template))
         }
@@ -695,7 +695,7 @@ mkstemp_hooks! {
 
 /// mkdtemp(3): the directory is made with glibc's internal mkdir.
 #[no_mangle]
-pub unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
+pub(crate) unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
     let real = |t: *mut c_char| {
         let p = call_real!(mkdtemp: unsafe extern "C" fn(*mut c_char) -> *mut c_char, std::ptr::null_mut(); t);
         if p.is_null() {

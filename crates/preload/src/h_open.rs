@@ -51,7 +51,7 @@ macro_rules! open_hooks {
         /// open(2) (variadic in C: the mode is read only with O_CREAT/O_TMPFILE, as
         /// x86_64's calling convention allows).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             match open_common(libc::AT_FDCWD, path, flags, mode) {
                 Some(r) => r,
                 None => call_real!($name: OpenFn, -1; path, flags, mode),
@@ -66,7 +66,7 @@ macro_rules! openat_hooks {
     ($($name:ident),*) => {$(
         /// openat(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             match open_common(dirfd, path, flags, mode) {
                 Some(r) => r,
                 None => call_real!($name: OpenAtFn, -1; dirfd, path, flags, mode),
@@ -80,7 +80,7 @@ macro_rules! open2_hooks {
     ($($name:ident),*) => {$(
         /// The fortified open without a mode (`__open_2`).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
             match open_common(libc::AT_FDCWD, path, flags, 0) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(*const c_char, c_int) -> c_int, -1; path, flags),
@@ -94,7 +94,7 @@ macro_rules! openat2_hooks {
     ($($name:ident),*) => {$(
         /// The fortified openat without a mode (`__openat_2`).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
             match open_common(dirfd, path, flags, 0) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int, -1; dirfd, path, flags),
@@ -108,7 +108,7 @@ macro_rules! creat_hooks {
     ($($name:ident),*) => {$(
         /// creat(2): open with O_CREAT|O_WRONLY|O_TRUNC.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, mode: c_uint) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, mode: c_uint) -> c_int {
             let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
             match open_common(libc::AT_FDCWD, path, flags, mode) {
                 Some(r) => r,
@@ -121,7 +121,7 @@ creat_hooks!(creat, creat64);
 
 /// close(2).
 #[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn close(fd: c_int) -> c_int {
     let r = hooked(-1, |st| {
         if st.fds.remove(fd).is_none() {
             st.forget_internal_fds(fd as u32, fd as u32);
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// close_range(2): virtual descriptors in the range are forgotten too (unless the call
 /// only sets close-on-exec).
 #[no_mangle]
-pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
     let _ = hooked(0, |st| {
         if flags as u32 & libc::CLOSE_RANGE_CLOEXEC == 0 {
             st.fds.remove_range(first, last);
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 
 /// dup(2).
 #[no_mangle]
-pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn dup(fd: c_int) -> c_int {
     let r = hooked(-1, |st| {
         let f = st.fds.get(fd)?;
         let new = call_real!(dup: unsafe extern "C" fn(c_int) -> c_int, -1; fd);
@@ -198,7 +198,7 @@ fn dup_to(old: c_int, new: c_int, real: impl Fn() -> c_int) -> c_int {
 
 /// dup2(2).
 #[no_mangle]
-pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     dup_to(
         old,
         new,
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 
 /// dup3(2).
 #[no_mangle]
-pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     dup_to(
         old,
         new,
@@ -282,7 +282,7 @@ macro_rules! fcntl_hooks {
     ($($name:ident),*) => {$(
         /// fcntl(2) (variadic in C: the third argument is read as a machine word).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
             match fcntl_virtual(fd, cmd, arg) {
                 Some(r) => r,
                 None => call_real!($name: FcntlFn, -1; fd, cmd, arg),

@@ -146,7 +146,7 @@ fn end_system(st: &State) {
 
 /// system(3): with a null command, whether a shell is available (nonzero if so).
 #[no_mangle]
-pub unsafe extern "C" fn system(line: *const c_char) -> c_int {
+pub(crate) unsafe extern "C" fn system(line: *const c_char) -> c_int {
     let Some(st) = state() else {
         return call_real!(system: unsafe extern "C" fn(*const c_char) -> c_int, -1; line);
     };
@@ -166,10 +166,10 @@ fn close_fd(fd: c_int) {
 /// with `e`; the shell closes the other popen streams' descriptors.
 fn do_popen(st: &State, command: *const c_char, mode: *const c_char) -> *mut FILE {
     let (mut read, mut write, mut cloexec) = (false, false, false);
-    // SAFETY: popen's mode is a NUL-terminated string.
     let m = if mode.is_null() {
         &[][..]
     } else {
+        // SAFETY: popen's mode is a NUL-terminated string.
         unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes()
     };
     for &c in m {
@@ -265,7 +265,7 @@ fn spawn_popen(
 
 /// popen(3).
 #[no_mangle]
-pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
+pub(crate) unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
     let Some(st) = state() else {
         type PopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
         return call_real!(popen: PopenFn, null_mut(); command, mode);
@@ -275,7 +275,7 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
 
 /// Closes a popen stream of ours and waits for its shell: the wait status, -1 if the
 /// wait fails; None when `fp` is not one of ours.
-pub fn close_popen(fp: *mut FILE) -> Option<c_int> {
+pub(crate) fn close_popen(fp: *mut FILE) -> Option<c_int> {
     let p = state()?.shell.take_popen(fp as usize)?;
     // The caller's stream (a popen stream of ours); closing it closes the pipe, so a `w`
     // command sees end of file before we wait.
@@ -285,7 +285,7 @@ pub fn close_popen(fp: *mut FILE) -> Option<c_int> {
 
 /// pclose(3).
 #[no_mangle]
-pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
+pub(crate) unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
     match close_popen(fp) {
         Some(r) => r,
         None => call_real!(pclose: unsafe extern "C" fn(*mut FILE) -> c_int, -1; fp),

@@ -12,7 +12,7 @@ use usfs_vfs::VPath;
 /// A hook on a path argument: `virt` serves paths inside a mount; everything else calls
 /// `real` with the path (rewritten to an absolute one with AT_FDCWD when it was relative
 /// to a virtual directory but leads out of the mount).
-pub fn path_hook<R: From<i8>>(
+pub(crate) fn path_hook<R: From<i8>>(
     dirfd: c_int,
     path: *const c_char,
     follow: bool,
@@ -52,7 +52,7 @@ macro_rules! stat_hooks {
     ($follow:expr; $($name:ident),*) => {$(
         /// stat(2)/lstat(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, buf: *mut libc::stat) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, buf: *mut libc::stat) -> c_int {
             path_hook(libc::AT_FDCWD, path, $follow,
                 |p, d| if d == libc::AT_FDCWD && p != path {
                     call_real!(fstatat64: FstatatFn, -1; d, p, buf, if $follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
@@ -76,7 +76,7 @@ macro_rules! fstat_hooks {
     ($($name:ident),*) => {$(
         /// fstat(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, buf: *mut libc::stat) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(fd: c_int, buf: *mut libc::stat) -> c_int {
             match fstat_virtual(fd, buf) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int, -1; fd, buf),
@@ -111,7 +111,7 @@ macro_rules! fstatat_hooks {
     ($($name:ident),*) => {$(
         /// fstatat(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
             fstatat_common(dirfd, path, buf, flags, |d, p| call_real!($name: FstatatFn, -1; d, p, buf, flags))
         }
     )*};
@@ -122,7 +122,7 @@ macro_rules! xstat_hooks {
     ($follow:expr; $($name:ident),*) => {$(
         /// The pre-2.33 stat entry point (`__xstat(version, path, buf)`).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
             path_hook(libc::AT_FDCWD, path, $follow,
                 |p, d| if d == libc::AT_FDCWD && p != path {
                     call_real!(fstatat64: FstatatFn, -1; d, p, buf, if $follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
@@ -140,7 +140,7 @@ macro_rules! fxstat_hooks {
     ($($name:ident),*) => {$(
         /// The pre-2.33 fstat entry point.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
             match fstat_virtual(fd, buf) {
                 Some(r) => r,
                 None => call_real!($name: unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int, -1; ver, fd, buf),
@@ -154,7 +154,7 @@ macro_rules! fxstatat_hooks {
     ($($name:ident),*) => {$(
         /// The pre-2.33 fstatat entry point.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
             fstatat_common(dirfd, path, buf, flags, |d, p| call_real!($name: unsafe extern "C" fn(c_int, c_int, *const c_char, *mut libc::stat, c_int) -> c_int, -1; ver, d, p, buf, flags))
         }
     )*};
@@ -163,7 +163,7 @@ fxstatat_hooks!(__fxstatat, __fxstatat64);
 
 /// statx(2).
 #[no_mangle]
-pub unsafe extern "C" fn statx(
+pub(crate) unsafe extern "C" fn statx(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
@@ -212,7 +212,7 @@ macro_rules! access_hooks {
     ($($name:ident),*) => {$(
         /// access(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, mode: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, mode: c_int) -> c_int {
             path_hook(libc::AT_FDCWD, path, true,
                 |p, d| if d == libc::AT_FDCWD && p != path {
                     call_real!(faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int, -1; d, p, mode, 0)
@@ -227,7 +227,7 @@ access_hooks!(access, euidaccess, eaccess);
 
 /// faccessat(2).
 #[no_mangle]
-pub unsafe extern "C" fn faccessat(
+pub(crate) unsafe extern "C" fn faccessat(
     dirfd: c_int,
     path: *const c_char,
     mode: c_int,
@@ -283,14 +283,14 @@ macro_rules! statfs_hooks {
     ($ty:ty, $fill:expr; $($name:ident, $fname:ident);*) => {$(
         /// statfs/statvfs on a path.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, buf: *mut $ty) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, buf: *mut $ty) -> c_int {
             path_hook(libc::AT_FDCWD, path, true,
                 |p, _| call_real!($name: unsafe extern "C" fn(*const c_char, *mut $ty) -> c_int, -1; p, buf),
                 |st, vp| put(buf, $fill(&fs_stats(st, vp.mount)?, vp.mount)))
         }
         /// fstatfs/fstatvfs.
         #[no_mangle]
-        pub unsafe extern "C" fn $fname(fd: c_int, buf: *mut $ty) -> c_int {
+        pub(crate) unsafe extern "C" fn $fname(fd: c_int, buf: *mut $ty) -> c_int {
             match on_vfile(fd, -1, |st, f| ret(fs_stats(st, f.node.mount).and_then(|s| put(buf, $fill(&s, f.node.mount))))) {
                 Some(r) => r,
                 None => call_real!($fname: unsafe extern "C" fn(c_int, *mut $ty) -> c_int, -1; fd, buf),
@@ -359,7 +359,11 @@ fn readlink_fd(
 
 /// readlink(2).
 #[no_mangle]
-pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
+pub(crate) unsafe extern "C" fn readlink(
+    path: *const c_char,
+    buf: *mut c_char,
+    size: size_t,
+) -> ssize_t {
     let real = |p, d| call_real!(readlinkat: unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t, -1; d, p, buf, size);
     if let Some(r) = readlink_fd(path, buf, size, || real(path, libc::AT_FDCWD)) {
         return r;
@@ -371,7 +375,7 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: s
 
 /// The fortified readlink.
 #[no_mangle]
-pub unsafe extern "C" fn __readlink_chk(
+pub(crate) unsafe extern "C" fn __readlink_chk(
     path: *const c_char,
     buf: *mut c_char,
     size: size_t,
@@ -383,7 +387,7 @@ pub unsafe extern "C" fn __readlink_chk(
 
 /// readlinkat(2).
 #[no_mangle]
-pub unsafe extern "C" fn readlinkat(
+pub(crate) unsafe extern "C" fn readlinkat(
     dirfd: c_int,
     path: *const c_char,
     buf: *mut c_char,
@@ -451,7 +455,7 @@ macro_rules! getxattr_hooks {
     ($($name:ident: $follow:expr),*) => {$(
         /// getxattr(2)/lgetxattr(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, name: *const c_char, buf: *mut c_void, size: size_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, name: *const c_char, buf: *mut c_void, size: size_t) -> ssize_t {
             path_hook(libc::AT_FDCWD, path, $follow,
                 |p, _| call_real!($name: unsafe extern "C" fn(*const c_char, *const c_char, *mut c_void, size_t) -> ssize_t, -1; p, name, buf, size),
                 |st, vp| get_xattr(st, vp.mount, vp.ino(), name, buf, size))
@@ -464,7 +468,7 @@ macro_rules! listxattr_hooks {
     ($($name:ident: $follow:expr),*) => {$(
         /// listxattr(2)/llistxattr(2).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, buf: *mut c_char, size: size_t) -> ssize_t {
             path_hook(libc::AT_FDCWD, path, $follow,
                 |p, _| call_real!($name: unsafe extern "C" fn(*const c_char, *mut c_char, size_t) -> ssize_t, -1; p, buf, size),
                 |st, vp| list_xattr(st, vp.mount, vp.ino(), buf, size))
@@ -484,7 +488,7 @@ fn not_path_only(f: &usfs_vfs::OpenFile) -> Result<(), i32> {
 
 /// fgetxattr(2).
 #[no_mangle]
-pub unsafe extern "C" fn fgetxattr(
+pub(crate) unsafe extern "C" fn fgetxattr(
     fd: c_int,
     name: *const c_char,
     buf: *mut c_void,
@@ -502,7 +506,7 @@ pub unsafe extern "C" fn fgetxattr(
 
 /// flistxattr(2).
 #[no_mangle]
-pub unsafe extern "C" fn flistxattr(fd: c_int, buf: *mut c_char, size: size_t) -> ssize_t {
+pub(crate) unsafe extern "C" fn flistxattr(fd: c_int, buf: *mut c_char, size: size_t) -> ssize_t {
     match on_vfile(fd, -1, |st, f| {
         ret(not_path_only(f).and_then(|_| list_xattr(st, f.node.mount, f.ino(), buf, size)))
     }) {

@@ -80,7 +80,7 @@ unsafe extern "C" fn ck_close(cookie: *mut c_void) -> c_int {
 }
 
 /// A read-only FILE over virtual descriptor `fd` (which it owns from now on).
-pub fn cookie_file(st: &State, fd: c_int, mode: *const c_char) -> *mut FILE {
+pub(crate) fn cookie_file(st: &State, fd: c_int, mode: *const c_char) -> *mut FILE {
     let funcs = CookieIo {
         read: Some(ck_read),
         write: None,
@@ -102,7 +102,7 @@ pub fn cookie_file(st: &State, fd: c_int, mode: *const c_char) -> *mut FILE {
 
 /// What an fopen mode string asks for (glibc's parse: `r`, `w` or `a`, then up to six
 /// modifier characters up to a `,`).
-pub struct Mode {
+pub(crate) struct Mode {
     /// `w`, `a` or `+`: the file is opened for writing.
     pub writes: bool,
     /// `w` or `a`: O_CREAT.
@@ -117,7 +117,7 @@ pub struct Mode {
 
 impl Mode {
     /// The open(2) flags glibc's fopen passes for this mode (without O_CLOEXEC).
-    pub fn open_flags(&self) -> c_int {
+    pub(crate) fn open_flags(&self) -> c_int {
         let mut f = if self.writes {
             libc::O_RDWR
         } else {
@@ -142,7 +142,7 @@ impl Mode {
 /// lookup in a mount gave: what open(2) with the mode's flags answers on a read-only mount
 /// (EISDIR, EEXIST, then EROFS for a file found; for a missing one, the creating open's
 /// answer: EROFS in an existing directory, else the lookup's error).
-pub fn refused_errno(
+pub(crate) fn refused_errno(
     st: &State,
     path: *const c_char,
     m: &Mode,
@@ -164,7 +164,7 @@ pub fn refused_errno(
 }
 
 /// Parses an fopen mode; EINVAL for a mode glibc rejects.
-pub fn parse_mode(mode: *const c_char) -> Result<Mode, c_int> {
+pub(crate) fn parse_mode(mode: *const c_char) -> Result<Mode, c_int> {
     if mode.is_null() {
         return Err(libc::EINVAL);
     }
@@ -238,7 +238,7 @@ macro_rules! fopen_hooks {
     ($($name:ident),*) => {$(
         /// fopen(3).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char) -> *mut FILE {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char) -> *mut FILE {
             match fopen_common(path, mode) {
                 Some(r) => r,
                 None => call_real!($name: FopenFn, null_mut(); path, mode),
@@ -250,7 +250,7 @@ fopen_hooks!(fopen, fopen64);
 
 /// fdopen(3).
 #[no_mangle]
-pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
+pub(crate) unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let r = crate::h_io::on_vfile(fd, null_mut(), |st, _| {
         // A mode glibc rejects, or one that writes (the descriptor is read-only): EINVAL.
         if parse_mode(mode).map_or(true, |m| m.writes) {
@@ -284,7 +284,7 @@ macro_rules! fileno_hooks {
     ($($name:ident),*) => {$(
         /// fileno(3): our streams answer with their virtual descriptor.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(fp: *mut FILE) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(fp: *mut FILE) -> c_int {
             match stream_fd(fp) {
                 Some(fd) => fd,
                 None => call_real!($name: unsafe extern "C" fn(*mut FILE) -> c_int, -1; fp),
@@ -297,7 +297,7 @@ fileno_hooks!(fileno, fileno_unlocked);
 /// fclose(3): forgets our stream, then glibc closes it (its close function closes the
 /// virtual descriptor); a popen stream is pclose'd.
 #[no_mangle]
-pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+pub(crate) unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     // fclose of a popen stream waits for its command, as glibc's does.
     if let Some(r) = crate::h_shell::close_popen(fp) {
         return r;

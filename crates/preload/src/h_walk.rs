@@ -12,7 +12,7 @@ use std::ffi::{CStr, CString};
 
 /// glibc's glob_t (glob.h), with the GLOB_ALTDIRFUNC callbacks the libc crate hides.
 #[repr(C)]
-pub struct GlobT {
+pub(crate) struct GlobT {
     gl_pathc: size_t,
     gl_pathv: *mut *mut c_char,
     gl_offs: size_t,
@@ -53,7 +53,7 @@ macro_rules! glob_hooks {
         /// glob(3): with mounts, glibc's glob reads directories through our opendir,
         /// readdir, closedir, lstat and stat (which pass host paths on to libc).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(pat: *const c_char, flags: c_int, errf: Option<unsafe extern "C" fn(*const c_char, c_int) -> c_int>, g: *mut GlobT) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(pat: *const c_char, flags: c_int, errf: Option<unsafe extern "C" fn(*const c_char, c_int) -> c_int>, g: *mut GlobT) -> c_int {
             if state().is_some() && flags & GLOB_ALTDIRFUNC == 0 && !g.is_null() {
                 // SAFETY: the caller's glob_t.
                 let gt = unsafe { &mut *g };
@@ -72,7 +72,7 @@ glob_hooks!(glob, glob64);
 
 /// glibc's struct FTW.
 #[repr(C)]
-pub struct Ftw {
+pub(crate) struct Ftw {
     base: c_int,
     level: c_int,
 }
@@ -230,7 +230,7 @@ impl Walk {
 }
 
 /// True when `path` leads into a mount (the walk is then ours).
-pub fn is_virtual(path: *const c_char) -> bool {
+pub(crate) fn is_virtual(path: *const c_char) -> bool {
     hooked(false, |st| {
         Some(matches!(
             st.classify(libc::AT_FDCWD, path, true),
@@ -259,7 +259,7 @@ macro_rules! nftw_hooks {
         /// nftw(3): walked here for paths inside a mount (FTW_CHDIR and FTW_MOUNT are not
         /// honoured there).
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, cb: NftwCb, nfd: c_int, flags: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, cb: NftwCb, nfd: c_int, flags: c_int) -> c_int {
             if is_virtual(path) {
                 return walk_virtual(path, Cb::Nftw(cb), flags);
             }
@@ -273,7 +273,7 @@ macro_rules! ftw_hooks {
     ($($name:ident),*) => {$(
         /// ftw(3): walked here for paths inside a mount.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(path: *const c_char, cb: FtwCb, nfd: c_int) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(path: *const c_char, cb: FtwCb, nfd: c_int) -> c_int {
             if is_virtual(path) {
                 return walk_virtual(path, Cb::Ftw(cb), 0);
             }

@@ -7,7 +7,7 @@
 //! once (from the environment) and never replaced; everything mutable in it sits behind
 //! its own lock or atomic, and fork holds those locks across the fork ([`crate::h_exec`]).
 
-pub mod shell;
+pub(crate) mod shell;
 
 use libc::{c_char, c_int};
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ use usfs_vfs::resolve::{resolve_as, Start};
 use usfs_vfs::{FdTable, MountTable, OpenFile, PathTable, Resolved, VPath};
 
 /// Everything the hooks share.
-pub struct State {
+pub(crate) struct State {
     /// Prefix -> image.
     pub table: MountTable,
     /// Virtual descriptors.
@@ -52,7 +52,7 @@ pub struct State {
 static STATE: OnceLock<Option<State>> = OnceLock::new();
 
 /// The state, made on first use; `None` when the process has no mounts.
-pub fn state() -> Option<&'static State> {
+pub(crate) fn state() -> Option<&'static State> {
     STATE.get_or_init(init).as_ref()
 }
 
@@ -105,7 +105,7 @@ fn creds() -> Option<usfs_vfs::Creds> {
 }
 
 /// The kernel's working directory (raw system call: no hook involved).
-pub fn kernel_cwd() -> Vec<u8> {
+pub(crate) fn kernel_cwd() -> Vec<u8> {
     let mut buf = vec![0u8; 4096];
     // SAFETY: getcwd writes at most buf.len() bytes into buf.
     let n = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
@@ -119,12 +119,12 @@ pub fn kernel_cwd() -> Vec<u8> {
 
 /// Locks, ignoring poisoning (a panicking hook leaves the data consistent: every update is
 /// a single insert or remove).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Is `path` the empty string (not null)?
-pub fn is_empty(path: *const c_char) -> bool {
+pub(crate) fn is_empty(path: *const c_char) -> bool {
     // SAFETY: a non-null path argument is NUL-terminated; we read its first byte.
     !path.is_null() && unsafe { *path } == 0
 }
@@ -132,7 +132,7 @@ pub fn is_empty(path: *const c_char) -> bool {
 /// The path an `*at` call with AT_EMPTY_PATH and "" names: `dirfd` itself, which for
 /// AT_FDCWD is the working directory, "." (virtual or not); other descriptors keep "" (the
 /// caller acts on the descriptor).
-pub fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *const c_char {
+pub(crate) fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *const c_char {
     if flags & libc::AT_EMPTY_PATH != 0 && is_empty(path) && dirfd == libc::AT_FDCWD {
         c".".as_ptr()
     } else {
@@ -141,10 +141,10 @@ pub fn empty_path_target(dirfd: c_int, path: *const c_char, flags: c_int) -> *co
 }
 
 /// The O_TMPFILE flag without the O_DIRECTORY bit that `libc::O_TMPFILE` includes.
-pub const TMPFILE_BIT: c_int = libc::O_TMPFILE & !libc::O_DIRECTORY;
+pub(crate) const TMPFILE_BIT: c_int = libc::O_TMPFILE & !libc::O_DIRECTORY;
 
 /// Where a path argument leads.
-pub enum Target {
+pub(crate) enum Target {
     /// Not ours: call libc with the arguments unchanged.
     Pass,
     /// A host path that must be given to libc absolute (it was relative to a virtual
@@ -157,7 +157,12 @@ pub enum Target {
 impl State {
     /// Classifies `path` relative to `dirfd` (AT_FDCWD, a virtual directory descriptor, or
     /// a real one). Errors are errnos of paths that reached a mount.
-    pub fn classify(&self, dirfd: c_int, path: *const c_char, follow: bool) -> Result<Target, i32> {
+    pub(crate) fn classify(
+        &self,
+        dirfd: c_int,
+        path: *const c_char,
+        follow: bool,
+    ) -> Result<Target, i32> {
         if path.is_null() {
             return Ok(Target::Pass);
         }
@@ -265,20 +270,20 @@ impl State {
     /// What readlink(2) gives for `path` when it is a magic link to a virtual descriptor
     /// (/dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N): the host path of the open file, as
     /// the kernel gives the path of the file a descriptor has open.
-    pub fn fd_link(&self, path: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn fd_link(&self, path: &[u8]) -> Option<Vec<u8>> {
         let f = self.fds.get(fd_link_number(path)?)?;
         Some(f.vpath.host_path(&self.table))
     }
 
     /// Attributes of a place in a mount.
-    pub fn meta(&self, vp: &VPath) -> Result<Metadata, i32> {
+    pub(crate) fn meta(&self, vp: &VPath) -> Result<Metadata, i32> {
         let fs = self.table.get(vp.mount).fs().map_err(|(e, _)| e)?;
         fs.getattr(vp.ino()).map_err(|e| e.errno())
     }
 
     /// Opens a place in a mount as a new virtual descriptor: the open-file description,
     /// a placeholder kernel descriptor holding the number, and the table entry.
-    pub fn open_virtual(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
+    pub(crate) fn open_virtual(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
         let fs = Arc::clone(self.table.get(vp.mount).fs().map_err(|(e, _)| e)?);
         let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
         let acc = flags & libc::O_ACCMODE;
@@ -327,7 +332,7 @@ impl State {
 
     /// The program closes or replaces descriptors `first..=last`: the bulk readers of the
     /// mounts forget theirs if it is among them.
-    pub fn forget_internal_fds(&self, first: u32, last: u32) {
+    pub(crate) fn forget_internal_fds(&self, first: u32, last: u32) {
         for i in 0..self.table.len() {
             if let Some(b) = self.table.get(i).bulk() {
                 b.forget_in(first, last);
@@ -337,7 +342,7 @@ impl State {
 
     /// The descriptor number of one of our stdio streams (fopencookie FILEs), looked up
     /// only when there are any.
-    pub fn stream_fd(&self, fp: usize) -> Option<c_int> {
+    pub(crate) fn stream_fd(&self, fp: usize) -> Option<c_int> {
         if self.n_streams.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -345,13 +350,13 @@ impl State {
     }
 
     /// Registers a DIR stream of ours.
-    pub fn add_dir(&self, dir: usize, fd: c_int) {
+    pub(crate) fn add_dir(&self, dir: usize, fd: c_int) {
         lock(&self.dirs).insert(dir, fd);
         self.n_dirs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The descriptor of one of our DIR streams.
-    pub fn dir_fd(&self, dir: usize) -> Option<c_int> {
+    pub(crate) fn dir_fd(&self, dir: usize) -> Option<c_int> {
         if self.n_dirs.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -359,7 +364,7 @@ impl State {
     }
 
     /// Forgets one of our DIR streams.
-    pub fn remove_dir(&self, dir: usize) -> Option<c_int> {
+    pub(crate) fn remove_dir(&self, dir: usize) -> Option<c_int> {
         let r = lock(&self.dirs).remove(&dir);
         if r.is_some() {
             self.n_dirs.fetch_sub(1, Ordering::Relaxed);
@@ -371,7 +376,7 @@ impl State {
 /// A kernel descriptor that holds a virtual descriptor's number: an O_PATH descriptor of
 /// /dev/null, so any call that somehow reaches the kernel with it fails (EBADF) instead of
 /// reading something else. Raw system call: no hook involved.
-pub fn placeholder(cloexec: bool) -> Result<c_int, i32> {
+pub(crate) fn placeholder(cloexec: bool) -> Result<c_int, i32> {
     let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
     // SAFETY: openat with a static NUL-terminated path.
     let fd = unsafe {
@@ -392,7 +397,7 @@ pub fn placeholder(cloexec: bool) -> Result<c_int, i32> {
 }
 
 /// Closes a kernel descriptor (raw system call).
-pub fn sys_close(fd: c_int) -> c_int {
+pub(crate) fn sys_close(fd: c_int) -> c_int {
     // SAFETY: closing a descriptor number has no memory-safety preconditions.
     unsafe { libc::syscall(libc::SYS_close, fd) as c_int }
 }
@@ -447,12 +452,12 @@ fn fd_path(fd: c_int) -> Option<Vec<u8>> {
 }
 
 /// The st_dev of a mount: a device number no kernel file system uses (major 0x75, 'u').
-pub fn dev_of(mount: usize) -> u64 {
+pub(crate) fn dev_of(mount: usize) -> u64 {
     libc::makedev(0x75, mount as u32)
 }
 
 /// stat(2) attributes of a virtual inode.
-pub fn fill_stat(m: &Metadata, mount: usize) -> libc::stat {
+pub(crate) fn fill_stat(m: &Metadata, mount: usize) -> libc::stat {
     // SAFETY: struct stat is plain old data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     st.st_dev = dev_of(mount);
@@ -475,7 +480,7 @@ pub fn fill_stat(m: &Metadata, mount: usize) -> libc::stat {
 }
 
 /// statx(2) attributes of a virtual inode.
-pub fn fill_statx(m: &Metadata, mount: usize) -> libc::statx {
+pub(crate) fn fill_statx(m: &Metadata, mount: usize) -> libc::statx {
     // SAFETY: struct statx is plain old data; all-zero is a valid value.
     let mut sx: libc::statx = unsafe { std::mem::zeroed() };
     let ts = |t: usfs_fs::Timestamp| {

@@ -69,7 +69,7 @@ thread_local! {
 ///
 /// # Safety
 /// `arr` is null or a NULL-terminated array that stays valid while iterating.
-pub unsafe fn c_array<'a>(
+pub(crate) unsafe fn c_array<'a>(
     arr: *const *const libc::c_char,
 ) -> impl Iterator<Item = *const libc::c_char> + 'a {
     let mut i = 0;
@@ -85,13 +85,13 @@ pub unsafe fn c_array<'a>(
 }
 
 /// This thread's errno.
-pub fn errno() -> i32 {
+pub(crate) fn errno() -> i32 {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() }
 }
 
 /// Sets errno.
-pub fn set_errno(e: i32) {
+pub(crate) fn set_errno(e: i32) {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() = e };
 }
@@ -99,7 +99,7 @@ pub fn set_errno(e: i32) {
 /// Runs a hook body: `None` (call the real function) when this thread is already inside a
 /// hook, when there are no mounts, or when `f` says the call is not ours. A panic in `f`
 /// gives `panic_value` with errno EIO instead of unwinding into C.
-pub fn hooked<R>(panic_value: R, f: impl FnOnce(&'static State) -> Option<R>) -> Option<R> {
+pub(crate) fn hooked<R>(panic_value: R, f: impl FnOnce(&'static State) -> Option<R>) -> Option<R> {
     let entered = IN_HOOK
         .try_with(|c| {
             if c.get() {
@@ -128,7 +128,7 @@ pub fn hooked<R>(panic_value: R, f: impl FnOnce(&'static State) -> Option<R>) ->
 }
 
 /// A C return value from a `Result`: the value, or -1 with errno set.
-pub fn ret<T: From<i8>>(r: Result<T, i32>) -> T {
+pub(crate) fn ret<T: From<i8>>(r: Result<T, i32>) -> T {
     match r {
         Ok(v) => v,
         Err(e) => {
@@ -140,6 +140,6 @@ pub fn ret<T: From<i8>>(r: Result<T, i32>) -> T {
 
 /// Silences the default panic message (it would write to the host program's stderr from
 /// inside a hook); panics are reported as EIO by [`hooked`].
-pub fn quiet_panics() {
+pub(crate) fn quiet_panics() {
     std::panic::set_hook(Box::new(|_| {}));
 }

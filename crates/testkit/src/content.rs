@@ -77,7 +77,12 @@ const WORDS: &[&str] = &[
 const CHUNK: usize = 64 * 1024;
 
 /// Writes `len` bytes of kind `kind` to `out`, determined by `rng`. Returns `len`.
-pub fn write(out: &mut impl Write, kind: Content, rng: &mut Rng, len: u64) -> io::Result<u64> {
+pub(crate) fn write(
+    out: &mut impl Write,
+    kind: Content,
+    rng: &mut Rng,
+    len: u64,
+) -> io::Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let mut pattern = vec![0u8; rng.range(1, 64) as usize];
     rng.fill(&mut pattern);
@@ -128,7 +133,7 @@ fn fill_text(rng: &mut Rng, b: &mut [u8]) {
 }
 
 /// `len` random bytes.
-pub fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+pub(crate) fn random_bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     rng.fill(&mut v);
     v

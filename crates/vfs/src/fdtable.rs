@@ -26,7 +26,7 @@ thread_local! {
 }
 
 /// Descriptors below this have a bit in the fast bitmap.
-pub const FAST_FDS: usize = 1 << 16;
+pub(crate) const FAST_FDS: usize = 1 << 16;
 
 /// Virtual descriptors of a process.
 pub struct FdTable {

@@ -205,13 +205,13 @@ impl MountTable {
 }
 
 /// True when `path` is `prefix` or lies below it.
-pub fn is_under(path: &[u8], prefix: &[u8]) -> bool {
+pub(crate) fn is_under(path: &[u8], prefix: &[u8]) -> bool {
     path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
 }
 
 /// Lexical normalisation of an absolute path: no `.`, `..`, empty components or trailing
 /// slash (`..` of `/` is `/`).
-pub fn normalize_abs(path: &[u8]) -> Vec<u8> {
+pub(crate) fn normalize_abs(path: &[u8]) -> Vec<u8> {
     let mut parts: Vec<&[u8]> = Vec::new();
     for c in path.split(|&b| b == b'/') {
         match c {

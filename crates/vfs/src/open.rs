@@ -14,7 +14,7 @@ pub fn open_image(path: &Path) -> Result<Arc<dyn FileSystem>> {
 }
 
 /// Where an image is mapped: address and length.
-pub type MapSpan = (usize, usize);
+pub(crate) type MapSpan = (usize, usize);
 
 /// [`open_image`], and where the image is mapped (address and length), for readers that
 /// read large runs with pread instead ([`crate::data::bulk::BulkImage`]).

@@ -3,12 +3,12 @@
 
 /// Reads into `buf` at `off` until it is full, the file ends or an error stops it; returns
 /// the bytes read.
-pub fn pread_full(fd: i32, buf: &mut [u8], off: u64) -> usize {
+pub(crate) fn pread_full(fd: i32, buf: &mut [u8], off: u64) -> usize {
     transfer(libc::SYS_pread64, fd, buf.as_mut_ptr(), buf.len(), off)
 }
 
 /// Writes all of `buf` at `off` unless an error stops it; returns the bytes written.
-pub fn pwrite_full(fd: i32, buf: &[u8], off: u64) -> usize {
+pub(crate) fn pwrite_full(fd: i32, buf: &[u8], off: u64) -> usize {
     transfer(
         libc::SYS_pwrite64,
         fd,
@@ -42,7 +42,7 @@ fn transfer(nr: libc::c_long, fd: i32, ptr: *mut u8, len: usize, off: u64) -> us
 }
 
 /// lseek(2) as a raw system call: the new offset, or the errno.
-pub fn lseek(fd: i32, off: i64, whence: i32) -> Result<u64, i32> {
+pub(crate) fn lseek(fd: i32, off: i64, whence: i32) -> Result<u64, i32> {
     // SAFETY: lseek takes integers only.
     let r = unsafe { libc::syscall(libc::SYS_lseek, fd, off, whence) };
     if r < 0 {

@@ -23,7 +23,7 @@ use usfs_vfs::attrs;
 
 /// Options of `usfs cp`.
 #[derive(clap::Args)]
-pub struct CpArgs {
+pub(crate) struct CpArgs {
     /// Copy directories recursively.
     #[arg(short = 'r', short_alias = 'R', long)]
     recursive: bool,
@@ -68,7 +68,7 @@ struct Ctx {
     buf: Vec<u8>,
 }
 
-pub fn run(a: &CpArgs) -> CliResult {
+pub(crate) fn run(a: &CpArgs) -> CliResult {
     let (dest, srcs) = a.paths.split_last().expect("clap: two or more paths");
     let mut ctx = Ctx {
         recursive: a.recursive || a.archive,

@@ -3,8 +3,8 @@
 //! command opens the image read-write through the journaled volume
 //! ([`usfs_ext4::rw::Ext4Rw`]), holding the image's writer lock, and closes it cleanly.
 
-pub mod cp;
-pub mod simple;
+pub(crate) mod cp;
+pub(crate) mod simple;
 
 use crate::image::{CliError, CliResult};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use usfs_fs::{Error, FileSystem, Ino};
 
 /// An argument naming a place inside an image (`IMAGE:PATH`) or on the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// A path inside an image.
     Image {
         /// The image file.
@@ -27,7 +27,7 @@ pub enum Place {
 
 /// Splits `IMAGE:PATH`: the part before the first `:` must name an existing file (an
 /// image); anything else is a host path.
-pub fn parse_place(arg: &str) -> Place {
+pub(crate) fn parse_place(arg: &str) -> Place {
     if let Some((img, path)) = arg.split_once(':') {
         let p = Path::new(img);
         if !img.is_empty() && p.metadata().is_ok_and(|m| !m.is_dir()) {
@@ -46,7 +46,7 @@ pub fn parse_place(arg: &str) -> Place {
 }
 
 /// An image open for changes, with its writer lock held until it is closed.
-pub struct Editor {
+pub(crate) struct Editor {
     /// The image file.
     pub image: PathBuf,
     /// The volume.
@@ -56,7 +56,7 @@ pub struct Editor {
 
 impl Editor {
     /// Opens `image` for changes as its only writer ([`usfs_vfs::owner::open_rw`]).
-    pub fn open(image: &Path) -> CliResult<Editor> {
+    pub(crate) fn open(image: &Path) -> CliResult<Editor> {
         let owned =
             usfs_vfs::owner::open_rw(image).map_err(|e| CliError::at(image.display(), e))?;
         Ok(Editor {
@@ -67,24 +67,24 @@ impl Editor {
     }
 
     /// Commits and closes the image cleanly.
-    pub fn close(self) -> CliResult<()> {
+    pub(crate) fn close(self) -> CliResult<()> {
         let r = self.fs.shutdown();
         drop(self.owned);
         r.map_err(|e| CliError::at(self.image.display(), e))
     }
 
     /// An error about `path` inside this image.
-    pub fn err(&self, path: &str, e: impl std::fmt::Display) -> CliError {
+    pub(crate) fn err(&self, path: &str, e: impl std::fmt::Display) -> CliError {
         CliError(format!("{}:{path}: {e}", self.image.display()))
     }
 
     /// Resolves `path` (following symlinks on the way; the last one when `follow`).
-    pub fn resolve(&self, path: &str, follow: bool) -> Result<Ino, Error> {
+    pub(crate) fn resolve(&self, path: &str, follow: bool) -> Result<Ino, Error> {
         usfs_fs::path::resolve(&*self.fs, path.as_bytes(), follow)
     }
 
     /// The directory holding `path` and the last component's name.
-    pub fn parent(&self, path: &str) -> CliResult<(Ino, Vec<u8>)> {
+    pub(crate) fn parent(&self, path: &str) -> CliResult<(Ino, Vec<u8>)> {
         let trimmed = path.trim_end_matches('/');
         let (dir, name) = match trimmed.rfind('/') {
             Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
@@ -99,7 +99,7 @@ impl Editor {
     }
 
     /// Is `ino` a directory?
-    pub fn is_dir(&self, ino: Ino) -> bool {
+    pub(crate) fn is_dir(&self, ino: Ino) -> bool {
         self.fs
             .getattr(ino)
             .is_ok_and(|m| m.file_type == usfs_fs::FileType::Directory)
@@ -107,7 +107,7 @@ impl Editor {
 }
 
 /// The caller's umask (read without changing it for good).
-pub fn umask() -> u32 {
+pub(crate) fn umask() -> u32 {
     // SAFETY: umask swaps the process's mask; it is put back at once.
     unsafe {
         let m = libc::umask(0o022);
@@ -117,7 +117,7 @@ pub fn umask() -> u32 {
 }
 
 /// The caller's effective uid and gid (owners of what the commands create).
-pub fn creator() -> (u32, u32) {
+pub(crate) fn creator() -> (u32, u32) {
     // SAFETY: plain system calls without arguments.
     unsafe { (libc::geteuid(), libc::getegid()) }
 }

@@ -48,7 +48,7 @@ fn each(args: &[String], mut f: impl FnMut(&Editor, &str) -> CliResult<()>) -> C
 
 /// Options of `usfs mkdir`.
 #[derive(clap::Args)]
-pub struct MkdirArgs {
+pub(crate) struct MkdirArgs {
     /// Make parents as needed; no error if a directory exists.
     #[arg(short = 'p', long)]
     parents: bool,
@@ -60,7 +60,7 @@ pub struct MkdirArgs {
     paths: Vec<String>,
 }
 
-pub fn mkdir(a: &MkdirArgs) -> CliResult {
+pub(crate) fn mkdir(a: &MkdirArgs) -> CliResult {
     // -m sets the mode as given (GNU mkdir: umask and default ACL aside); without it the
     // umask applies, or the directory's default ACL in its place.
     let (mode, mask) = match &a.mode {
@@ -112,7 +112,7 @@ pub fn mkdir(a: &MkdirArgs) -> CliResult {
 
 /// Options of `usfs rm`.
 #[derive(clap::Args)]
-pub struct RmArgs {
+pub(crate) struct RmArgs {
     /// Remove directories and their contents.
     #[arg(short = 'r', short_alias = 'R', long)]
     recursive: bool,
@@ -124,7 +124,7 @@ pub struct RmArgs {
     paths: Vec<String>,
 }
 
-pub fn rm(a: &RmArgs) -> CliResult {
+pub(crate) fn rm(a: &RmArgs) -> CliResult {
     each(&a.paths, |ed, path| {
         let (dir, name) = ed.parent(path)?;
         let ino = match ed.fs.lookup(dir, &name) {
@@ -145,7 +145,7 @@ pub fn rm(a: &RmArgs) -> CliResult {
 }
 
 /// Removes everything inside directory `dir` (depth first, bounded by the tree).
-pub fn remove_tree(ed: &Editor, dir: Ino) -> Result<(), Error> {
+pub(crate) fn remove_tree(ed: &Editor, dir: Ino) -> Result<(), Error> {
     loop {
         let mut batch = Vec::new();
         ed.fs.readdir(dir, 0, &mut |e, _| {
@@ -170,7 +170,7 @@ pub fn remove_tree(ed: &Editor, dir: Ino) -> Result<(), Error> {
 
 /// Options of `usfs mv`.
 #[derive(clap::Args)]
-pub struct MvArgs {
+pub(crate) struct MvArgs {
     /// Do not replace an existing target.
     #[arg(short = 'n', long)]
     no_clobber: bool,
@@ -180,7 +180,7 @@ pub struct MvArgs {
     to: String,
 }
 
-pub fn mv(a: &MvArgs) -> CliResult {
+pub(crate) fn mv(a: &MvArgs) -> CliResult {
     let (
         Place::Image { image, path: old },
         Place::Image {
@@ -232,7 +232,7 @@ pub fn mv(a: &MvArgs) -> CliResult {
 
 /// Options of `usfs ln`.
 #[derive(clap::Args)]
-pub struct LnArgs {
+pub(crate) struct LnArgs {
     /// Make a symbolic link holding TARGET's text.
     #[arg(short = 's', long)]
     symbolic: bool,
@@ -245,7 +245,7 @@ pub struct LnArgs {
     link: String,
 }
 
-pub fn ln(a: &LnArgs) -> CliResult {
+pub(crate) fn ln(a: &LnArgs) -> CliResult {
     let Place::Image { image, path } = parse_place(&a.link) else {
         return Err(CliError(format!("{}: not IMAGE:PATH", a.link)));
     };
@@ -282,7 +282,7 @@ pub fn ln(a: &LnArgs) -> CliResult {
 
 /// Options of `usfs chmod`.
 #[derive(clap::Args)]
-pub struct ChmodArgs {
+pub(crate) struct ChmodArgs {
     /// Octal bits (0755) or symbolic changes (u+x,go-w).
     mode: String,
     /// Files to change, as IMAGE:PATH.
@@ -290,7 +290,7 @@ pub struct ChmodArgs {
     paths: Vec<String>,
 }
 
-pub fn chmod(a: &ChmodArgs) -> CliResult {
+pub(crate) fn chmod(a: &ChmodArgs) -> CliResult {
     each(&a.paths, |ed, path| {
         let ino = ed.resolve(path, true).map_err(|e| ed.err(path, e))?;
         let m = ed.fs.getattr(ino).map_err(|e| ed.err(path, e))?;
@@ -309,7 +309,7 @@ pub fn chmod(a: &ChmodArgs) -> CliResult {
 /// Options of `usfs chown` (`-h` is chown(1)'s --no-dereference; help is `--help`).
 #[derive(clap::Args)]
 #[command(disable_help_flag = true)]
-pub struct ChownArgs {
+pub(crate) struct ChownArgs {
     /// Print help.
     #[arg(long, action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -323,7 +323,7 @@ pub struct ChownArgs {
     paths: Vec<String>,
 }
 
-pub fn chown(a: &ChownArgs) -> CliResult {
+pub(crate) fn chown(a: &ChownArgs) -> CliResult {
     let (u, g) = a
         .owner
         .split_once(':')
@@ -379,7 +379,7 @@ fn lookup_id(s: &str, user: bool) -> CliResult<u32> {
 }
 
 /// Parses an octal mode.
-pub fn parse_mode(s: &str, max: u32) -> Option<u32> {
+pub(crate) fn parse_mode(s: &str, max: u32) -> Option<u32> {
     u32::from_str_radix(s, 8)
         .ok()
         .filter(|&m| m <= max.max(0o7777) && m <= 0o7777)
@@ -387,7 +387,7 @@ pub fn parse_mode(s: &str, max: u32) -> Option<u32> {
 
 /// Applies chmod's MODE (octal, or symbolic `[ugoa]*[+-=][rwxXst]*` clauses separated by
 /// commas) to `perm`.
-pub fn apply_mode(mode: &str, perm: u32, is_dir: bool) -> Option<u32> {
+pub(crate) fn apply_mode(mode: &str, perm: u32, is_dir: bool) -> Option<u32> {
     if mode.chars().all(|c| c.is_ascii_digit()) {
         return parse_mode(mode, 0o7777);
     }

@@ -15,10 +15,10 @@ use usfs_testkit::{compare, CmpOptions};
 
 /// A read-write `usfs mount`, unmounted with `usfs umount` (which waits for the volume to
 /// be committed and closed) on drop, also when the test fails.
-pub struct RwMount(pub PathBuf);
+pub(crate) struct RwMount(pub PathBuf);
 
 impl RwMount {
-    pub fn new(img: &Path, dir: &Path, opts: &str) -> RwMount {
+    pub(crate) fn new(img: &Path, dir: &Path, opts: &str) -> RwMount {
         std::fs::create_dir_all(dir).unwrap();
         let (code, _, err) = run_limited(
             Command::new(usfs())
@@ -113,7 +113,7 @@ python3 -c 'import os; v = bytes.fromhex("01000002000400000000000000000000000000
 echo more >> priv-cap && truncate -s 1 priv-capt
 "#;
 
-pub fn make_tarball(dir: &Path) -> PathBuf {
+pub(crate) fn make_tarball(dir: &Path) -> PathBuf {
     let src = dir.join("tree");
     sh(&format!(
         "mkdir -p '{s}' && cd '{s}' && for d in 0 1 2 3; do mkdir -p tree-sub-$d/x/y; \
@@ -130,7 +130,7 @@ pub fn make_tarball(dir: &Path) -> PathBuf {
     tar
 }
 
-pub fn run_workload(root: &Path, tarball: &Path) {
+pub(crate) fn run_workload(root: &Path, tarball: &Path) {
     let (code, out, err) = run_limited(
         Command::new("bash")
             .arg("-c")
@@ -149,7 +149,7 @@ pub fn run_workload(root: &Path, tarball: &Path) {
     );
 }
 
-pub fn fsck_clean(img: &Path, what: &str) {
+pub(crate) fn fsck_clean(img: &Path, what: &str) {
     let o = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
     assert_eq!(
         o.status.code(),
@@ -160,7 +160,7 @@ pub fn fsck_clean(img: &Path, what: &str) {
     );
 }
 
-pub fn level_times(img: &Path, dir: &Path) {
+pub(crate) fn level_times(img: &Path, dir: &Path) {
     let m = Mount::new(img, dir, "ext4", "");
     sh(&format!(
         "cd '{}' && find . -mindepth 1 -exec touch -h -d @1000000000 {{}} + && touch -d @1000000000 .",
@@ -168,13 +168,13 @@ pub fn level_times(img: &Path, dir: &Path) {
     ));
 }
 
-pub fn check_layout(name: &str, args: &[&str], opts: &str) {
+pub(crate) fn check_layout(name: &str, args: &[&str], opts: &str) {
     check_layout_with(name, args, opts, &|_| {});
 }
 
 /// [`check_layout`], calling `probe` with the image path once the workload has run on
 /// the usfs mount, before it is unmounted.
-pub fn check_layout_with(name: &str, args: &[&str], opts: &str, probe: &dyn Fn(&Path)) {
+pub(crate) fn check_layout_with(name: &str, args: &[&str], opts: &str, probe: &dyn Fn(&Path)) {
     let s = Scratch::new(&format!("rw-fuse-{name}"));
     let tarball = make_tarball(&s.0);
     let a = s.path("usfs.img");
@@ -217,7 +217,7 @@ pub fn check_layout_with(name: &str, args: &[&str], opts: &str, probe: &dyn Fn(&
     fsck_clean(&a, &format!("{name}: the kernel kept writing"));
 }
 
-pub fn ready(test: &str) -> bool {
+pub(crate) fn ready(test: &str) -> bool {
     need_root(test)
         && [
             "mke2fs", "sqlite3", "git", "make", "gcc", "python3", "tar", "setfacl", "setpriv",
@@ -231,13 +231,18 @@ pub fn ready(test: &str) -> bool {
 /// then `e2fsck -fn` clean and the tree the kernel mounts read-only equal to the same
 /// model. The exerciser runs on its own thread: a server that stops answering fails the
 /// test after a minute instead of hanging it.
-pub fn exercise(name: &str, mke2fs_args: &[&str], mount_opts: &str) {
+pub(crate) fn exercise(name: &str, mke2fs_args: &[&str], mount_opts: &str) {
     exercise_with(name, mke2fs_args, mount_opts, &|_| {});
 }
 
 /// [`exercise`], calling `probe` with the image path after the operations, before the
 /// usfs mount is unmounted.
-pub fn exercise_with(name: &str, mke2fs_args: &[&str], mount_opts: &str, probe: &dyn Fn(&Path)) {
+pub(crate) fn exercise_with(
+    name: &str,
+    mke2fs_args: &[&str],
+    mount_opts: &str,
+    probe: &dyn Fn(&Path),
+) {
     let s = Scratch::new(&format!("rw-fuse-exercise-{name}"));
     let img = s.path("ex.img");
     mke2fs(&img, "256M", mke2fs_args, None);

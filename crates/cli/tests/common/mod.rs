@@ -2,19 +2,19 @@
 
 #![allow(dead_code)]
 
-pub mod fuse_rw;
+pub(crate) mod fuse_rw;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The usfs binary under test.
-pub fn usfs() -> PathBuf {
+pub(crate) fn usfs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_usfs"))
 }
 
 /// True when running as root; otherwise prints a visible SKIP line.
-pub fn need_root(test: &str) -> bool {
+pub(crate) fn need_root(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         return true;
@@ -24,7 +24,7 @@ pub fn need_root(test: &str) -> bool {
 }
 
 /// True if `tool` is on PATH; otherwise prints a visible SKIP line.
-pub fn need_tool(test: &str, tool: &str) -> bool {
+pub(crate) fn need_tool(test: &str, tool: &str) -> bool {
     let ok = Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {tool}"))
@@ -38,10 +38,10 @@ pub fn need_tool(test: &str, tool: &str) -> bool {
 }
 
 /// A scratch directory removed on drop (unmount anything inside it first).
-pub struct Scratch(pub PathBuf);
+pub(crate) struct Scratch(pub PathBuf);
 
 impl Scratch {
-    pub fn new(name: &str) -> Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
         let base = std::env::var_os("USFS_TEST_TMP")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
@@ -51,7 +51,7 @@ impl Scratch {
         Scratch(p)
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.0.join(rel)
     }
 }
@@ -63,7 +63,7 @@ impl Drop for Scratch {
 }
 
 /// Runs a command, panicking with its output if it fails.
-pub fn run_ok(cmd: &mut Command) -> Output {
+pub(crate) fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
@@ -79,13 +79,13 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 }
 
 /// Runs a shell snippet, panicking on failure.
-pub fn sh(script: &str) -> Output {
+pub(crate) fn sh(script: &str) -> Output {
     run_ok(Command::new("sh").arg("-c").arg(script))
 }
 
 /// Runs a command with a time limit; returns (exit code or None if killed, stdout, stderr).
 /// Both pipes are drained while the command runs, so large outputs never stall it.
-pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+pub(crate) fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>, Vec<u8>) {
     use std::io::Read;
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -123,13 +123,13 @@ pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, Vec<u8>,
 
 /// A loop mount of an image, unmounted (and its loop device freed) on drop, also when
 /// the test fails.
-pub struct Mount {
+pub(crate) struct Mount {
     pub dir: PathBuf,
 }
 
 impl Mount {
     /// `mount -t TYPE -o loop,OPTS IMAGE DIR`.
-    pub fn new(image: &Path, dir: &Path, fstype: &str, opts: &str) -> Mount {
+    pub(crate) fn new(image: &Path, dir: &Path, fstype: &str, opts: &str) -> Mount {
         std::fs::create_dir_all(dir).unwrap();
         let o = if opts.is_empty() {
             "loop".to_string()
@@ -167,7 +167,7 @@ impl Drop for Mount {
 
 /// Makes an ext2/3/4 image of `size` with mke2fs and extra arguments, optionally
 /// populated from `src` with `-d`.
-pub fn mke2fs(image: &Path, size: &str, args: &[&str], src: Option<&Path>) {
+pub(crate) fn mke2fs(image: &Path, size: &str, args: &[&str], src: Option<&Path>) {
     let mut c = Command::new("mke2fs");
     c.args(["-q", "-F"]).args(args);
     if let Some(s) = src {

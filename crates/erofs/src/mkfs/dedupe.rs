@@ -16,7 +16,7 @@ use usfs_dev::Device;
 
 /// The pclusters written so far, by content.
 #[derive(Default)]
-pub struct Dedupe {
+pub(super) struct Dedupe {
     /// (hash, length in bytes) -> block addresses of pclusters with that hash.
     seen: HashMap<(u64, u32), Vec<u32>>,
     /// Pclusters that were not written again.
@@ -35,7 +35,12 @@ fn digest(bytes: &[u8]) -> u64 {
 impl Dedupe {
     /// The block address of an earlier pcluster equal to `bytes`, if any (confirmed by
     /// reading it back from `image`, `bs`-byte blocks).
-    pub fn find(&mut self, image: &dyn Device, bs: u64, bytes: &[u8]) -> io::Result<Option<u32>> {
+    pub(super) fn find(
+        &mut self,
+        image: &dyn Device,
+        bs: u64,
+        bytes: &[u8],
+    ) -> io::Result<Option<u32>> {
         let key = (digest(bytes), bytes.len() as u32);
         let Some(addrs) = self.seen.get(&key) else {
             return Ok(None);
@@ -53,7 +58,7 @@ impl Dedupe {
     }
 
     /// Remembers that `bytes` were written at block `addr`.
-    pub fn insert(&mut self, bytes: &[u8], addr: u32) {
+    pub(super) fn insert(&mut self, bytes: &[u8], addr: u32) {
         match self.seen.entry((digest(bytes), bytes.len() as u32)) {
             Entry::Occupied(mut e) => e.get_mut().push(addr),
             Entry::Vacant(e) => {

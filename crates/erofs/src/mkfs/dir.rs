@@ -11,7 +11,7 @@ use crate::format::dirent::{from_file_type, Dirent};
 use usfs_fs::{FileType, Result};
 
 /// One entry to store.
-pub struct Ent<'a> {
+pub(super) struct Ent<'a> {
     pub name: &'a [u8],
     pub nid: u64,
     pub file_type: u8,
@@ -19,7 +19,7 @@ pub struct Ent<'a> {
 
 /// How many bytes a directory with these names takes (last block partial), given the
 /// block size. Names must be sorted.
-pub fn dir_size(names: &[&[u8]], bs: usize) -> u64 {
+pub(super) fn dir_size(names: &[&[u8]], bs: usize) -> u64 {
     let mut blocks = 0u64;
     let mut used = 0usize;
     for n in names {
@@ -34,7 +34,7 @@ pub fn dir_size(names: &[&[u8]], bs: usize) -> u64 {
 }
 
 /// Encodes the directory (`ents` sorted by name); the result is `dir_size` bytes.
-pub fn encode(ents: &[Ent<'_>], bs: usize) -> Vec<u8> {
+pub(super) fn encode(ents: &[Ent<'_>], bs: usize) -> Vec<u8> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < ents.len() {

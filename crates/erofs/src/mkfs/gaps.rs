@@ -4,7 +4,7 @@
 //! enough gap in O(log n), so placing every inode of a large tree stays fast.
 
 /// The gaps, in the order they were made.
-pub struct Gaps {
+pub(super) struct Gaps {
     /// (start, end) byte positions; a used-up gap keeps its slot with start == end.
     spans: Vec<(u64, u64)>,
     /// Max-segment tree over the gap sizes: leaves at `cap..2 * cap`.
@@ -13,7 +13,7 @@ pub struct Gaps {
 }
 
 impl Gaps {
-    pub fn new() -> Gaps {
+    pub(super) fn new() -> Gaps {
         Gaps {
             spans: Vec::new(),
             tree: vec![0; 2],
@@ -22,7 +22,7 @@ impl Gaps {
     }
 
     /// Adds a gap after all others.
-    pub fn push(&mut self, start: u64, end: u64) {
+    pub(super) fn push(&mut self, start: u64, end: u64) {
         if self.spans.len() == self.cap {
             self.grow();
         }
@@ -32,7 +32,7 @@ impl Gaps {
 
     /// Takes `len` bytes from the start of the first gap of at least `len` bytes whose
     /// start satisfies `fits`; returns that start.
-    pub fn take_first(&mut self, len: u64, fits: impl Fn(u64) -> bool) -> Option<u64> {
+    pub(super) fn take_first(&mut self, len: u64, fits: impl Fn(u64) -> bool) -> Option<u64> {
         let mut from = 0;
         while let Some(i) = self.first_at_least(from, len) {
             let (s, e) = self.spans[i];

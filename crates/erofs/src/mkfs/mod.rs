@@ -100,13 +100,19 @@ impl Default for Options {
 /// What was built.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// Inodes in the image.
     pub inodes: u64,
+    /// Blocks of the image (its size in blocks).
     pub blocks: u64,
+    /// Regular files stored compressed.
     pub compressed_files: u64,
+    /// Regular files stored uncompressed.
     pub plain_files: u64,
-    /// `-E dedupe`: pclusters shared instead of written again, and the blocks that saved.
+    /// `-E dedupe`: pclusters shared instead of written again.
     pub shared_pclusters: u64,
+    /// `-E dedupe`: the blocks sharing saved.
     pub shared_blocks: u64,
+    /// What the build warns about (skipped files, xattrs that do not fit).
     pub warnings: Vec<String>,
     /// Wall and CPU time per phase.
     pub phases: Vec<Phase>,

@@ -4,7 +4,7 @@ use std::sync::{Condvar, Mutex};
 
 /// Applies `f` to every item on `workers` threads (each with its own state from `init`);
 /// results come back in item order.
-pub fn map<T: Sync, S, R: Send>(
+pub(super) fn map<T: Sync, S, R: Send>(
     items: &[T],
     workers: usize,
     init: impl Fn() -> S + Sync,
@@ -32,7 +32,7 @@ pub fn map<T: Sync, S, R: Send>(
 /// is ready. Workers take items in order and stay at most `window` (in `weight` units)
 /// ahead of `consume`, which bounds the memory held by finished results. The first error
 /// of `consume` stops the workers and is returned.
-pub fn stream<T: Sync, S, R: Send, E>(
+pub(super) fn stream<T: Sync, S, R: Send, E>(
     items: &[T],
     workers: usize,
     window: u64,

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 /// One phase of a build.
 #[derive(Clone, Debug)]
 pub struct Phase {
+    /// The phase's name in `--timing` output.
     pub name: &'static str,
+    /// Wall-clock time.
     pub wall: Duration,
     /// CPU time (user + system) of the thread that ran the build.
     pub main_cpu: Duration,
@@ -16,13 +18,13 @@ pub struct Phase {
 }
 
 /// Records phases as they end.
-pub struct Timer {
+pub(super) struct Timer {
     last: (Instant, Duration, Duration),
     pub phases: Vec<Phase>,
 }
 
 impl Timer {
-    pub fn start() -> Timer {
+    pub(super) fn start() -> Timer {
         Timer {
             last: (
                 Instant::now(),
@@ -34,7 +36,7 @@ impl Timer {
     }
 
     /// Ends the current phase, naming it.
-    pub fn phase(&mut self, name: &'static str) {
+    pub(super) fn phase(&mut self, name: &'static str) {
         let now = (
             Instant::now(),
             cpu(libc::RUSAGE_THREAD),

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use usfs_fs::FileType;
 
 /// A stored xattr: (name index, name suffix, value).
-pub type Xattr = (u8, Vec<u8>, Vec<u8>);
+pub(super) type Xattr = (u8, Vec<u8>, Vec<u8>);
 
 /// One inode of the tree.
-pub struct Node {
+pub(super) struct Node {
     /// Where its content comes from.
     pub path: PathBuf,
     pub file_type: FileType,
@@ -37,7 +37,7 @@ pub struct Node {
 }
 
 /// The scanned tree: node 0 is the root.
-pub struct Tree {
+pub(super) struct Tree {
     pub nodes: Vec<Node>,
     /// Warnings (xattrs EROFS cannot store...).
     pub warnings: Vec<String>,
@@ -48,7 +48,7 @@ fn io_err(path: &Path, e: io::Error) -> io::Error {
 }
 
 /// Scans `root`.
-pub fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
+pub(super) fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
     let mut t = Tree {
         nodes: Vec::new(),
         warnings: Vec::new(),

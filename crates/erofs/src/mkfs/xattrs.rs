@@ -10,7 +10,7 @@ use std::collections::HashMap;
 type Key = (u8, Vec<u8>, Vec<u8>);
 
 /// The shared xattr area and the id of each shared entry.
-pub struct Shared {
+pub(super) struct Shared {
     /// Bytes of the area (a multiple of 4).
     pub area: Vec<u8>,
     ids: HashMap<Key, u32>,
@@ -28,7 +28,7 @@ fn encode_entry(out: &mut Vec<u8>, idx: u8, name: &[u8], value: &[u8]) {
 }
 
 /// Picks and lays out shared xattrs: those used by more than `tolerance` inodes.
-pub fn shared(tree: &Tree, tolerance: i32) -> Shared {
+pub(super) fn shared(tree: &Tree, tolerance: i32) -> Shared {
     let mut count: HashMap<&Key, u32> = HashMap::new();
     for n in &tree.nodes {
         for x in &n.xattrs {
@@ -64,7 +64,7 @@ pub(super) fn write_area(out: &mut Out<'_>, shared: &Shared) -> usfs_fs::Result<
 
 impl Shared {
     /// The ibody of a node's xattrs (empty if it has none), and its `i_xattr_icount`.
-    pub fn ibody(&self, xattrs: &[Key]) -> (Vec<u8>, u16) {
+    pub(super) fn ibody(&self, xattrs: &[Key]) -> (Vec<u8>, u16) {
         if xattrs.is_empty() {
             return (Vec::new(), 0);
         }

@@ -9,7 +9,7 @@ use crate::compress::Compressor;
 
 /// Compression settings for one file.
 #[derive(Clone, Copy, Debug)]
-pub struct ZParams {
+pub(super) struct ZParams {
     pub bs: usize,
     /// Largest pcluster in bytes (a multiple of `bs`).
     pub pcluster: usize,
@@ -23,7 +23,7 @@ pub struct ZParams {
 
 /// One extent of the file.
 #[derive(Clone, Debug)]
-pub struct ZExtent {
+pub(super) struct ZExtent {
     /// First file byte.
     pub la: u64,
     /// Stored plain (uncompressed).
@@ -36,7 +36,7 @@ pub struct ZExtent {
 
 /// The tail of a compressed file, when it is not in blocks.
 #[derive(Clone, Debug)]
-pub enum ZTail {
+pub(super) enum ZTail {
     None,
     /// Inline after the indexes (plain or compressed, as its extent says).
     Inline(Vec<u8>),
@@ -46,7 +46,7 @@ pub enum ZTail {
 
 /// A compressed file.
 #[derive(Clone, Debug)]
-pub struct ZFile {
+pub(super) struct ZFile {
     pub extents: Vec<ZExtent>,
     /// The pcluster blocks, concatenated.
     pub data: Vec<u8>,
@@ -72,17 +72,17 @@ impl ZFile {
 /// Files larger than this are compressed in independent segments of this many bytes (a
 /// multiple of any pcluster size), so one large file keeps every worker busy. Each segment
 /// boundary costs at most the unfilled part of one pcluster. A pure function of the size.
-pub const SEGMENT: u64 = 16 << 20;
+pub(super) const SEGMENT: u64 = 16 << 20;
 
 /// The byte ranges of a `size`-byte file that compress independently.
-pub fn segments(size: u64) -> Vec<std::ops::Range<u64>> {
+pub(super) fn segments(size: u64) -> Vec<std::ops::Range<u64>> {
     (0..size.div_ceil(SEGMENT).max(1))
         .map(|k| k * SEGMENT..((k + 1) * SEGMENT).min(size))
         .collect()
 }
 
 /// Joins the segments of a file (in order); `None` when they do not save a block.
-pub fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile> {
+pub(super) fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile> {
     let mut out = ZFile {
         extents: Vec::new(),
         data: Vec::new(),
@@ -112,7 +112,7 @@ pub fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile> {
 /// Compresses one segment `src` of a `file_size`-byte file, starting at file byte `base`;
 /// only the `last` segment gets the tail treatment (inline or fragment). Extents carry
 /// file offsets and blocks counted from the segment's first block.
-pub fn compress_part(
+pub(super) fn compress_part(
     c: &mut Compressor,
     src: &[u8],
     base: u64,

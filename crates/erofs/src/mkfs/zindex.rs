@@ -6,7 +6,7 @@ use crate::format::lcluster::{encode_compact, pack_entries, ty, CompactLayout, D
 
 /// One lcluster's index, before encoding.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Lcl {
+pub(super) struct Lcl {
     pub ty: u8,
     pub clusterofs: u16,
     /// Heads: block address.
@@ -21,7 +21,13 @@ pub struct Lcl {
 
 /// Builds the lcluster list: `addrs[i]` = the first block of extent `i`'s pcluster (ignored
 /// for extents without blocks); `big` = big pcluster mode (block counts in the first nonhead).
-pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, addrs: &[u32], big: bool) -> Vec<Lcl> {
+pub(super) fn lclusters(
+    extents: &[ZExtent],
+    size: u64,
+    bs: u64,
+    addrs: &[u32],
+    big: bool,
+) -> Vec<Lcl> {
     let total = size.div_ceil(bs) as usize;
     let mut l = vec![Lcl::default(); total];
     let mut head_at = vec![false; total];
@@ -78,7 +84,7 @@ pub fn lclusters(extents: &[ZExtent], size: u64, bs: u64, addrs: &[u32], big: bo
 }
 
 /// Full indexes (without the map header and its padding).
-pub fn encode_full(l: &[Lcl]) -> Vec<u8> {
+pub(super) fn encode_full(l: &[Lcl]) -> Vec<u8> {
     let mut out = Vec::with_capacity(l.len() * 8);
     for x in l {
         out.extend_from_slice(&u16::from(x.ty).to_le_bytes());
@@ -100,7 +106,7 @@ pub fn encode_full(l: &[Lcl]) -> Vec<u8> {
 
 /// Compact indexes for the layout `cl` (from `cl.ebase` to `cl.end()`), or `None` when the
 /// block addresses cannot be expressed (pclusters not in block order).
-pub fn encode_compact_indexes(l: &[Lcl], cl: &CompactLayout, big: bool) -> Option<Vec<u8>> {
+pub(super) fn encode_compact_indexes(l: &[Lcl], cl: &CompactLayout, big: bool) -> Option<Vec<u8>> {
     let total = l.len() as u64;
     let end = cl.end();
     let mut out = vec![0u8; (end - cl.ebase) as usize];

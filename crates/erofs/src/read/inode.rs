@@ -33,12 +33,12 @@ pub(crate) struct Inode {
 
 impl Inode {
     /// Byte after the inode and its inline xattrs.
-    pub fn meta_end(&self) -> u64 {
+    pub(crate) fn meta_end(&self) -> u64 {
         self.pos + self.isize + self.xattr_isize
     }
 
     /// Is the data compressed?
-    pub fn compressed(&self) -> bool {
+    pub(crate) fn compressed(&self) -> bool {
         self.layout == layout::COMPRESSED_FULL || self.layout == layout::COMPRESSED_COMPACT
     }
 }

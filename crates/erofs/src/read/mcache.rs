@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 /// Most blocks kept.
-pub const MAX_BLOCKS: usize = 16;
+pub(super) const MAX_BLOCKS: usize = 16;
 
 struct Entry {
     /// Block number.
@@ -25,13 +25,13 @@ struct Inner {
 
 /// The cache (one per open file system).
 #[derive(Default)]
-pub struct MetaCache {
+pub(super) struct MetaCache {
     inner: Mutex<Inner>,
 }
 
 impl MetaCache {
     /// The cached block `blk`, if any.
-    pub fn get(&self, blk: u64) -> Option<Arc<[u8]>> {
+    pub(super) fn get(&self, blk: u64) -> Option<Arc<[u8]>> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.clock += 1;
         let now = g.clock;
@@ -41,7 +41,7 @@ impl MetaCache {
     }
 
     /// Keeps block `blk`, dropping the least recently used one when full.
-    pub fn insert(&self, blk: u64, bytes: Arc<[u8]>) {
+    pub(super) fn insert(&self, blk: u64, bytes: Arc<[u8]>) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.clock += 1;
         let used = g.clock;

@@ -8,14 +8,14 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Most extents kept.
-pub const MAX_ENTRIES: usize = 16;
+pub(super) const MAX_ENTRIES: usize = 16;
 /// Most bytes kept.
-pub const MAX_BYTES: usize = 2 << 20;
+pub(super) const MAX_BYTES: usize = 2 << 20;
 /// Largest extent worth caching.
-pub const MAX_EXTENT: usize = 1 << 20;
+pub(super) const MAX_EXTENT: usize = 1 << 20;
 
 /// Identifies a decompressed extent: image byte of its pcluster and decompressed length.
-pub type Key = (u64, u64);
+pub(super) type Key = (u64, u64);
 
 type Outcome = Result<Arc<[u8]>, String>;
 
@@ -38,19 +38,19 @@ struct Inner {
 
 /// The cache (one per open file system).
 #[derive(Default)]
-pub struct ZCache {
+pub(super) struct ZCache {
     inner: Mutex<Inner>,
 }
 
 impl ZCache {
     /// An empty cache.
-    pub fn new() -> ZCache {
+    pub(super) fn new() -> ZCache {
         ZCache::default()
     }
 
     /// The decompressed extent `key` if it is cached and ready (a reader finishing an
     /// extent it began reading earlier); does not add an entry.
-    pub fn peek(&self, key: Key) -> Option<Arc<[u8]>> {
+    pub(super) fn peek(&self, key: Key) -> Option<Arc<[u8]>> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.clock += 1;
         let now = g.clock;
@@ -61,7 +61,7 @@ impl ZCache {
 
     /// The decompressed extent `key`, made by `make` if nobody has it yet; concurrent callers
     /// for the same key wait for the first one's result.
-    pub fn get(&self, key: Key, make: impl FnOnce() -> Outcome) -> Outcome {
+    pub(super) fn get(&self, key: Key, make: impl FnOnce() -> Outcome) -> Outcome {
         let slot = {
             let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             g.clock += 1;

@@ -194,14 +194,14 @@ impl Log<'_> {
     }
 
     /// Reads journal block `jblk` into `buf` (one block).
-    pub fn read(&self, jblk: u32, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn read(&self, jblk: u32, buf: &mut [u8]) -> Result<()> {
         let off = self.offset(jblk)?;
         self.dev.read_at(buf, off)?;
         Ok(())
     }
 
     /// Writes `buf` (one block) at journal block `jblk`.
-    pub fn write(&self, jblk: u32, buf: &[u8]) -> Result<()> {
+    pub(crate) fn write(&self, jblk: u32, buf: &[u8]) -> Result<()> {
         let off = self.offset(jblk)?;
         self.dev.write_at(buf, off)?;
         Ok(())

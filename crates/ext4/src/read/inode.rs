@@ -16,7 +16,7 @@ pub(crate) struct LoadedInode {
 
 impl LoadedInode {
     /// The file type from `i_mode`.
-    pub fn file_type(&self) -> Result<FileType> {
+    pub(crate) fn file_type(&self) -> Result<FileType> {
         FileType::from_mode(self.raw.i_mode() as u32).ok_or_else(|| {
             Error::corrupt(format!(
                 "inode {}: invalid mode {:#o}",
@@ -27,7 +27,7 @@ impl LoadedInode {
     }
 
     /// Is an `i_flags` bit set?
-    pub fn has_flag(&self, f: u32) -> bool {
+    pub(crate) fn has_flag(&self, f: u32) -> bool {
         self.raw.has_flag(f)
     }
 }

@@ -9,7 +9,7 @@ use usfs_fs::Result;
 
 /// A run of logical blocks with one fate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Run {
+pub(crate) struct Run {
     /// First logical block of the run.
     pub lblk: u64,
     /// Length in blocks (at least 1).

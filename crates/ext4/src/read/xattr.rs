@@ -25,14 +25,14 @@ const MAX_EA_INODE_VALUE: u64 = 16 << 20;
 
 impl RawXattr {
     /// The full name with its namespace prefix, or `None` for unknown namespaces.
-    pub fn full_name(&self) -> Option<Vec<u8>> {
+    pub(crate) fn full_name(&self) -> Option<Vec<u8>> {
         let mut n = xattr::prefix(self.index)?.as_bytes().to_vec();
         n.extend_from_slice(&self.name);
         Some(n)
     }
 
     /// The value as getxattr returns it.
-    pub fn user_value(&self) -> Vec<u8> {
+    pub(crate) fn user_value(&self) -> Vec<u8> {
         if self.index == xattr::INDEX_POSIX_ACL_ACCESS
             || self.index == xattr::INDEX_POSIX_ACL_DEFAULT
         {
@@ -44,7 +44,7 @@ impl RawXattr {
     }
 
     /// Is this the hidden `system.data` attribute that holds inline data?
-    pub fn is_inline_data(&self) -> bool {
+    pub(crate) fn is_inline_data(&self) -> bool {
         self.index == xattr::INDEX_SYSTEM && self.name == b"data"
     }
 }

@@ -46,17 +46,17 @@ pub(crate) struct Slot {
 
 impl LeafFmt {
     /// Bytes of a leaf that hold entries (the block minus the checksum tail).
-    pub fn usable(&self) -> usize {
+    pub(crate) fn usable(&self) -> usize {
         self.bs as usize - if self.csum { TAIL_SIZE } else { 0 }
     }
 
     /// The walker over `area` (a leaf's usable part, or a dx root's `.`/`..`).
-    pub fn walk<'a>(&self, area: &'a [u8]) -> Dirents<'a> {
+    pub(crate) fn walk<'a>(&self, area: &'a [u8]) -> Dirents<'a> {
         Dirents::new(area, self.bs, self.has_ft, self.inodes_count)
     }
 
     /// The live entries of `area`, in disk order.
-    pub fn live<'a>(&self, area: &'a [u8]) -> Result<Vec<Dirent<'a>>, (usize, DirentFault)> {
+    pub(crate) fn live<'a>(&self, area: &'a [u8]) -> Result<Vec<Dirent<'a>>, (usize, DirentFault)> {
         let mut out = Vec::new();
         for e in self.walk(area) {
             let e = e?;
@@ -70,7 +70,7 @@ impl LeafFmt {
     /// The first place in `area` where an entry with an `name_len`-byte name fits: an
     /// unused entry large enough, or a live entry whose slack is (the kernel's
     /// ext4_find_dest_de). `Err` if the chain is damaged.
-    pub fn find_slot(
+    pub(crate) fn find_slot(
         &self,
         area: &[u8],
         name_len: usize,
@@ -95,7 +95,7 @@ impl LeafFmt {
     }
 
     /// Writes an entry into `slot` (found in the same, unchanged `area`).
-    pub fn insert(&self, area: &mut [u8], slot: Slot, name: &[u8], ino: u32, ft: u8) {
+    pub(crate) fn insert(&self, area: &mut [u8], slot: Slot, name: &[u8], ino: u32, ft: u8) {
         let mut at = slot.off;
         let mut len = slot.rec_len;
         if slot.keep > 0 {
@@ -107,7 +107,15 @@ impl LeafFmt {
     }
 
     /// Writes a complete entry at `at` owning `rec_len` bytes.
-    pub fn put(&self, area: &mut [u8], at: usize, rec_len: usize, name: &[u8], ino: u32, ft: u8) {
+    pub(crate) fn put(
+        &self,
+        area: &mut [u8],
+        at: usize,
+        rec_len: usize,
+        name: &[u8],
+        ino: u32,
+        ft: u8,
+    ) {
         let mut h = DirEntryHeader::new(&mut area[at..at + 8]).expect("8 bytes");
         h.set_inode(ino);
         h.set_rec_len(encode_rec_len(rec_len as u32, self.bs));
@@ -128,7 +136,7 @@ impl LeafFmt {
     /// its space joins the predecessor, or (first entry of the area) its inode becomes 0
     /// (the kernel's ext4_generic_delete_entry).
     /// `prev` is the predecessor's (offset, rec_len).
-    pub fn delete(
+    pub(crate) fn delete(
         &self,
         area: &mut [u8],
         off: usize,
@@ -145,7 +153,7 @@ impl LeafFmt {
     }
 
     /// Replaces the inode and type of the live entry at `off`.
-    pub fn retarget(&self, area: &mut [u8], off: usize, ino: u32, ft: u8) {
+    pub(crate) fn retarget(&self, area: &mut [u8], off: usize, ino: u32, ft: u8) {
         let mut h = DirEntryHeader::new(&mut area[off..off + 8]).expect("8 bytes");
         h.set_inode(ino);
         if self.has_ft {
@@ -156,7 +164,7 @@ impl LeafFmt {
     /// A fresh leaf block holding `ents` packed from its start, the last one reaching the
     /// tail (an empty list gives one unused entry spanning the block); the tail's fixed
     /// fields are set, its checksum is the writer's. The entries must fit.
-    pub fn pack(&self, ents: &[Ent]) -> Vec<u8> {
+    pub(crate) fn pack(&self, ents: &[Ent]) -> Vec<u8> {
         let mut b = vec![0u8; self.bs as usize];
         let usable = self.usable();
         let mut at = 0;
@@ -177,7 +185,7 @@ impl LeafFmt {
     }
 
     /// Sets the fixed fields of the checksum tail (when metadata_csum is on).
-    pub fn init_tail(&self, block: &mut [u8]) {
+    pub(crate) fn init_tail(&self, block: &mut [u8]) {
         if self.csum {
             let t = block.len() - TAIL_SIZE;
             let mut tail = DirTail::new(&mut block[t..]).expect("12 bytes");

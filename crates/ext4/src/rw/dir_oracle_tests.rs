@@ -241,6 +241,7 @@ impl Image {
     }
 
     fn kernel_check(&self, want: &BTreeSet<Vec<u8>>) {
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             println!("SKIP: kernel mount check needs root");
             return;

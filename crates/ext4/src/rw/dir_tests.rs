@@ -103,10 +103,10 @@ pub(crate) fn vol(bs: u32, csum: bool, dir_index: bool, large_dir: bool, hash: u
 }
 
 impl Vol {
-    pub fn ed(&mut self) -> DirEdit<'_> {
+    pub(super) fn ed(&mut self) -> DirEdit<'_> {
         DirEdit::new(&mut self.m, &mut self.d, &self.hp)
     }
-    pub fn add(&mut self, name: &[u8], ino: u32) -> Result<()> {
+    pub(super) fn add(&mut self, name: &[u8], ino: u32) -> Result<()> {
         self.ed().add(name, ino, FileType::Regular)
     }
 }

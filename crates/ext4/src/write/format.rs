@@ -21,7 +21,7 @@ use usfs_fs::{Error, Result, Timestamp};
 /// Inode of lost+found.
 pub const LOST_FOUND_INO: u32 = 11;
 /// log2 of groups per flex group (mke2fs's default 16).
-pub const LOG_GROUPS_PER_FLEX: u8 = 4;
+pub(super) const LOG_GROUPS_PER_FLEX: u8 = 4;
 
 fn usage(msg: impl Into<String>) -> Error {
     Error::incompatible(msg.into())

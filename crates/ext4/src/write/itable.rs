@@ -10,7 +10,7 @@ use usfs_dev::{Device, Pages, ALIGN};
 use usfs_fs::{Error, Result};
 
 /// One group's inode table in memory.
-pub struct InodeTable {
+pub(super) struct InodeTable {
     /// The whole table, zeros where no inode was touched.
     pages: Pages,
     /// Bytes up to the end of the highest inode record touched.
@@ -19,7 +19,7 @@ pub struct InodeTable {
 
 impl InodeTable {
     /// A zero table of `bytes` (one group's inode table).
-    pub fn new(bytes: usize) -> InodeTable {
+    pub(super) fn new(bytes: usize) -> InodeTable {
         let pages = match Pages::new(bytes, false) {
             Ok(p) => p,
             // Out of address space or memory: what a Vec would do.
@@ -31,14 +31,14 @@ impl InodeTable {
     }
 
     /// Record `idx` of `isz` bytes, writable (panics past the table: a caller bug).
-    pub fn record_mut(&mut self, idx: usize, isz: usize) -> &mut [u8] {
+    pub(super) fn record_mut(&mut self, idx: usize, isz: usize) -> &mut [u8] {
         let end = (idx + 1) * isz;
         self.used = self.used.max(end);
         &mut self.pages.as_mut_slice()[idx * isz..end]
     }
 
     /// Record `idx` (zeros if never touched).
-    pub fn record(&self, idx: usize, isz: usize) -> &[u8] {
+    pub(super) fn record(&self, idx: usize, isz: usize) -> &[u8] {
         &self.pages.as_slice()[idx * isz..(idx + 1) * isz]
     }
 
@@ -61,7 +61,7 @@ impl InodeTable {
 }
 
 /// What [`write_tables`] needs to know of the file system.
-pub struct TableLayout {
+pub(super) struct TableLayout {
     pub inode_size: usize,
     pub inodes_per_group: u32,
     pub first_ino: u32,
@@ -74,7 +74,7 @@ pub struct TableLayout {
 /// device)`), up to its last record in use rounded up to whole pages (the rest of a
 /// table on a fresh device is zeros already), with up to `threads` groups at a time:
 /// checksums of one group are computed while another's is being written.
-pub fn write_tables(
+pub(super) fn write_tables(
     dev: &dyn Device,
     layout: &TableLayout,
     tables: Vec<(u32, &mut InodeTable, u64)>,

@@ -16,7 +16,7 @@ use usfs_dev::Device;
 use usfs_fs::{Error, Result, Timestamp};
 
 /// Size of `i_extra_isize` the writer gives every inode (all fields through i_projid).
-pub const EXTRA_ISIZE: u16 = 32;
+pub(super) const EXTRA_ISIZE: u16 = 32;
 
 /// An ext4 file system being filled in bulk (mkfs -d): opened on an image [`format()`]
 /// has just written, it keeps inode tables, bitmaps and counts in memory and writes them
@@ -43,7 +43,7 @@ pub struct Writer {
 }
 
 /// A block write kept by [`Writer::defer_writes`]: image byte offset and bytes.
-pub type BlockWrite = (u64, Vec<u8>);
+pub(super) type BlockWrite = (u64, Vec<u8>);
 
 /// The no-space error every write path returns: errno ENOSPC with a message.
 pub fn no_space(what: &str, e: impl std::fmt::Display) -> Error {

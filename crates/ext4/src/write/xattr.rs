@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use usfs_fs::{Error, Result};
 
 /// Most inodes sharing one xattr block (the kernel's EXT4_XATTR_REFCOUNT_MAX).
-pub const REFCOUNT_MAX: u32 = 1024;
+pub(super) const REFCOUNT_MAX: u32 = 1024;
 
 /// Xattr blocks made so far, by content, for sharing.
 #[derive(Debug, Default)]

@@ -9,7 +9,7 @@ use usfs_ext4::rw::{Ext4Rw, Volume};
 use usfs_fs::{FileSystem, FileType, Ino, NewNode};
 
 /// Is `tool` on PATH?
-pub fn have(tool: &str) -> bool {
+pub(crate) fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
@@ -17,7 +17,7 @@ pub fn have(tool: &str) -> bool {
 }
 
 /// A fresh scratch path in the temporary directory (whatever was there is removed).
-pub fn temp(prefix: &str, name: &str) -> PathBuf {
+pub(crate) fn temp(prefix: &str, name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("usfs-{prefix}-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&p);
     let _ = std::fs::remove_file(&p);
@@ -25,7 +25,7 @@ pub fn temp(prefix: &str, name: &str) -> PathBuf {
 }
 
 /// `mke2fs -q -F ARGS PATH SIZE` with the system's configuration.
-pub fn mke2fs(path: &Path, args: &[&str], size: &str) {
+pub(crate) fn mke2fs(path: &Path, args: &[&str], size: &str) {
     let st = Command::new("mke2fs")
         .args(["-q", "-F"])
         .args(args)
@@ -38,7 +38,7 @@ pub fn mke2fs(path: &Path, args: &[&str], size: &str) {
 }
 
 /// `e2fsck -fn`: clean, and what it printed.
-pub fn fsck(path: &Path) -> (bool, String) {
+pub(crate) fn fsck(path: &Path) -> (bool, String) {
     let o = Command::new("e2fsck")
         .arg("-fn")
         .arg(path)
@@ -49,19 +49,19 @@ pub fn fsck(path: &Path) -> (bool, String) {
 }
 
 /// The image at `path` opened as a read-write volume.
-pub fn open_volume(path: &Path) -> Volume {
+pub(crate) fn open_volume(path: &Path) -> Volume {
     let dev = usfs_dev::open(path, usfs_dev::OpenMode::File, true).unwrap();
     Volume::open(dev).unwrap()
 }
 
 /// The image at `path` opened as the shared read-write file system.
-pub fn open_rw(path: &Path) -> Ext4Rw {
+pub(crate) fn open_rw(path: &Path) -> Ext4Rw {
     let dev = usfs_dev::open(path, usfs_dev::OpenMode::File, true).unwrap();
     Ext4Rw::open(dev).unwrap()
 }
 
 /// A regular file owned by root with permission bits `perm`.
-pub fn regular(perm: u32) -> NewNode {
+pub(crate) fn regular(perm: u32) -> NewNode {
     NewNode {
         file_type: FileType::Regular,
         perm,
@@ -72,7 +72,7 @@ pub fn regular(perm: u32) -> NewNode {
 }
 
 /// The first `len` bytes of file `ino` (panics on a short read).
-pub fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {
+pub(crate) fn read_all(fs: &Ext4Rw, ino: Ino, len: usize) -> Vec<u8> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// system(3)'s shared part: running calls and the actions to restore.
-pub struct SystemSignals {
+pub(crate) struct SystemSignals {
     /// How many system() calls are running.
     pub running: usize,
     /// SIGINT's action before the first of them.
@@ -24,7 +24,7 @@ pub struct SystemSignals {
 }
 
 /// An open popen stream.
-pub struct Popen {
+pub(crate) struct Popen {
     /// The FILE's address.
     pub fp: usize,
     /// The shell running the command.
@@ -35,7 +35,7 @@ pub struct Popen {
 
 /// The process's system() and popen() bookkeeping.
 #[derive(Default)]
-pub struct Shell {
+pub(crate) struct Shell {
     /// Running system() calls and the signal actions to restore.
     system: Mutex<Option<SystemSignals>>,
     /// Open popen streams.
@@ -48,19 +48,19 @@ pub struct Shell {
 
 /// The popen table, locked: popen holds it from spawning the shell to recording the
 /// stream, fork across the fork.
-pub struct PopenTable<'a> {
+pub(crate) struct PopenTable<'a> {
     streams: MutexGuard<'a, Vec<Popen>>,
     n_popen: &'a AtomicUsize,
 }
 
 impl PopenTable<'_> {
     /// The open popen streams.
-    pub fn streams(&self) -> &[Popen] {
+    pub(crate) fn streams(&self) -> &[Popen] {
         &self.streams
     }
 
     /// Records a new stream.
-    pub fn push(&mut self, p: Popen) {
+    pub(crate) fn push(&mut self, p: Popen) {
         self.streams.push(p);
         self.n_popen.fetch_add(1, Ordering::Relaxed);
     }
@@ -68,7 +68,7 @@ impl PopenTable<'_> {
 
 impl Shell {
     /// Locks the popen table (fork holds it across the fork).
-    pub fn lock_popen(&self) -> PopenTable<'_> {
+    pub(crate) fn lock_popen(&self) -> PopenTable<'_> {
         PopenTable {
             streams: self.popen.lock().unwrap_or_else(|p| p.into_inner()),
             n_popen: &self.n_popen,
@@ -77,7 +77,7 @@ impl Shell {
 
     /// Takes the stream whose FILE is at `fp` out of the table; None when it is not a
     /// popen stream of ours (without taking the lock when there are none).
-    pub fn take_popen(&self, fp: usize) -> Option<Popen> {
+    pub(crate) fn take_popen(&self, fp: usize) -> Option<Popen> {
         if self.n_popen.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -88,7 +88,7 @@ impl Shell {
     }
 
     /// Locks system()'s running count and saved actions.
-    pub fn lock_system(&self) -> MutexGuard<'_, Option<SystemSignals>> {
+    pub(crate) fn lock_system(&self) -> MutexGuard<'_, Option<SystemSignals>> {
         self.system.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -30,7 +30,7 @@ pub(crate) struct Comparer {
 }
 
 impl Comparer {
-    pub fn new() -> Comparer {
+    pub(super) fn new() -> Comparer {
         Comparer {
             a: vec![0; CHUNK],
             b: vec![0; CHUNK],
@@ -40,7 +40,7 @@ impl Comparer {
     }
 
     /// Compares the first `size` bytes of `fa` and `fb` (both files have that size).
-    pub fn compare(
+    pub(super) fn compare(
         &mut self,
         fa: &File,
         fb: &File,

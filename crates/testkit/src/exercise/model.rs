@@ -9,11 +9,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Index of a node in the model.
-pub type Id = usize;
+pub(super) type Id = usize;
 
 /// What a node is.
 #[derive(Clone, Debug)]
-pub enum Kind {
+pub(super) enum Kind {
     /// A regular file and its bytes.
     File(Vec<u8>),
     /// A directory: name -> node.
@@ -24,7 +24,7 @@ pub enum Kind {
 
 /// One inode of the model.
 #[derive(Clone, Debug)]
-pub struct Node {
+pub(super) struct Node {
     /// Its kind and contents.
     pub kind: Kind,
     /// Permission bits (mode & 0o7777).
@@ -39,7 +39,7 @@ pub struct Node {
 
 /// An entry found by [`Tree::entries`].
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub(super) struct Entry {
     /// Path relative to the subtree root.
     pub path: PathBuf,
     /// The directory holding it.
@@ -52,7 +52,7 @@ pub struct Entry {
 
 /// A subtree: nodes (freed slots are `None`) and its root directory.
 #[derive(Clone, Debug)]
-pub struct Tree {
+pub(super) struct Tree {
     nodes: Vec<Option<Node>>,
     /// The root directory (the subtree's top, itself never changed by the worker).
     pub root: Id,
@@ -66,7 +66,7 @@ impl Default for Tree {
 
 impl Tree {
     /// An empty directory as root (permissions 0o755).
-    pub fn new() -> Tree {
+    pub(super) fn new() -> Tree {
         Tree {
             nodes: vec![Some(Node::new(Kind::Dir(BTreeMap::new()), 0o755))],
             root: 0,
@@ -74,22 +74,22 @@ impl Tree {
     }
 
     /// The node `id` (which must be live).
-    pub fn node(&self, id: Id) -> &Node {
+    pub(super) fn node(&self, id: Id) -> &Node {
         self.nodes[id].as_ref().expect("live node")
     }
 
     /// The node `id`, to change.
-    pub fn node_mut(&mut self, id: Id) -> &mut Node {
+    pub(super) fn node_mut(&mut self, id: Id) -> &mut Node {
         self.nodes[id].as_mut().expect("live node")
     }
 
     /// Live nodes.
-    pub fn live(&self) -> usize {
+    pub(super) fn live(&self) -> usize {
         self.nodes.iter().filter(|n| n.is_some()).count()
     }
 
     /// The entries of directory `id`.
-    pub fn dir(&self, id: Id) -> &BTreeMap<Vec<u8>, Id> {
+    pub(super) fn dir(&self, id: Id) -> &BTreeMap<Vec<u8>, Id> {
         match &self.node(id).kind {
             Kind::Dir(d) => d,
             _ => panic!("node {id} is not a directory"),
@@ -104,12 +104,12 @@ impl Tree {
     }
 
     /// True when `id` is a directory.
-    pub fn is_dir(&self, id: Id) -> bool {
+    pub(super) fn is_dir(&self, id: Id) -> bool {
         matches!(self.node(id).kind, Kind::Dir(_))
     }
 
     /// Every entry below the root, parents before children.
-    pub fn entries(&self) -> Vec<Entry> {
+    pub(super) fn entries(&self) -> Vec<Entry> {
         let mut out = Vec::new();
         let mut stack = vec![(self.root, PathBuf::new())];
         while let Some((dir, path)) = stack.pop() {
@@ -130,7 +130,7 @@ impl Tree {
     }
 
     /// Every directory with its path (the root first, as the empty path).
-    pub fn dirs(&self) -> Vec<(PathBuf, Id)> {
+    pub(super) fn dirs(&self) -> Vec<(PathBuf, Id)> {
         let mut v = vec![(PathBuf::new(), self.root)];
         v.extend(
             self.entries()
@@ -142,7 +142,7 @@ impl Tree {
     }
 
     /// Adds a new node named `name` in `dir` (the name must be free).
-    pub fn add(&mut self, dir: Id, name: &[u8], kind: Kind, perm: u32) -> Id {
+    pub(super) fn add(&mut self, dir: Id, name: &[u8], kind: Kind, perm: u32) -> Id {
         let id = match self.nodes.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -157,14 +157,14 @@ impl Tree {
     }
 
     /// Adds a hard link to `id` named `name` in `dir`.
-    pub fn link(&mut self, id: Id, dir: Id, name: &[u8]) {
+    pub(super) fn link(&mut self, id: Id, dir: Id, name: &[u8]) {
         self.dir_mut(dir).insert(name.to_vec(), id);
         self.node_mut(id).links += 1;
         self.touch_dir(dir);
     }
 
     /// Removes entry `name` of `dir`, freeing its node when no entry names it any more.
-    pub fn remove(&mut self, dir: Id, name: &[u8]) {
+    pub(super) fn remove(&mut self, dir: Id, name: &[u8]) {
         let id = self.dir_mut(dir).remove(name).expect("entry exists");
         self.touch_dir(dir);
         let n = self.node_mut(id);
@@ -176,7 +176,7 @@ impl Tree {
 
     /// Renames entry `from_name` of `from` to `to_name` of `to`, replacing what that names
     /// (the caller has checked that POSIX allows it).
-    pub fn rename(&mut self, from: Id, from_name: &[u8], to: Id, to_name: &[u8]) {
+    pub(super) fn rename(&mut self, from: Id, from_name: &[u8], to: Id, to_name: &[u8]) {
         let id = self.dir(from)[from_name];
         if self.dir(to).get(to_name) == Some(&id) {
             return; // Two links to one inode: rename does nothing.
@@ -195,7 +195,7 @@ impl Tree {
     }
 
     /// True when `id` is `anc` or lies below it.
-    pub fn is_within(&self, id: Id, anc: Id) -> bool {
+    pub(super) fn is_within(&self, id: Id, anc: Id) -> bool {
         if id == anc {
             return true;
         }
@@ -208,7 +208,7 @@ impl Tree {
     }
 
     /// Bytes of the longest relative path below `id` ("/name/name..."; 0 for a leaf).
-    pub fn deepest(&self, id: Id) -> usize {
+    pub(super) fn deepest(&self, id: Id) -> usize {
         match &self.node(id).kind {
             Kind::Dir(d) => d
                 .iter()
@@ -220,7 +220,7 @@ impl Tree {
     }
 
     /// Subdirectories of directory `id` (its link count is 2 + this).
-    pub fn subdirs(&self, id: Id) -> u32 {
+    pub(super) fn subdirs(&self, id: Id) -> u32 {
         self.dir(id).values().filter(|&&c| self.is_dir(c)).count() as u32
     }
 
@@ -241,7 +241,7 @@ impl Node {
     }
 
     /// The file's bytes (panics for other kinds).
-    pub fn data_mut(&mut self) -> &mut Vec<u8> {
+    pub(super) fn data_mut(&mut self) -> &mut Vec<u8> {
         self.mtime = None;
         match &mut self.kind {
             Kind::File(d) => d,
@@ -251,7 +251,7 @@ impl Node {
 }
 
 /// Joins `rel` to `base` (an empty `rel` is `base` itself).
-pub fn under(base: &Path, rel: &Path) -> PathBuf {
+pub(super) fn under(base: &Path, rel: &Path) -> PathBuf {
     if rel.as_os_str().is_empty() {
         base.to_path_buf()
     } else {

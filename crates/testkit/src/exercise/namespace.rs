@@ -292,7 +292,7 @@ impl Worker<'_> {
 }
 
 /// The first name in one sorted list and not the other.
-pub fn first_difference(got: &[Vec<u8>], want: &[Vec<u8>]) -> String {
+pub(super) fn first_difference(got: &[Vec<u8>], want: &[Vec<u8>]) -> String {
     for n in got {
         if want.binary_search(n).is_err() {
             return format!("{} is there, not in the model", crate::escape(n));

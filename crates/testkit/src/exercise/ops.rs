@@ -15,7 +15,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What one operation came to.
-pub enum Outcome {
+pub(super) enum Outcome {
     /// Ran and matched the model.
     Done,
     /// Ran and failed with the errno the model predicted.
@@ -27,17 +27,17 @@ pub enum Outcome {
 }
 
 /// An operation's outcome, or what did not match the model.
-pub type OpResult = Result<Outcome, String>;
+pub(super) type OpResult = Result<Outcome, String>;
 
 /// Longest name the exerciser makes.
-pub const NAME_MAX: usize = 255;
+pub(super) const NAME_MAX: usize = 255;
 
 /// Longest absolute path the exerciser makes (below Linux's PATH_MAX of 4096, so deep
 /// renames never turn into ENAMETOOLONG).
-pub const PATH_LIMIT: usize = 3800;
+pub(super) const PATH_LIMIT: usize = 3800;
 
 /// A worker's state.
-pub struct Worker<'a> {
+pub(super) struct Worker<'a> {
     /// Worker number.
     pub id: usize,
     /// The real directory of its subtree.
@@ -58,7 +58,7 @@ pub struct Worker<'a> {
 
 /// Checks `res` against what the model predicts: `Ok(Some(v))` on an expected success,
 /// `Ok(None)` on an expected errno, `Err` on a mismatch.
-pub fn expect<T>(res: io::Result<T>, want: &[i32], what: &str) -> Result<Option<T>, String> {
+pub(super) fn expect<T>(res: io::Result<T>, want: &[i32], what: &str) -> Result<Option<T>, String> {
     match (res, want.is_empty()) {
         (Ok(v), true) => Ok(Some(v)),
         (Err(e), false) if want.contains(&e.raw_os_error().unwrap_or(0)) => Ok(None),
@@ -75,7 +75,7 @@ pub fn expect<T>(res: io::Result<T>, want: &[i32], what: &str) -> Result<Option<
 }
 
 /// `Done` for an expected success, `ExpectedError` for an expected errno.
-pub fn done<T>(r: Option<T>) -> Outcome {
+pub(super) fn done<T>(r: Option<T>) -> Outcome {
     if r.is_some() {
         Outcome::Done
     } else {
@@ -84,7 +84,7 @@ pub fn done<T>(r: Option<T>) -> Outcome {
 }
 
 /// Random bytes of length `len`: random, or a repeated pattern (either kind of data).
-pub fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+pub(super) fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     if rng.chance(1, 2) {
         rng.fill(&mut v);
@@ -99,7 +99,7 @@ pub fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
 
 impl Worker<'_> {
     /// Runs operation `op`.
-    pub fn step(&mut self, op: Op) -> OpResult {
+    pub(super) fn step(&mut self, op: Op) -> OpResult {
         match op {
             Op::Create => self.create(),
             Op::Write | Op::Append | Op::Truncate | Op::Fallocate | Op::Read => self.data_op(op),
@@ -427,7 +427,7 @@ fn put(data: &mut Vec<u8>, off: u64, buf: &[u8]) {
 }
 
 /// The bytes read from `p` are the model's.
-pub fn compare(p: &Path, got: &[u8], want: &[u8]) -> OpResult {
+pub(super) fn compare(p: &Path, got: &[u8], want: &[u8]) -> OpResult {
     if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
         return Err(format!(
             "{}: byte {i} is {:#04x}, model says {:#04x} (size {})",

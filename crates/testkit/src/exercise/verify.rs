@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Compares the directory `root` with `t`.
-pub fn tree(root: &Path, t: &Tree) -> Result<(), String> {
+pub(super) fn tree(root: &Path, t: &Tree) -> Result<(), String> {
     // Model node -> real inode number, and back: hard links must agree both ways.
     let mut inos: HashMap<Id, u64> = HashMap::new();
     let mut ids: HashMap<u64, Id> = HashMap::new();

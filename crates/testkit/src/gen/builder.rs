@@ -40,7 +40,7 @@ pub(crate) struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    pub fn new(root: &Path, opts: &'a GenOptions) -> Builder<'a> {
+    pub(super) fn new(root: &Path, opts: &'a GenOptions) -> Builder<'a> {
         Builder {
             root: root.to_path_buf(),
             opts,
@@ -50,7 +50,7 @@ impl<'a> Builder<'a> {
     }
 
     /// A generator for one section of the tree, independent of the other sections.
-    pub fn rng(&self, section: &str) -> Rng {
+    pub(super) fn rng(&self, section: &str) -> Rng {
         // FNV-1a of the section name, mixed with the seed.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for &b in section.as_bytes() {
@@ -60,7 +60,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The absolute path of `rel`.
-    pub fn abs(&self, rel: &Path) -> PathBuf {
+    pub(super) fn abs(&self, rel: &Path) -> PathBuf {
         if rel.as_os_str().is_empty() {
             self.root.clone()
         } else {
@@ -69,14 +69,14 @@ impl<'a> Builder<'a> {
     }
 
     /// Adds a note to the report (once per distinct text).
-    pub fn note(&mut self, msg: String) {
+    pub(super) fn note(&mut self, msg: String) {
         if !self.report.notes.contains(&msg) {
             self.report.notes.push(msg);
         }
     }
 
     /// `dir/name`, with a suffix added when that name is already taken.
-    pub fn unique(&self, dir: &Path, name: &[u8]) -> PathBuf {
+    pub(super) fn unique(&self, dir: &Path, name: &[u8]) -> PathBuf {
         let name = names::sanitize(name.to_vec());
         let mut cand = dir.join(OsStr::from_bytes(&name));
         let mut n = 1u32;
@@ -103,12 +103,12 @@ impl<'a> Builder<'a> {
     }
 
     /// Registers the root directory (it exists already).
-    pub fn root(&mut self, attrs: Attrs) {
+    pub(super) fn root(&mut self, attrs: Attrs) {
         self.remember(Path::new(""), attrs, false);
     }
 
     /// Creates directory `rel`.
-    pub fn mkdir(&mut self, rel: &Path, attrs: Attrs) -> io::Result<()> {
+    pub(super) fn mkdir(&mut self, rel: &Path, attrs: Attrs) -> io::Result<()> {
         fs::create_dir(self.abs(rel)).map_err(|e| ctx(e, "mkdir", rel))?;
         self.report.dirs += 1;
         self.remember(rel, attrs, false);
@@ -116,7 +116,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Creates regular file `rel` with `len` bytes of `kind`.
-    pub fn file(
+    pub(super) fn file(
         &mut self,
         rel: &Path,
         kind: Content,
@@ -137,7 +137,7 @@ impl<'a> Builder<'a> {
 
     /// Creates sparse file `rel` of `size` bytes with random data at `segments`
     /// (offset, length) and holes elsewhere.
-    pub fn sparse(
+    pub(super) fn sparse(
         &mut self,
         rel: &Path,
         segments: &[(u64, u64)],
@@ -164,7 +164,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Creates symbolic link `rel` pointing to `target` (raw bytes).
-    pub fn symlink(&mut self, rel: &Path, target: &[u8], attrs: Attrs) -> io::Result<()> {
+    pub(super) fn symlink(&mut self, rel: &Path, target: &[u8], attrs: Attrs) -> io::Result<()> {
         std::os::unix::fs::symlink(OsStr::from_bytes(target), self.abs(rel))
             .map_err(|e| ctx(e, "symlink", rel))?;
         self.report.symlinks += 1;
@@ -173,7 +173,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Adds name `new` for the inode of `existing` (not following a symlink).
-    pub fn hardlink(&mut self, existing: &Path, new: &Path) -> io::Result<()> {
+    pub(super) fn hardlink(&mut self, existing: &Path, new: &Path) -> io::Result<()> {
         fs::hard_link(self.abs(existing), self.abs(new)).map_err(|e| ctx(e, "link", new))?;
         self.report.hardlinks += 1;
         self.report.entries += 1;
@@ -182,7 +182,7 @@ impl<'a> Builder<'a> {
 
     /// Creates a special file; returns false (with a note) when devices cannot be made
     /// here (no permission).
-    pub fn special(&mut self, rel: &Path, kind: Special, attrs: Attrs) -> io::Result<bool> {
+    pub(super) fn special(&mut self, rel: &Path, kind: Special, attrs: Attrs) -> io::Result<bool> {
         let path = self.abs(rel);
         let (r, what) = match kind {
             Special::Fifo => (sys::mknod(&path, libc::S_IFIFO, 0o644, 0), "fifo"),
@@ -217,7 +217,7 @@ impl<'a> Builder<'a> {
 
     /// Sets extended attributes on `rel`; a namespace the file system or the user cannot
     /// write is skipped with a note.
-    pub fn xattrs(&mut self, rel: &Path, list: &[(Vec<u8>, Vec<u8>)]) -> io::Result<()> {
+    pub(super) fn xattrs(&mut self, rel: &Path, list: &[(Vec<u8>, Vec<u8>)]) -> io::Result<()> {
         let path = self.abs(rel);
         for (name, value) in list.iter().take(self.opts.max_xattrs_per_file) {
             match crate::xattr::set(&path, name, value) {
@@ -262,7 +262,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The final pass: owner, mode and times for every entry, children before parents.
-    pub fn finish(mut self) -> io::Result<GenReport> {
+    pub(super) fn finish(mut self) -> io::Result<GenReport> {
         let pending = std::mem::take(&mut self.pending);
         for p in pending.iter().rev() {
             let path = self.abs(&p.rel);

@@ -9,7 +9,7 @@
 //! copies of [`VEC_MIN`]..=[`PREFETCH_MAX`] bytes, which use our own vector loop.
 
 /// Largest single memcpy.
-pub const STEP: usize = 64 << 10;
+pub(crate) const STEP: usize = 64 << 10;
 
 /// Copies up to this size first ask for every cache line of the source at once
 /// (prefetch), so the memory system fetches them in parallel instead of as the copy
@@ -34,7 +34,7 @@ const VEC_MIN: usize = 2 << 10;
 
 /// Copies `src` into `dst` (of the same length).
 #[inline]
-pub fn copy(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     if src.len() <= PREFETCH_MAX {
         for off in (0..src.len()).step_by(64) {

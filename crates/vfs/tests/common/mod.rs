@@ -5,7 +5,7 @@ use std::process::Command;
 
 /// Makes an 8 MiB ext4 image of `src` with `mke2fs -d` at `dir/img`; None (with a SKIP
 /// line) when mke2fs is not available.
-pub fn mke2fs_image(src: &Path, dir: &Path) -> Option<PathBuf> {
+pub(crate) fn mke2fs_image(src: &Path, dir: &Path) -> Option<PathBuf> {
     let img = dir.join("img");
     let ok = Command::new("mke2fs")
         .args(["-q", "-F", "-t", "ext4", "-d"])

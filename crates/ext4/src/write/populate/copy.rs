@@ -24,7 +24,7 @@ const BATCH_BYTES: u64 = 2 << 20;
 
 /// One piece of data to copy: `len` bytes at `src_off` of the file to byte `dst` of the
 /// image.
-pub struct Piece {
+pub(super) struct Piece {
     src_off: u64,
     dst: u64,
     /// Bytes written: whole blocks.
@@ -34,7 +34,7 @@ pub struct Piece {
 }
 
 /// One thing to write to the image.
-pub enum CopyJob {
+pub(super) enum CopyJob {
     /// The data of the file of tree node `node`.
     File { node: usize, pieces: Vec<Piece> },
     /// Blocks the writer made while placing (directory, extent-tree and symlink blocks):
@@ -54,7 +54,7 @@ impl CopyJob {
 
 /// The copy pieces of a file: whole blocks (the tail of the last block is zeros, as on
 /// disk), so the pieces of consecutive files join into one write.
-pub fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
+pub(super) fn pieces(maps: &[Mapping], bs: u64, size: u64) -> Vec<Piece> {
     maps.iter()
         .filter_map(|m| {
             let off = m.lblk * bs;
@@ -216,14 +216,14 @@ impl CopyWorker<'_> {
 
 /// Groups jobs, as placement makes them, into batches of about [`BATCH_BYTES`] for the
 /// copy workers.
-pub struct Batcher {
+pub(super) struct Batcher {
     tx: SyncSender<Vec<CopyJob>>,
     cur: Vec<CopyJob>,
     bytes: u64,
 }
 
 impl Batcher {
-    pub fn new(tx: SyncSender<Vec<CopyJob>>) -> Batcher {
+    pub(super) fn new(tx: SyncSender<Vec<CopyJob>>) -> Batcher {
         Batcher {
             tx,
             cur: Vec::new(),
@@ -232,7 +232,7 @@ impl Batcher {
     }
 
     /// Adds a job; false when the workers have stopped (after an error).
-    pub fn push(&mut self, job: CopyJob) -> bool {
+    pub(super) fn push(&mut self, job: CopyJob) -> bool {
         self.bytes += job.bytes();
         self.cur.push(job);
         if self.bytes < BATCH_BYTES {
@@ -243,7 +243,7 @@ impl Batcher {
     }
 
     /// Sends the last batch; dropping the batcher then tells the workers no more come.
-    pub fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         if !self.cur.is_empty() {
             let _ = self.tx.send(std::mem::take(&mut self.cur));
         }
@@ -253,7 +253,7 @@ impl Batcher {
 /// Copies the data of the batches arriving on `rx` to `dev` with `threads` workers,
 /// until the sender is gone; returns the bytes of file data copied. Kept files are
 /// copied from memory (and released), the others read again from the source.
-pub fn copy(
+pub(super) fn copy(
     dev: &dyn Device,
     tree: &Tree,
     rx: Receiver<Vec<CopyJob>>,

@@ -26,7 +26,7 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Where a kept file's bytes are: chunk `chunk`, from byte `off` (the length is the
 /// file's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held {
+pub(super) struct Held {
     pub chunk: u32,
     pub off: u32,
 }
@@ -46,7 +46,7 @@ struct FreeList {
 }
 
 /// The chunks, shared by every thread of a populate.
-pub struct Hold {
+pub(super) struct Hold {
     slots: boxcar::Vec<Slot>,
     /// Chunks with no reference left, ready to be filled again.
     free: Mutex<FreeList>,
@@ -68,7 +68,7 @@ pub struct Hold {
 impl Hold {
     /// A pool of chunks: up to `soft` bytes are mapped freely, then a scan worker waits
     /// for a free chunk (see the module text) before mapping more, up to `hard` bytes.
-    pub fn new(soft: u64, hard: u64) -> Hold {
+    pub(super) fn new(soft: u64, hard: u64) -> Hold {
         let chunks = |b: u64| b / CHUNK_BYTES as u64;
         Hold {
             slots: boxcar::Vec::new(),
@@ -84,14 +84,14 @@ impl Hold {
 
     /// Nothing more is kept from now on (placement ended: the copy will release no
     /// chunk that is not already placed); waiting workers stop waiting.
-    pub fn close(&self) {
+    pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.wake_all();
     }
 
     /// Placement is (`true`) or is no longer waiting for the scan. While it is, scan
     /// workers do not wait for chunks.
-    pub fn set_starved(&self, starved: bool) {
+    pub(super) fn set_starved(&self, starved: bool) {
         self.starved.store(starved, Ordering::Release);
         if starved {
             self.wake_all();
@@ -161,12 +161,12 @@ impl Hold {
     }
 
     /// Bytes of chunks mapped so far.
-    pub fn bytes_mapped(&self) -> u64 {
+    pub(super) fn bytes_mapped(&self) -> u64 {
         (self.slots.count() * CHUNK_BYTES) as u64
     }
 
     /// The bytes of a kept file of `len` bytes.
-    pub fn bytes(&self, h: Held, len: u64) -> &[u8] {
+    pub(super) fn bytes(&self, h: Held, len: u64) -> &[u8] {
         self.slots[h.chunk as usize]
             .chunk
             .range(h.off as usize, len as usize)
@@ -174,27 +174,27 @@ impl Hold {
 
     /// The copy is done with a kept file: its chunk may be reused once the others in it
     /// are done too. Call once per kept file; the bytes must not be read afterwards.
-    pub fn release(&self, h: Held) {
+    pub(super) fn release(&self, h: Held) {
         self.unref(h.chunk);
     }
 }
 
 /// A scan worker's chunk being filled.
-pub struct Filler<'a> {
+pub(super) struct Filler<'a> {
     hold: &'a Hold,
     /// Chunk id and bytes used.
     cur: Option<(u32, usize)>,
 }
 
 impl<'a> Filler<'a> {
-    pub fn new(hold: &'a Hold) -> Filler<'a> {
+    pub(super) fn new(hold: &'a Hold) -> Filler<'a> {
         Filler { hold, cur: None }
     }
 
     /// Room for a file of `len` (<= CHUNK_BYTES) bytes, referenced until
     /// [`Hold::release`] or [`Filler::unreserve`]; `None` when no memory is left. The
     /// bytes are not zeroed (a reused chunk holds old files).
-    pub fn reserve(&mut self, len: usize) -> Option<(Held, &mut [u8])> {
+    pub(super) fn reserve(&mut self, len: usize) -> Option<(Held, &mut [u8])> {
         if !matches!(self.cur, Some((_, used)) if used + len <= CHUNK_BYTES) {
             self.retire();
             self.cur = Some((self.hold.take()?, 0));
@@ -219,7 +219,7 @@ impl<'a> Filler<'a> {
 
     /// Gives back the room just reserved for `len` bytes (a file that turned out to
     /// have no data to keep).
-    pub fn unreserve(&mut self, h: Held, len: usize) {
+    pub(super) fn unreserve(&mut self, h: Held, len: usize) {
         if let Some((id, used)) = self.cur.as_mut() {
             if *id == h.chunk && *used == h.off as usize + len {
                 *used = h.off as usize;
@@ -229,7 +229,7 @@ impl<'a> Filler<'a> {
     }
 
     /// Lets go of the chunk being filled (a worker about to idle).
-    pub fn retire(&mut self) {
+    pub(super) fn retire(&mut self) {
         if let Some((id, _)) = self.cur.take() {
             self.hold.unref(id);
         }

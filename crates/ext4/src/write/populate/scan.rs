@@ -5,7 +5,7 @@
 //! [`HOLD_MAX`] are kept in memory ([`super::hold`], recycled) so the copy writes them
 //! without touching the source again, larger files are read again by the copy.
 
-pub use super::hold::Hold;
+pub(super) use super::hold::Hold;
 use super::hold::{Filler, Held};
 use super::source::{self, Dir, DirEnt};
 use std::cmp::Reverse;
@@ -23,7 +23,7 @@ use usfs_fs::{Error, Result, Timestamp};
 /// costs little next to their data. Keeping saves the copy a second openat + pread +
 /// close per file; with the memory recycled that pays for any file up to the chunk
 /// size, and 64 KiB keeps the 256 KiB chunks well filled.
-pub const HOLD_MAX: u64 = 64 << 10;
+pub(super) const HOLD_MAX: u64 = 64 << 10;
 /// Largest block size: the zero pattern blocks are compared with.
 static ZEROS: [u8; 65536] = [0; 65536];
 /// Bytes read at a time from a file that is not kept (checking for zero blocks).
@@ -31,7 +31,7 @@ const READ_BUF: usize = 1 << 20;
 
 /// The attributes of a source entry.
 #[derive(Clone, Debug, Default)]
-pub struct Meta {
+pub(super) struct Meta {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -71,11 +71,11 @@ impl Meta {
 }
 
 /// Block ranges `(lblk, count)`: most files have one, kept inline (no allocation).
-pub type Runs = smallvec::SmallVec<[(u64, u64); 1]>;
+pub(super) type Runs = smallvec::SmallVec<[(u64, u64); 1]>;
 
 /// A regular file's data as the scan found it.
 #[derive(Debug, Default)]
-pub struct FileData {
+pub(super) struct FileData {
     /// Block ranges `(lblk, count)`, sorted, that hold data other than zeros: what gets
     /// allocated (everything else is a hole).
     pub blocks: Runs,
@@ -84,14 +84,14 @@ pub struct FileData {
 }
 
 /// What scanning a directory found: its own attributes and its entries.
-pub struct DirScan {
+pub(super) struct DirScan {
     pub meta: Meta,
     pub xattrs: Xattrs,
     /// Children (node indexes), sorted by name.
     pub kids: Vec<usize>,
 }
 
-pub enum Kind {
+pub(super) enum Kind {
     /// Set once the directory has been scanned ([`Tree::dir`]).
     Dir(OnceLock<Box<DirScan>>),
     File(FileData),
@@ -99,7 +99,7 @@ pub enum Kind {
     Special,
 }
 
-pub struct Node {
+pub(super) struct Node {
     pub name: Vec<u8>,
     /// The parent directory's node (the root is its own parent).
     pub parent: usize,
@@ -155,7 +155,7 @@ const PLACEMENT_LAG: u64 = 16;
 /// The source tree, filled in by the scan while placement and copy already use it:
 /// nodes never change once added (index 0 is the root), a directory's entries appear
 /// all at once when it has been scanned ([`Tree::dir`] waits for that).
-pub struct Tree {
+pub(super) struct Tree {
     pub root: PathBuf,
     nodes: boxcar::Vec<Node>,
     /// Memory of kept files.
@@ -174,7 +174,7 @@ pub struct Tree {
 impl Tree {
     /// A tree to scan from directory `src` for a file system of `bs`-byte blocks,
     /// keeping small files' bytes in `hold` until they are copied.
-    pub fn new(src: &Path, bs: u32, hold: Hold) -> Tree {
+    pub(super) fn new(src: &Path, bs: u32, hold: Hold) -> Tree {
         let nodes = boxcar::Vec::new();
         nodes.push(Node {
             name: Vec::new(),
@@ -208,18 +208,18 @@ impl Tree {
     }
 
     /// Node `i` (any index the tree handed out).
-    pub fn node(&self, i: usize) -> &Node {
+    pub(super) fn node(&self, i: usize) -> &Node {
         &self.nodes[i]
     }
 
     /// Nodes added so far (all of them once [`Tree::scan`] has returned).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.nodes.count()
     }
 
     /// Directory `d` as scanned, waiting for its scan; an error when the scan stopped
     /// before reaching it.
-    pub fn dir(&self, d: usize) -> Result<&DirScan> {
+    pub(super) fn dir(&self, d: usize) -> Result<&DirScan> {
         let Kind::Dir(once) = &self.nodes[d].kind else {
             return Err(Error::NotDir);
         };
@@ -284,12 +284,12 @@ impl Tree {
 
     /// Placement is over (done, failed or panicked): from now on the scan keeps no
     /// more files in memory and never waits for it.
-    pub fn placement_done(&self) {
+    pub(super) fn placement_done(&self) {
         self.hold.close();
     }
 
     /// The source path of node `i`.
-    pub fn path(&self, mut i: usize) -> PathBuf {
+    pub(super) fn path(&self, mut i: usize) -> PathBuf {
         let mut names = Vec::new();
         while i != 0 {
             names.push(i);
@@ -304,7 +304,7 @@ impl Tree {
 
     /// Scans the whole tree with `threads` workers; returns when every directory has
     /// been read, or with the first error.
-    pub fn scan(&self, threads: usize) -> Result<()> {
+    pub(super) fn scan(&self, threads: usize) -> Result<()> {
         std::thread::scope(|s| {
             for _ in 0..threads.max(1) {
                 s.spawn(|| self.work());
@@ -486,7 +486,7 @@ fn lower_priority() {
     }
 }
 
-pub fn io_err(path: &Path, e: std::io::Error) -> Error {
+pub(super) fn io_err(path: &Path, e: std::io::Error) -> Error {
     Error::Io(std::io::Error::new(
         e.kind(),
         format!("{}: {e}", path.display()),
@@ -494,7 +494,7 @@ pub fn io_err(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// Block ranges `(lblk, count)` covering byte ranges.
-pub fn block_ranges(ranges: &[(u64, u64)], bs: u64) -> Runs {
+pub(super) fn block_ranges(ranges: &[(u64, u64)], bs: u64) -> Runs {
     let mut out = Runs::new();
     for &(s, e) in ranges {
         if e <= s {
@@ -535,7 +535,7 @@ struct Worker<'a> {
 }
 
 /// Extended attributes as (name, value) pairs.
-pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+pub(super) type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A child found in a directory: the node, and its path when it is a directory to scan.
 type Found = (Node, Option<PathBuf>);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use usfs_dev::{Device, IoStats};
 
 /// A handle on a shared device; every call goes to it.
-pub struct SharedDevice(pub Arc<dyn Device>);
+pub(super) struct SharedDevice(pub Arc<dyn Device>);
 
 impl Device for SharedDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -48,7 +48,7 @@ impl Device for SharedDevice {
 }
 
 /// Makes `dev` shareable: returns the shared device, and leaves in `dev` a handle on it.
-pub fn share(dev: &mut Box<dyn Device>) -> Arc<dyn Device> {
+pub(super) fn share(dev: &mut Box<dyn Device>) -> Arc<dyn Device> {
     let placeholder: Box<dyn Device> = Box::new(usfs_dev::MemDevice::new(Vec::new(), false));
     let shared: Arc<dyn Device> = Arc::from(std::mem::replace(dev, placeholder));
     *dev = Box::new(SharedDevice(shared.clone()));

@@ -41,7 +41,7 @@ fn zeroed_stat() -> libc::stat {
 }
 
 /// `fstat` of an open descriptor.
-pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     let mut st = zeroed_stat();
     // SAFETY: fd is open for the duration of the call; st is a writable struct stat.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
@@ -51,20 +51,20 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
 }
 
 /// A source directory, open for reading its entries and reaching them.
-pub struct Dir {
+pub(super) struct Dir {
     fd: OwnedFd,
 }
 
 /// One directory entry: its name and its `d_type` (`DT_UNKNOWN` when the file system
 /// does not say).
-pub struct DirEnt {
+pub(super) struct DirEnt {
     pub name: Vec<u8>,
     pub d_type: u8,
 }
 
 impl Dir {
     /// Opens the directory at `path` (not following a final symlink).
-    pub fn open(path: &Path) -> io::Result<Dir> {
+    pub(super) fn open(path: &Path) -> io::Result<Dir> {
         let c = path_cstr(path)?;
         let fd = open_noatime(|extra| {
             // SAFETY: c is a valid NUL-terminated path.
@@ -74,13 +74,13 @@ impl Dir {
     }
 
     /// The directory's descriptor.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// Appends the entries (without `.` and `..`) to `out`, reading with `buf` as the
     /// getdents64 buffer.
-    pub fn entries(&self, buf: &mut [u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
+    pub(super) fn entries(&self, buf: &mut [u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
         loop {
             // SAFETY: the descriptor is an open directory; buf is writable for its length.
             let n = unsafe {
@@ -106,7 +106,7 @@ impl Dir {
     }
 
     /// `fstatat` of entry `name`, not following a symlink.
-    pub fn stat_at(&self, name: &CStr) -> io::Result<libc::stat> {
+    pub(super) fn stat_at(&self, name: &CStr) -> io::Result<libc::stat> {
         let mut st = zeroed_stat();
         // SAFETY: valid descriptor and C string; st is a writable struct stat.
         let r = unsafe {
@@ -126,7 +126,7 @@ impl Dir {
     /// Opens entry `name` for reading, not following a symlink and never blocking (a
     /// fifo that replaced a file opens without waiting for a writer; the caller checks
     /// the type with [`fstat`]).
-    pub fn open_file(&self, name: &CStr) -> io::Result<File> {
+    pub(super) fn open_file(&self, name: &CStr) -> io::Result<File> {
         let fd = open_noatime(|extra| {
             // SAFETY: valid descriptor and C string.
             unsafe {
@@ -141,7 +141,7 @@ impl Dir {
     }
 
     /// The target of symlink `name`.
-    pub fn read_link(&self, name: &CStr) -> io::Result<Vec<u8>> {
+    pub(super) fn read_link(&self, name: &CStr) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; 256];
         loop {
             // SAFETY: valid descriptor and C string; buf is writable for its length.
@@ -200,7 +200,7 @@ fn parse_dirents(mut b: &[u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
 }
 
 /// The extended attributes of an open file or directory.
-pub fn xattrs_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+pub(super) fn xattrs_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let fd = fd.as_raw_fd();
     read_xattrs(
         // SAFETY: fd is open; the buffer is writable for the given length.
@@ -214,7 +214,7 @@ pub fn xattrs_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
 
 /// The extended attributes of `path`, not following a symlink (for symlinks and device
 /// nodes, which are not opened).
-pub fn xattrs_path(path: &Path) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+pub(super) fn xattrs_path(path: &Path) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let c = path_cstr(path)?;
     read_xattrs(
         // SAFETY: c is a valid C string; the buffer is writable for the given length.
@@ -288,7 +288,7 @@ fn read_xattrs(
 
 /// Data ranges `(start, end)` in bytes of a file with holes, by SEEK_DATA / SEEK_HOLE
 /// (the whole file when the file system cannot tell).
-pub fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
+pub(super) fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
     let fd = f.as_raw_fd();
     let mut out = Vec::new();
     let mut pos: i64 = 0;
@@ -311,7 +311,7 @@ pub fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
 }
 
 /// Reads until `buf` is full or end of file; returns the bytes read.
-pub fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+pub(super) fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read_at(&mut buf[n..], off + n as u64) {

@@ -5,7 +5,7 @@
 use std::ffi::CString;
 
 /// Raw open.
-pub fn sys_open(path: &std::path::Path, flags: i32, mode: u32) -> Option<i32> {
+pub(super) fn sys_open(path: &std::path::Path, flags: i32, mode: u32) -> Option<i32> {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: openat with a NUL-terminated path.
     let fd = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c.as_ptr(), flags, mode) };
@@ -13,13 +13,13 @@ pub fn sys_open(path: &std::path::Path, flags: i32, mode: u32) -> Option<i32> {
 }
 
 /// Raw close.
-pub fn sys_close(fd: i32) {
+pub(super) fn sys_close(fd: i32) {
     // SAFETY: closing a descriptor we opened.
     unsafe { libc::syscall(libc::SYS_close, fd) };
 }
 
 /// fstat of a descriptor.
-pub fn fstat(fd: i32) -> Option<libc::stat> {
+pub(super) fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: plain old data; fstat fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat into a local struct.
@@ -28,24 +28,24 @@ pub fn fstat(fd: i32) -> Option<libc::stat> {
 }
 
 /// (st_dev, st_ino) of a descriptor.
-pub fn fstat_id(fd: i32) -> Option<(u64, u64)> {
+pub(super) fn fstat_id(fd: i32) -> Option<(u64, u64)> {
     fstat(fd).map(|st| (st.st_dev, st.st_ino))
 }
 
 /// pwrite all of `buf` at `off`.
-pub fn pwrite_all(fd: i32, buf: &[u8], off: u64) -> bool {
+pub(super) fn pwrite_all(fd: i32, buf: &[u8], off: u64) -> bool {
     crate::sysio::pwrite_full(fd, buf, off) == buf.len()
 }
 
 /// pread all of `buf` at `off`.
-pub fn pread_all(fd: i32, buf: &mut [u8], off: u64) -> bool {
+pub(super) fn pread_all(fd: i32, buf: &mut [u8], off: u64) -> bool {
     crate::sysio::pread_full(fd, buf, off) == buf.len()
 }
 
 /// A read-only shared mapping of a whole file, placed so that file offset `aligned_off`
 /// lands on an address that is a multiple of `align` (a 2 MiB folio of the file's page
 /// cache there is then mapped by one page-table entry). Unmapped on drop.
-pub struct Mapping {
+pub(super) struct Mapping {
     base: *mut u8,
     len: usize,
 }
@@ -75,7 +75,7 @@ fn sys_munmap(addr: usize, len: usize) {
 impl Mapping {
     /// Maps the `len` bytes of the file open at `fd` (`align` a power of two, a multiple
     /// of the page size; `aligned_off` a multiple of the page size).
-    pub fn new(fd: i32, len: usize, align: usize, aligned_off: usize) -> Option<Mapping> {
+    pub(super) fn new(fd: i32, len: usize, align: usize, aligned_off: usize) -> Option<Mapping> {
         let page = 4096;
         let mlen = len.next_multiple_of(page);
         let span = mlen.checked_add(align)?;
@@ -128,7 +128,7 @@ impl Mapping {
 
     /// The address of file offset 0.
     #[inline]
-    pub fn base(&self) -> *const u8 {
+    pub(super) fn base(&self) -> *const u8 {
         self.base
     }
 }
@@ -142,7 +142,7 @@ impl Drop for Mapping {
 /// A write lock of 8 bytes of a file (an open-file-description lock: it belongs to the
 /// descriptor's open file, so threads of one process exclude each other too, and it goes
 /// away when the descriptor is closed, even by a process that dies). Released on drop.
-pub struct WordLock {
+pub(super) struct WordLock {
     fd: i32,
     at: u64,
 }
@@ -166,7 +166,7 @@ impl WordLock {
     /// Takes the lock of bytes `at..at + 8` of the file open (for writing) at `fd`,
     /// trying again after a yield, then after sleeps growing to 1 ms, for up to
     /// [`LOCK_WAIT_US`]; `None` if it stays taken or locks are not supported.
-    pub fn try_new(fd: i32, at: u64) -> Option<WordLock> {
+    pub(super) fn try_new(fd: i32, at: u64) -> Option<WordLock> {
         let (mut waited, mut tries) = (0u64, 0u32);
         loop {
             if Self::fcntl(fd, at, libc::F_WRLCK) {

@@ -112,7 +112,7 @@ pub struct Report {
     pub shared_pclusters: u64,
     /// `-E dedupe`: the blocks sharing saved.
     pub shared_blocks: u64,
-    /// What the build warns about (skipped files, xattrs that do not fit).
+    /// What the build warns about (xattrs it cannot store, skipped).
     pub warnings: Vec<String>,
     /// Wall and CPU time per phase.
     pub phases: Vec<Phase>,

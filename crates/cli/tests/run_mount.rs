@@ -136,52 +136,20 @@ const METHODS: &[Method] = &[
     Method::Run,
 ];
 
-/// A FUSE mount by `usfs mount`, unmounted on drop (also when the test fails).
-struct FuseMount(PathBuf);
-
-impl FuseMount {
-    fn new(img: &Path, dir: &Path, opts: &str) -> FuseMount {
-        std::fs::create_dir_all(dir).unwrap();
-        let (code, _, err) = run_limited(
-            Command::new(usfs())
-                .arg("mount")
-                .args(["-o", opts])
-                .arg(img)
-                .arg(dir),
-            Duration::from_secs(60),
-        );
-        assert_eq!(
-            code,
-            Some(0),
-            "usfs mount -o {opts} failed: {}",
-            String::from_utf8_lossy(&err)
-        );
-        FuseMount(dir.to_path_buf())
-    }
-}
-
-impl Drop for FuseMount {
-    fn drop(&mut self) {
-        let _ = Mount {
-            dir: self.0.clone(),
-        };
-    }
-}
-
 /// Keeps whatever makes the image visible alive while programs run (the mounts are held
 /// only for their Drop, which unmounts).
 #[allow(dead_code)]
 enum Visible {
     Kernel(Mount),
-    Fuse(FuseMount),
+    Fuse(UsfsMount),
     Preload,
 }
 
 fn make_visible(m: Method, kind: ImageKind, img: &Path, root: &Path) -> Visible {
     match m {
         Method::Kernel => Visible::Kernel(Mount::new(img, root, kind.fstype(), "ro,noatime")),
-        Method::FuseCache => Visible::Fuse(FuseMount::new(img, root, "cache")),
-        Method::FuseDirect => Visible::Fuse(FuseMount::new(img, root, "direct_io,threads=2")),
+        Method::FuseCache => Visible::Fuse(UsfsMount::new(img, root, "cache")),
+        Method::FuseDirect => Visible::Fuse(UsfsMount::new(img, root, "direct_io,threads=2")),
         Method::Run => {
             std::fs::create_dir_all(root).unwrap();
             Visible::Preload

@@ -11,8 +11,6 @@ mod common;
 use common::fuse_rw::*;
 use common::*;
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 use usfs_testkit::{compare, CmpOptions};
 
 const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
@@ -83,21 +81,8 @@ fn served_by_rings(what: &str) -> impl Fn(&Path) + '_ {
 /// A read-only `usfs mount -o OPTS` of `img` equals the kernel's read-only view.
 fn read_only_matches_the_kernel(img: &Path, opts: &str) {
     let s = Scratch::new("rw-fuse-uring-ro");
-    let u = s.path("u");
-    std::fs::create_dir_all(&u).unwrap();
-    let (code, _, err) = run_limited(
-        Command::new(usfs())
-            .args(["mount", "-o", opts])
-            .arg(img)
-            .arg(&u),
-        Duration::from_secs(60),
-    );
-    assert_eq!(
-        code,
-        Some(0),
-        "usfs mount -o {opts}: {}",
-        String::from_utf8_lossy(&err)
-    );
+    let m = UsfsMount::new(img, &s.path("u"), opts);
+    let u = m.0.clone();
     let k = Mount::new(img, &s.path("k"), "ext4", "ro");
     let cmp = CmpOptions {
         atime: false,
@@ -112,7 +97,7 @@ fn read_only_matches_the_kernel(img: &Path, opts: &str) {
     ));
     let woken = ring_wakeups(img);
     let r = compare(&u, &k.dir, &cmp);
-    let _ = Command::new(usfs()).arg("umount").arg(&u).status();
+    drop(m);
     if let Err(d) = r {
         panic!("usfs mount -o {opts} over io_uring and the kernel differ: {d}");
     }

@@ -130,14 +130,15 @@ impl Args<'_> {
     }
 }
 
-/// The NUL-terminated names at the front of a payload, in order (LOOKUP's name; RENAME's
-/// old and new names; SYMLINK's name and target; SETXATTR's name then the value).
-pub(crate) fn names(payload: &[u8], n: usize) -> Option<(Vec<&[u8]>, &[u8])> {
+/// The `N` NUL-terminated names at the front of a payload, in order (LOOKUP's name;
+/// RENAME's old and new names; SYMLINK's name and target; SETXATTR's name, then the
+/// value in the rest).
+pub(crate) fn names<const N: usize>(payload: &[u8]) -> Option<([&[u8]; N], &[u8])> {
     let mut rest = payload;
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
+    let mut out: [&[u8]; N] = [&[]; N];
+    for slot in &mut out {
         let end = rest.iter().position(|&c| c == 0)?;
-        out.push(&rest[..end]);
+        *slot = &rest[..end];
         rest = &rest[end + 1..];
     }
     Some((out, rest))
@@ -302,9 +303,9 @@ mod tests {
 
     #[test]
     fn names_split_at_nul() {
-        let (n, rest) = names(b"old\0new\0tail", 2).unwrap();
-        assert_eq!(n, vec![&b"old"[..], &b"new"[..]]);
+        let (n, rest) = names::<2>(b"old\0new\0tail").unwrap();
+        assert_eq!(n, [&b"old"[..], &b"new"[..]]);
         assert_eq!(rest, b"tail");
-        assert!(names(b"unterminated", 1).is_none());
+        assert!(names::<1>(b"unterminated").is_none());
     }
 }

@@ -3,6 +3,7 @@
 //! [`Server::dispatch`]; neither knows an opcode beyond FORGET needing no reply.
 
 use crate::abi::{self, op, Args, InHeader};
+use crate::write::Make;
 use crate::Server;
 
 /// What a request came to.
@@ -26,9 +27,14 @@ impl From<Result<(), i32>> for Outcome<'_> {
     }
 }
 
-/// The names at the front of a payload, or EINVAL.
-fn names(payload: &[u8], n: usize) -> Result<(Vec<&[u8]>, &[u8]), i32> {
-    abi::names(payload, n).ok_or(libc::EINVAL)
+/// The `N` names at the front of a payload, or EINVAL.
+fn names<const N: usize>(payload: &[u8]) -> Result<([&[u8]; N], &[u8]), i32> {
+    abi::names(payload).ok_or(libc::EINVAL)
+}
+
+/// The one name at the front of a payload, or EINVAL.
+fn name(payload: &[u8]) -> Result<&[u8], i32> {
+    names::<1>(payload).map(|([n], _)| n)
 }
 
 impl Server {
@@ -52,7 +58,7 @@ impl Server {
             op::FORGET | op::BATCH_FORGET | op::INTERRUPT => Outcome::None,
             op::DESTROY => Outcome::Reply,
             op::LOOKUP => {
-                let r = names(payload, 1).and_then(|(n, _)| self.lookup(node, n[0], out));
+                let r = name(payload).and_then(|n| self.lookup(node, n, out));
                 r.into()
             }
             op::GETATTR => self.getattr(node, out).into(),
@@ -70,8 +76,7 @@ impl Server {
             op::READDIRPLUS => self.readdirplus(node, a.u64(8), a.u32(16), out).into(),
             op::STATFS => self.statfs(out).into(),
             op::GETXATTR => {
-                let r =
-                    names(payload, 1).and_then(|(n, _)| self.getxattr(node, n[0], a.u32(0), out));
+                let r = name(payload).and_then(|n| self.getxattr(node, n, a.u32(0), out));
                 r.into()
             }
             op::LISTXATTR => self.listxattr(node, a.u32(0), out).into(),
@@ -107,40 +112,36 @@ impl Server {
                 )
             }
             op::SETATTR => self.setattr(node, a, c, out),
-            op::CREATE => {
-                let (n, _) = names(payload, 1)?;
-                self.create(node, n[0], a.u32(4), a.u32(8), c, out)
-            }
+            // fuse_create_in: flags, mode, umask; fuse_mknod_in: mode, rdev, umask;
+            // fuse_mkdir_in: mode, umask.
+            op::CREATE => self.make(node, name(payload)?, Make::File, a.u32(4), a.u32(8), c, out),
             op::MKNOD => {
-                let (n, _) = names(payload, 1)?;
-                self.mknod(node, n[0], a.u32(0), a.u32(8), a.u32(4), c, out)
+                let kind = Make::Node { rdev: a.u32(4) };
+                self.make(node, name(payload)?, kind, a.u32(0), a.u32(8), c, out)
             }
-            op::MKDIR => {
-                let (n, _) = names(payload, 1)?;
-                self.mkdir(node, n[0], a.u32(0), a.u32(4), c, out)
-            }
+            op::MKDIR => self.make(node, name(payload)?, Make::Dir, a.u32(0), a.u32(4), c, out),
             op::SYMLINK => {
-                let (n, _) = names(payload, 2)?;
+                let (n, _) = names::<2>(payload)?;
                 self.symlink(node, n[0], n[1], c, out)
             }
             op::LINK => {
-                let (n, _) = names(payload, 1)?;
-                self.link(a.u64(0), node, n[0], out)
+                let n = name(payload)?;
+                self.link(a.u64(0), node, n, out)
             }
-            op::UNLINK => self.unlink(node, names(payload, 1)?.0[0]),
-            op::RMDIR => self.rmdir(node, names(payload, 1)?.0[0]),
+            op::UNLINK => self.unlink(node, name(payload)?),
+            op::RMDIR => self.rmdir(node, name(payload)?),
             op::RENAME | op::RENAME2 => {
                 let flags = if h.opcode == op::RENAME2 { a.u32(8) } else { 0 };
-                let (n, _) = names(payload, 2)?;
+                let (n, _) = names::<2>(payload)?;
                 self.rename(node, n[0], a.u64(0), n[1], flags)
             }
             op::FALLOCATE => self.fallocate(node, a.u64(8), a.u64(16), a.u32(24) as i32),
             op::SETXATTR => {
-                let (n, rest) = names(payload, 1)?;
+                let ([n], rest) = names::<1>(payload)?;
                 let size = (a.u32(0) as usize).min(rest.len());
-                self.setxattr(node, n[0], &rest[..size], a.u32(4) as i32)
+                self.setxattr(node, n, &rest[..size], a.u32(4) as i32)
             }
-            op::REMOVEXATTR => self.removexattr(node, names(payload, 1)?.0[0]),
+            op::REMOVEXATTR => self.removexattr(node, name(payload)?),
             _ => Err(libc::ENOSYS),
         }
     }

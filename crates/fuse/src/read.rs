@@ -99,6 +99,15 @@ impl Server {
         }
     }
 
+    /// The entries of directory `node` from `offset` on, in the kernel's order, "." and
+    /// ".." first: `add(name, ino, dtype, next offset)` returns false to stop.
+    fn list(&self, node: u64, offset: u64, add: &mut usfs_vfs::DirSink<'_>) -> Result<(), i32> {
+        let dir = self.ino_of(node);
+        let parent = self.fs.lookup(dir, b"..").unwrap_or(dir);
+        usfs_vfs::list_dir(&*self.fs, dir, parent, offset, add)?;
+        Ok(())
+    }
+
     pub(crate) fn readdir(
         &self,
         node: u64,
@@ -106,19 +115,10 @@ impl Server {
         size: u32,
         out: &mut Vec<u8>,
     ) -> Result<(), i32> {
-        let dir = self.ino_of(node);
-        let parent = self.fs.lookup(dir, b"..").unwrap_or(dir);
         let max = size as usize;
-        usfs_vfs::list_dir(
-            &*self.fs,
-            dir,
-            parent,
-            offset,
-            &mut |name, ino, dtype, next| {
-                abi::put_dirent(out, max, self.fuse_ino(ino), next, dtype as u32, name)
-            },
-        )?;
-        Ok(())
+        self.list(node, offset, &mut |name, ino, dtype, next| {
+            abi::put_dirent(out, max, self.fuse_ino(ino), next, dtype as u32, name)
+        })
     }
 
     /// READDIR and LOOKUP in one (the kernel asks for it when a program stats what it
@@ -131,37 +131,28 @@ impl Server {
         size: u32,
         out: &mut Vec<u8>,
     ) -> Result<(), i32> {
-        let dir = self.ino_of(node);
-        let parent = self.fs.lookup(dir, b"..").unwrap_or(dir);
         let max = size as usize;
         let mut failed = None;
-        usfs_vfs::list_dir(
-            &*self.fs,
-            dir,
-            parent,
-            offset,
-            &mut |name, ino, dtype, next| {
-                if out.len() + abi::direntplus_len(name) > max {
+        self.list(node, offset, &mut |name, ino, dtype, next| {
+            if out.len() + abi::direntplus_len(name) > max {
+                return false;
+            }
+            match self.fs.getattr(ino) {
+                Ok(m) => self.entry(&m, out),
+                Err(e) => {
+                    failed = Some(e.errno());
                     return false;
                 }
-                let m = match self.fs.getattr(ino) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        failed = Some(e.errno());
-                        return false;
-                    }
-                };
-                self.entry(&m, out);
-                abi::put_dirent(
-                    out,
-                    usize::MAX,
-                    self.fuse_ino(ino),
-                    next,
-                    dtype as u32,
-                    name,
-                )
-            },
-        )?;
+            }
+            abi::put_dirent(
+                out,
+                usize::MAX,
+                self.fuse_ino(ino),
+                next,
+                dtype as u32,
+                name,
+            )
+        })?;
         match failed {
             // An entry whose inode cannot be read ends this batch; alone, it is the error.
             Some(e) if out.is_empty() => Err(e),

@@ -95,11 +95,14 @@ impl Server {
         Ok(())
     }
 
+    /// CREATE, MKNOD and MKDIR: a new inode named `name` in `parent`, owned and moded
+    /// as [`attrs::new_node`] says; a created regular file is also opened.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn create(
+    pub(crate) fn make(
         &self,
         parent: u64,
         name: &[u8],
+        kind: Make,
         mode: u32,
         umask: u32,
         c: Caller,
@@ -107,52 +110,26 @@ impl Server {
     ) -> Result<(), i32> {
         let w = self.w()?;
         let dir = self.ino_of(parent);
-        let m = type_of_mode(mode | libc::S_IFREG)
-            .and_then(|ft| new_node(w, dir, ft, mode, umask, 0, c))
-            .and_then(|node| w.create(dir, name, node))
-            .and_then(|m| w.open_file(m.ino).map(|()| m))
-            .map_err(|e| e.errno())?;
+        let made = || {
+            let (ft, rdev) = match kind {
+                Make::File => (type_of_mode(mode | libc::S_IFREG)?, 0),
+                Make::Node { rdev } => (type_of_mode(mode)?, decode_dev32(rdev)),
+                Make::Dir => (FileType::Directory, 0),
+            };
+            let node = new_node(w, dir, ft, mode, umask, rdev, c)?;
+            match kind {
+                Make::Dir => w.mkdir(dir, name, node),
+                Make::Node { .. } => w.create(dir, name, node),
+                Make::File => w
+                    .create(dir, name, node)
+                    .and_then(|m| w.open_file(m.ino).map(|()| m)),
+            }
+        };
+        let m = made().map_err(|e: Error| e.errno())?;
         self.entry(&m, out);
-        abi::put_open(out, 1, self.open_flags());
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn mknod(
-        &self,
-        parent: u64,
-        name: &[u8],
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        c: Caller,
-        out: &mut Vec<u8>,
-    ) -> Result<(), i32> {
-        let w = self.w()?;
-        let dir = self.ino_of(parent);
-        let m = type_of_mode(mode)
-            .and_then(|ft| new_node(w, dir, ft, mode, umask, decode_dev32(rdev), c))
-            .and_then(|node| w.create(dir, name, node))
-            .map_err(|e| e.errno())?;
-        self.entry(&m, out);
-        Ok(())
-    }
-
-    pub(crate) fn mkdir(
-        &self,
-        parent: u64,
-        name: &[u8],
-        mode: u32,
-        umask: u32,
-        c: Caller,
-        out: &mut Vec<u8>,
-    ) -> Result<(), i32> {
-        let w = self.w()?;
-        let dir = self.ino_of(parent);
-        let m = new_node(w, dir, FileType::Directory, mode, umask, 0, c)
-            .and_then(|node| w.mkdir(dir, name, node))
-            .map_err(|e| e.errno())?;
-        self.entry(&m, out);
+        if matches!(kind, Make::File) {
+            abi::put_open(out, 1, self.open_flags());
+        }
         Ok(())
     }
 
@@ -300,6 +277,20 @@ fn new_node(
         c,
         &pm,
     ))
+}
+
+/// What [`Server::make`] makes.
+#[derive(Clone, Copy)]
+pub(crate) enum Make {
+    /// CREATE: a regular file, opened.
+    File,
+    /// MKNOD: any type but a directory; `rdev` as FUSE carries it.
+    Node {
+        /// The device number (new_encode_dev form).
+        rdev: u32,
+    },
+    /// MKDIR.
+    Dir,
 }
 
 /// The current time.

@@ -13,47 +13,6 @@ use std::time::Duration;
 use usfs_testkit::exercise::{run_ops, Options as ExerciseOptions};
 use usfs_testkit::{compare, CmpOptions};
 
-/// A read-write `usfs mount`, unmounted with `usfs umount` (which waits for the volume to
-/// be committed and closed) on drop, also when the test fails.
-pub(crate) struct RwMount(pub PathBuf);
-
-impl RwMount {
-    pub(crate) fn new(img: &Path, dir: &Path, opts: &str) -> RwMount {
-        std::fs::create_dir_all(dir).unwrap();
-        let (code, _, err) = run_limited(
-            Command::new(usfs())
-                .args(["mount", "-o", opts])
-                .arg(img)
-                .arg(dir),
-            Duration::from_secs(60),
-        );
-        assert_eq!(
-            code,
-            Some(0),
-            "usfs mount -o {opts}: {}",
-            String::from_utf8_lossy(&err)
-        );
-        RwMount(dir.to_path_buf())
-    }
-}
-
-impl Drop for RwMount {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            let ok = Command::new(usfs())
-                .arg("umount")
-                .arg(&self.0)
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// The workload: every kind of change real programs make.
 const WORKLOAD: &str = r#"
 set -e
@@ -184,7 +143,7 @@ pub(crate) fn check_layout_with(name: &str, args: &[&str], opts: &str, probe: &d
     {
         // allow_other: the workload writes as nobody too (FUSE refuses other users' calls
         // without it).
-        let m = RwMount::new(&a, &s.path("ma"), &format!("{opts},allow_other"));
+        let m = UsfsMount::new(&a, &s.path("ma"), &format!("{opts},allow_other"));
         run_workload(&m.0, &tarball);
         probe(&a);
     }
@@ -258,7 +217,7 @@ pub(crate) fn exercise_with(
     let dir = s.path("m");
     let work = dir.join("ex");
     let world = {
-        let _m = RwMount::new(&img, &dir, mount_opts);
+        let _m = UsfsMount::new(&img, &dir, mount_opts);
         std::fs::create_dir(&work).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let w = work.clone();

@@ -165,6 +165,47 @@ impl Drop for Mount {
     }
 }
 
+/// A `usfs mount -o OPTS` of an image, unmounted with `usfs umount` on drop (which waits
+/// for a read-write volume to be committed and closed), also when the test fails.
+pub(crate) struct UsfsMount(pub(crate) PathBuf);
+
+impl UsfsMount {
+    pub(crate) fn new(img: &Path, dir: &Path, opts: &str) -> UsfsMount {
+        std::fs::create_dir_all(dir).unwrap();
+        let (code, _, err) = run_limited(
+            Command::new(usfs())
+                .args(["mount", "-o", opts])
+                .arg(img)
+                .arg(dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            code,
+            Some(0),
+            "usfs mount -o {opts}: {}",
+            String::from_utf8_lossy(&err)
+        );
+        UsfsMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for UsfsMount {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let ok = Command::new(usfs())
+                .arg("umount")
+                .arg(&self.0)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
 /// Makes an ext2/3/4 image of `size` with mke2fs and extra arguments, optionally
 /// populated from `src` with `-d`.
 pub(crate) fn mke2fs(image: &Path, size: &str, args: &[&str], src: Option<&Path>) {

@@ -170,6 +170,8 @@ impl Queue {
             .user_data(STOP);
         self.push(&poll.into());
         let mut out = Vec::with_capacity(64 * 1024);
+        // The completions of one wake-up (at most an entry each, and the stop poll).
+        let mut done = Vec::with_capacity(DEPTH + 1);
         loop {
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.raw_os_error() == Some(libc::EINTR) {
@@ -177,12 +179,9 @@ impl Queue {
                 }
                 return;
             }
-            let done: Vec<(u64, i32)> = self
-                .ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            for (ud, res) in done {
+            done.clear();
+            done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+            for &(ud, res) in &done {
                 if ud == STOP {
                     return;
                 }

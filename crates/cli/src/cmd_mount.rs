@@ -201,6 +201,7 @@ fn daemonize_and_serve(fs: Served, mp: &Path, opts: &Options) -> CliResult {
 /// (so the server gets FUSE's DESTROY and returns), then its volume is committed and
 /// closed cleanly.
 fn serve(fs: Served, mp: &Path, opts: &Options, ready: impl FnOnce()) -> std::io::Result<()> {
+    tune_allocator();
     if fs.owned.is_some() {
         unmount_on_signal(mp);
     }
@@ -209,6 +210,20 @@ fn serve(fs: Served, mp: &Path, opts: &Options, ready: impl FnOnce()) -> std::io
         o.fs.shutdown().map_err(std::io::Error::other)?;
     }
     r
+}
+
+/// glibc malloc for a server whose request threads allocate and free small buffers all
+/// the time: one arena (the main one, grown by brk with 8 MiB to spare and trimmed only
+/// past 32 MiB free) instead of one per thread, whose heaps grow a page or two at a time
+/// by mprotect (3,000 calls and their page faults in one `git clone` onto the mount,
+/// 5-10% of its time). Call before the server's threads start.
+fn tune_allocator() {
+    // SAFETY: mallopt only sets glibc allocator parameters; any value is valid input.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TOP_PAD, 8 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
+    }
 }
 
 /// Blocks the termination signals in this thread (and the threads it starts) and
@@ -299,17 +314,20 @@ fn mount_source(mp: &Path) -> Option<PathBuf> {
 
 /// Waits (up to a minute) until no usfs writer holds `image`: the server of a read-write
 /// mount commits and closes the volume after the kernel lets the mount go, and a caller
-/// of `usfs umount` expects a finished image when it returns.
+/// of `usfs umount` expects a finished image when it returns. The wait is a blocking
+/// shared flock (the writer holds an exclusive one until it has closed the image) in a
+/// thread, so it ends the moment the writer lets go; a writer that never does leaves
+/// the thread blocked when this process exits after the minute.
 fn wait_for_writer(image: &Path) {
     use std::os::fd::AsRawFd;
     let Ok(f) = std::fs::File::open(image) else {
         return;
     };
-    for _ in 0..600 {
-        // SAFETY: flock on a descriptor we own; released when `f` closes.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: flock on a descriptor this thread owns; released when `f` closes.
+        let _ = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) };
+        let _ = done.send(());
+    });
+    let _ = wait.recv_timeout(std::time::Duration::from_secs(60));
 }

@@ -87,6 +87,28 @@ pub struct Timestamp {
     pub nsec: u32,
 }
 
+impl Timestamp {
+    /// The wall clock as the kernel stamps inodes of file systems without fine-grained
+    /// timestamps (FUSE among them): CLOCK_REALTIME_COARSE, the time at the last tick.
+    /// Stamping with it matters to `usfs mount`: a write in the same tick as the create
+    /// then finds mtime already "now" in the kernel's copy of the inode, leaves it clean,
+    /// and close sends no SETATTR of the times back (one round trip per new file).
+    pub fn now() -> Timestamp {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into `ts`, which we own.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+            return Timestamp::default();
+        }
+        Timestamp {
+            sec: ts.tv_sec,
+            nsec: ts.tv_nsec as u32,
+        }
+    }
+}
+
 /// Attributes of an inode, as stat(2) reports them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {

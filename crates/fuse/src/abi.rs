@@ -233,8 +233,6 @@ pub(crate) fn put_u32_pad(out: &mut Vec<u8>, v: u32) {
 pub(crate) const FOPEN_DIRECT_IO: u32 = 1 << 0;
 /// FOPEN_KEEP_CACHE: keep cached data at open.
 pub(crate) const FOPEN_KEEP_CACHE: u32 = 1 << 1;
-/// FOPEN_CACHE_DIR: let the kernel cache directory listings.
-pub(crate) const FOPEN_CACHE_DIR: u32 = 1 << 3;
 
 /// setattr's `valid` bits.
 pub(crate) mod fattr {

@@ -6,7 +6,6 @@
 
 use crate::abi::{self, fattr, Args};
 use crate::{decode_dev32, CacheMode, Server, TTL};
-use std::time::{SystemTime, UNIX_EPOCH};
 use usfs_fs::{Error, Fallocate, FileSystemWrite, FileType, RenameFlags, Timestamp};
 use usfs_vfs::attrs::{self, Caller};
 
@@ -70,7 +69,7 @@ impl Server {
         let has = |bit| valid & bit != 0;
         let time = |now_bit, set_bit, sec_at, nsec_at| {
             if has(now_bit) {
-                Some(now())
+                Some(Timestamp::now())
             } else if has(set_bit) {
                 Some(Timestamp {
                     sec: a.u64(sec_at) as i64,
@@ -293,13 +292,3 @@ pub(crate) enum Make {
     Dir,
 }
 
-/// The current time.
-fn now() -> Timestamp {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
-}

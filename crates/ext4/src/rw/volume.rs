@@ -85,15 +85,9 @@ const WRITE_RO_COMPAT_REFUSED: u32 = ro_compat::BIGALLOC
 const WRITE_COMPAT_REFUSED: u32 =
     compat::EXCLUDE_INODE | compat::EXCLUDE_BITMAP | compat::FAST_COMMIT;
 
-/// The wall clock.
+/// The wall clock (coarse, as the kernel stamps inodes: [`Timestamp::now`]).
 pub fn now() -> Timestamp {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
+    Timestamp::now()
 }
 
 impl Volume {

@@ -68,7 +68,17 @@ impl AlignedBuf {
 
     /// Appends `data`. Panics past the capacity.
     pub fn extend_from_slice(&mut self, data: &[u8]) {
-        self.extend_zeroed(data.len()).copy_from_slice(data);
+        assert!(data.len() <= self.cap - self.len, "aligned buffer overflow");
+        // SAFETY: len + data.len() <= cap, inside the allocation, which `data` (borrowed
+        // while we hold &mut self) cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                data.len(),
+            )
+        };
+        self.len += data.len();
     }
 
     /// The bytes held.

@@ -129,35 +129,92 @@ impl Device for FileDevice {
     }
 
     fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_direct_vectored(&[buf], offset)
+    }
+
+    fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let total = bufs.iter().map(|b| b.len()).sum();
+        check_range(offset, total, self.len)?;
+        if !self.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device is read-only",
+            ));
+        }
         // Whole pages only (at least ALIGN): a direct write must never share a page of
         // the file's cache with a buffered write made at the same time.
         let align = page_size().max(ALIGN);
-        let aligned = (buf.as_ptr() as usize | buf.len()).is_multiple_of(align)
-            && offset.is_multiple_of(align as u64);
-        let direct = if aligned && self.writable && self.direct_ok.load(Ordering::Relaxed) {
+        let aligned = offset.is_multiple_of(align as u64)
+            && bufs
+                .iter()
+                .all(|b| (b.as_ptr() as usize | b.len()).is_multiple_of(align));
+        let direct = if aligned && self.direct_ok.load(Ordering::Relaxed) {
             self.direct
                 .get_or_init(|| reopen_direct(&self.file))
                 .as_ref()
         } else {
             None
         };
-        let Some(direct) = direct else {
-            return self.write_at(buf, offset);
+        let r = match direct {
+            Some(d) => match pwritev_all(d, bufs, offset) {
+                // Refused before anything was written (alignment): the page cache takes it.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.direct_ok.store(false, Ordering::Relaxed);
+                    pwritev_all(&self.file, bufs, offset)
+                }
+                r => r,
+            },
+            None => pwritev_all(&self.file, bufs, offset),
         };
-        check_range(offset, buf.len(), self.len)?;
-        match direct.write_all_at(buf, offset) {
-            Ok(()) => {
-                self.stats.record_write(buf.len());
-                Ok(())
-            }
-            // Refused before anything was written (alignment): the page cache takes it.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                self.direct_ok.store(false, Ordering::Relaxed);
-                self.write_at(buf, offset)
-            }
-            Err(e) => Err(e),
-        }
+        r?;
+        self.stats.record_write(total);
+        Ok(())
     }
+}
+
+/// Writes all of `bufs`, one after the other, at byte `offset` of `file`: pwritev in
+/// batches of at most IOV_MAX pieces, going on after a short write.
+fn pwritev_all(file: &File, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+    const IOV_MAX: usize = 1024;
+    let mut at = offset;
+    // bufs[i][skip..] is the first byte not yet written.
+    let (mut i, mut skip) = (0usize, 0usize);
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(IOV_MAX.min(bufs.len()));
+    while i < bufs.len() {
+        iov.clear();
+        iov.extend(bufs[i..].iter().take(IOV_MAX).enumerate().map(|(k, b)| {
+            let b = if k == 0 { &b[skip..] } else { b };
+            libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            }
+        }));
+        let off = i64::try_from(at).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: every iovec points into a slice of `bufs`, borrowed for this call;
+        // pwritev only reads them.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as i32, off) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let total: usize = iov.iter().map(|v| v.iov_len).sum();
+        if n == 0 && total > 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        at += n as u64;
+        let mut n = n as usize;
+        // Step past what was written (whole pieces, then part of one).
+        while i < bufs.len() && n >= bufs[i].len() - skip {
+            n -= bufs[i].len() - skip;
+            i += 1;
+            skip = 0;
+        }
+        skip += n;
+    }
+    Ok(())
 }
 
 /// The memory page size (4096 if unknown).

@@ -180,6 +180,18 @@ impl Device for Overlay {
         Ok(())
     }
 
+    /// As [`Overlay::write_direct`], in pieces.
+    fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.stats.record_write(bufs.iter().map(|b| b.len()).sum());
+        self.base.write_direct_vectored(bufs, offset)?;
+        let mut at = offset;
+        for b in bufs {
+            self.update_held(b, at);
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
+
     fn flush(&self) -> io::Result<()> {
         self.base.flush()
     }

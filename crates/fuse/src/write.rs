@@ -291,4 +291,3 @@ pub(crate) enum Make {
     /// MKDIR.
     Dir,
 }
-

@@ -224,7 +224,7 @@ mod tests {
             .collect();
         let aligned: Vec<&[u8]> = pieces.iter().map(|b| b.as_slice()).collect();
         let odd: Vec<&[u8]> = vec![b"ab", b"", b"cdefg", &pieces[7].as_slice()[..100]];
-        let path = temp_image(&vec![0u8; (1600 * ALIGN) as usize]);
+        let path = temp_image(&vec![0u8; 1600 * ALIGN]);
         for mode in [OpenMode::File, OpenMode::Mmap] {
             let dev = open(&path, mode, true).unwrap();
             dev.write_direct_vectored(&aligned, ALIGN as u64).unwrap();

@@ -16,6 +16,9 @@ use crate::rw::meta::Meta;
 use usfs_dev::Device;
 use usfs_fs::{Error, Fallocate, FileType, Result, SetAttr};
 
+/// Overwrites at least this large start their write-back to the image at once.
+const WRITEBACK_MIN: usize = 256 << 10;
+
 /// Largest logical block + 1 a file may use (32-bit logical block numbers).
 pub(crate) const MAX_LBLK: u64 = 1 << 32;
 
@@ -57,6 +60,11 @@ impl Volume {
                 Some(p) if !run.unwritten => {
                     let at = (p + (lblk - run.lblk)) * bs + pos % bs;
                     self.overlay.write_at(piece, at)?;
+                    if piece.len() >= WRITEBACK_MIN {
+                        // The disk starts on it now, while the writer makes the next
+                        // piece, rather than all at the fsync.
+                        self.overlay.start_writeback(at, piece.len() as u64);
+                    }
                 }
                 Some(p) => {
                     // Unwritten: the rest of each touched block must read as zeros.

@@ -128,6 +128,20 @@ impl Device for FileDevice {
         &self.stats
     }
 
+    fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device is read-only",
+            ));
+        }
+        let total = bufs.iter().map(|b| b.len()).sum();
+        check_range(offset, total, self.len)?;
+        pwritev_all(&self.file, bufs, offset)?;
+        self.stats.record_write(total);
+        Ok(())
+    }
+
     fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write_direct_vectored(&[buf], offset)
     }

@@ -66,6 +66,9 @@ struct Ctx {
     bytes: u64,
     progress: Progress,
     buf: Vec<u8>,
+    /// The caller's umask and (uid, gid), read once.
+    umask: u32,
+    creator: (u32, u32),
 }
 
 pub(crate) fn run(a: &CpArgs) -> CliResult {
@@ -80,6 +83,8 @@ pub(crate) fn run(a: &CpArgs) -> CliResult {
         bytes: 0,
         progress: Progress::new(a.progress.then_some(true)),
         buf: vec![0u8; 1 << 20],
+        umask: umask(),
+        creator: creator(),
     };
     let mut readers: HashMap<PathBuf, Arc<dyn FileSystem>> = HashMap::new();
     let mut sources = Vec::new();
@@ -266,9 +271,9 @@ fn copy_node_in(
             rdev: m.rdev,
         }
     } else {
-        let (uid, gid) = creator();
+        let (uid, gid) = ctx.creator;
         let pm = ed.fs.getattr(dir).map_err(err)?;
-        let mask = attrs::umask_for(&*ed.fs, dir, umask());
+        let mask = attrs::umask_for(&*ed.fs, dir, ctx.umask);
         let caller = attrs::Caller { uid, gid };
         attrs::new_node(m.file_type, m.perm & 0o1777, mask, m.rdev, caller, &pm)
     };
@@ -306,7 +311,7 @@ fn copy_node_in(
                 Some(_) => return Err(err(Error::IsDir)),
                 None => ed.fs.create(dir, name, node).map_err(err)?.ino,
             };
-            copy_data_in(ed, s, ino, ctx).map_err(|e| format!("{shown}: {e}"))?;
+            copy_data_in(ed, s, m.size, ino, ctx).map_err(|e| format!("{shown}: {e}"))?;
             ino
         }
         _ => {
@@ -342,19 +347,32 @@ fn copy_node_in(
 }
 
 /// Copies the bytes of a regular file, leaving holes where the source has them.
-fn copy_data_in(ed: &Editor, s: &Src, ino: Ino, ctx: &mut Ctx) -> Result<(), String> {
+/// Copies the data of `s` (whose size was `size` when it was looked at) into the new
+/// file `ino`.
+fn copy_data_in(
+    ed: &Editor,
+    s: &Src,
+    size: u64,
+    ino: Ino,
+    ctx: &mut Ctx,
+) -> Result<(), String> {
     let mut off = 0u64;
     match s {
         Src::Host(p) => {
             let mut f = File::open(p).map_err(|e| e.to_string())?;
             loop {
-                let n = read_full(&mut f, &mut ctx.buf).map_err(|e| e.to_string())?;
+                let n = read_some(&mut f, &mut ctx.buf).map_err(|e| e.to_string())?;
                 if n == 0 {
                     break;
                 }
                 write_piece(ed, ino, off, &ctx.buf[..n])?;
                 off += n as u64;
                 ctx.count(n);
+                // All the bytes stat counted: no read returning 0 to make sure (a file
+                // that says it is empty, as /proc's do, is read to the end).
+                if size > 0 && off >= size {
+                    break;
+                }
             }
         }
         Src::Image(fs, src, _) => loop {
@@ -369,17 +387,14 @@ fn copy_data_in(ed: &Editor, s: &Src, ino: Ino, ctx: &mut Ctx) -> Result<(), Str
             ctx.count(n);
         },
     }
-    // A trailing hole still counts in the size.
-    let size = match s {
-        Src::Host(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(off),
-        Src::Image(fs, src, _) => fs.getattr(*src).map(|m| m.size).unwrap_or(off),
-    };
-    if size > off {
+    // Trailing zeros were left as a hole (write_piece): they still count in the size.
+    let written = ed.fs.getattr(ino).map(|m| m.size).unwrap_or(off);
+    if off > written {
         ed.fs
             .setattr(
                 ino,
                 SetAttr {
-                    size: Some(size),
+                    size: Some(off),
                     ..Default::default()
                 },
             )
@@ -419,17 +434,14 @@ fn write_piece(ed: &Editor, ino: Ino, off: u64, data: &[u8]) -> Result<(), Strin
     Ok(())
 }
 
-fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
+/// One read(2) into `buf`, again when interrupted.
+fn read_some(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match f.read(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            r => return r,
         }
     }
-    Ok(n)
 }
 
 fn read_link(s: &Src) -> Result<Vec<u8>, String> {

@@ -304,13 +304,11 @@ impl Volume {
                 // buffers (page-aligned: one copy less; it is not read back soon, and
                 // fsync has less to write back).
                 self.overlay.write_direct_vectored(run, at)?;
-            } else if let [one] = run {
-                self.overlay.write_at(one, at)?;
             } else {
                 // A small one through the cache: a direct write waits for the disk each
                 // time, which thousands of small files pay dearly (one flush at the
                 // commit is cheaper).
-                self.overlay.write_at(&run.concat(), at)?;
+                self.overlay.write_vectored(run, at)?;
             }
             self.map_add(rec, l, p, got as u32, false)?;
             rec.add_blocks(got as i64, bs as u32);

@@ -46,6 +46,9 @@ impl Device for SharedDevice {
         self.0.write_direct(buf, offset)
     }
 
+    fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.0.write_vectored(bufs, offset)
+    }
     fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.0.write_direct_vectored(bufs, offset)
     }

@@ -282,3 +282,51 @@ fn reused_block_buffers_hold_no_old_bytes() {
     drop(fs);
     let _ = std::fs::remove_file(&img);
 }
+
+/// A file written front to back is placed and written in runs while it grows (and is
+/// still one extent); a file filled in random order stays buffered until its pieces
+/// join up or the flush comes.
+#[test]
+fn front_to_back_writers_stream_random_ones_wait() {
+    if !have("mke2fs") || !have("debugfs") {
+        println!("SKIP: mke2fs/debugfs missing");
+        return;
+    }
+    let img = image("stream", "64M");
+    let fs = open(&img);
+    let (a, b) = (create(&fs, "seq"), create(&fs, "rand"));
+    let piece = |i: u64, f: u8| vec![f ^ i as u8; 1 << 20];
+    for i in 0..10 {
+        fs.write_at(a, i << 20, &piece(i, 0x5a)).unwrap();
+    }
+    assert!(
+        fs.buffered_blocks(a) < 1024,
+        "front to back: {} blocks still buffered",
+        fs.buffered_blocks(a)
+    );
+    let order = [3u64, 7, 1, 9, 5, 0, 8, 2, 6, 4];
+    for (k, &i) in order.iter().enumerate() {
+        fs.write_at(b, i << 20, &piece(i, 0xc3)).unwrap();
+        if k == 8 {
+            assert_eq!(
+                fs.buffered_blocks(b),
+                9 * 256,
+                "random order was written early"
+            );
+        }
+    }
+    let want = |f: u8| (0..10).flat_map(|i| piece(i, f)).collect::<Vec<u8>>();
+    assert_eq!(read_all(&fs, a, 10 << 20), want(0x5a));
+    assert_eq!(read_all(&fs, b, 10 << 20), want(0xc3));
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    assert_eq!(extents(&img, "/seq"), 1, "seq is fragmented");
+    assert_eq!(extents(&img, "/rand"), 1, "rand is fragmented");
+    let fs = open(&img);
+    let ino = |n: &str| resolve(&fs, n.as_bytes(), true).unwrap();
+    assert_eq!(read_all(&fs, ino("/seq"), 10 << 20), want(0x5a));
+    assert_eq!(read_all(&fs, ino("/rand"), 10 << 20), want(0xc3));
+    drop(fs);
+    let _ = std::fs::remove_file(&img);
+}

@@ -22,7 +22,7 @@ use usfs_fs::Result;
 pub const FLUSH_BYTES: u64 = 64 << 20;
 
 /// A file written front to back has its buffered run written once it is this large
-/// ([`Volume::stream_pending`]).
+/// (or a thirty-second of the file system, when that is less: [`Volume::stream_pending`]).
 const STREAM_BYTES: u64 = 4 << 20;
 
 /// How a flush writes the data.
@@ -258,7 +258,10 @@ impl Volume {
         else {
             return Ok(());
         };
-        if n * bs < STREAM_BYTES || last - first + 1 != n {
+        // A small file system streams sooner: buffered data never holds more than a
+        // thirty-second of it.
+        let limit = STREAM_BYTES.min(self.fs.core.geo.blocks_count * bs / 32);
+        if n * bs < limit || last - first + 1 != n {
             return Ok(());
         }
         let rec = self.inode(ino)?;

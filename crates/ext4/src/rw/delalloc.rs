@@ -258,8 +258,7 @@ impl Volume {
         else {
             return Ok(());
         };
-        // A small file system streams sooner: buffered data never holds more than a
-        // thirty-second of it.
+        // A small file system streams sooner: at a thirty-second of its size.
         let limit = STREAM_BYTES.min(self.fs.core.geo.blocks_count * bs / 32);
         if n * bs < limit || last - first + 1 != n {
             return Ok(());

@@ -90,7 +90,12 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
             if a.json {
                 println!(
                     "{}",
-                    json!({"image": path_name, "error": e.to_string(), "exit": EXIT_OPERATIONAL})
+                    json!({
+                        "image": path_name,
+                        "error": e.to_string(),
+                        "corruption": corruption_json(&e),
+                        "exit": EXIT_OPERATIONAL,
+                    })
                 );
             }
             return Ok(ExitCode::from(EXIT_OPERATIONAL));
@@ -142,6 +147,20 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
         print_trace(&report.trace);
     }
     Ok(ExitCode::from(code))
+}
+
+/// Where the damage that stopped the check lies, for `--json`: the structure and, where
+/// known, the inode, block and byte offset (null for an error that is not a damaged image).
+fn corruption_json(e: &usfs_fs::Error) -> serde_json::Value {
+    match e.corruption() {
+        Some(c) => json!({
+            "structure": format!("{:?}", c.structure),
+            "ino": c.ino,
+            "block": c.block,
+            "offset": c.offset,
+        }),
+        None => serde_json::Value::Null,
+    }
 }
 
 /// `-E journal_only`: replay the journal onto the image and stop, as e2fsck does (exit 0

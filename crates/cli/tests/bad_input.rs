@@ -157,6 +157,31 @@ fn truncated_and_zeroed_images_fail_cleanly() {
     assert!(ok, "see the messages above");
 }
 
+/// `usfs fsck --json` on an image it cannot check names the damaged structure as well as
+/// printing the error's text.
+#[test]
+fn fsck_json_names_the_damaged_structure() {
+    let s = Scratch::new("bad-json");
+    let img = base_image(&s, "base", &["-t", "ext4", "-b", "1024", "-N", "512"]);
+    let bytes = std::fs::read(&img).unwrap();
+    let bad = s.path("bad.img");
+    std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+    let out = Command::new(usfs())
+        .args(["fsck", "-n", "--json"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(8));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("corrupt image: image is truncated"),
+        "{v}"
+    );
+    assert_eq!(v["corruption"]["structure"], "Superblock", "{v}");
+    assert!(v["corruption"]["ino"].is_null(), "{v}");
+}
+
 /// Flips random bytes in the metadata blocks (everything but file data) of images with
 /// several feature sets; ~300 corrupted images in all.
 #[test]

@@ -13,7 +13,7 @@ use crate::format::geometry::Geometry;
 use crate::format::group_desc::GroupDesc;
 use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET};
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// An ext4 image's device with what every reader and writer derives from its superblock.
 pub struct VolumeCore {
@@ -106,17 +106,23 @@ impl VolumeCore {
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::corrupt("image too small to hold an ext4 superblock")
+                Error::corrupt(
+                    Structure::Superblock,
+                    "image too small to hold an ext4 superblock",
+                )
             } else {
                 Error::Io(e)
             }
         })?;
         let sb = Superblock::new(raw).expect("1024 bytes");
         if sb.s_magic() != EXT4_MAGIC {
-            return Err(Error::corrupt(format!(
-                "bad superblock magic {:#06x} (expected 0xef53)",
-                sb.s_magic()
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!(
+                    "bad superblock magic {:#06x} (expected 0xef53)",
+                    sb.s_magic()
+                ),
+            ));
         }
         if features_of(&sb).has_ro_compat(ro_compat::METADATA_CSUM) {
             if sb.s_checksum_type() != 1 {
@@ -128,10 +134,13 @@ impl VolumeCore {
             let want = sb.compute_checksum();
             if sb.s_checksum() != want {
                 if strict {
-                    return Err(Error::corrupt(format!(
-                        "superblock checksum {:#010x} does not match contents ({want:#010x})",
-                        sb.s_checksum()
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::Superblock,
+                        format!(
+                            "superblock checksum {:#010x} does not match contents ({want:#010x})",
+                            sb.s_checksum()
+                        ),
+                    ));
                 }
                 issues.push(OpenIssue::SuperblockChecksum {
                     stored: sb.s_checksum(),
@@ -191,27 +200,35 @@ impl VolumeCore {
         }
     }
 
-    /// Reads block `blk` into `buf` (one block long, or a multiple for a run).
-    pub(crate) fn read_block_into(&self, blk: u64, buf: &mut [u8], what: &str) -> Result<()> {
+    /// Reads block `blk` into `buf` (one block long, or a multiple for a run): a block of
+    /// `structure`, named `what` in the error if it lies outside the file system.
+    pub(crate) fn read_block_into(
+        &self,
+        blk: u64,
+        buf: &mut [u8],
+        structure: Structure,
+        what: &str,
+    ) -> Result<()> {
         let nblocks = (buf.len() as u64) >> self.geo.block_size_log;
         if blk == 0
             || blk
                 .checked_add(nblocks)
                 .is_none_or(|e| e > self.geo.blocks_count)
         {
-            return Err(Error::corrupt(format!(
+            let msg = format!(
                 "{what}: block {blk} outside the file system (0..{})",
                 self.geo.blocks_count
-            )));
+            );
+            return Err(Error::corrupt(structure, msg).with_block(blk));
         }
         self.dev.read_at(buf, blk << self.geo.block_size_log)?;
         Ok(())
     }
 
     /// Reads block `blk` into a new buffer.
-    pub(crate) fn read_block(&self, blk: u64, what: &str) -> Result<Vec<u8>> {
+    pub(crate) fn read_block(&self, blk: u64, structure: Structure, what: &str) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; self.geo.block_size as usize];
-        self.read_block_into(blk, &mut buf, what)?;
+        self.read_block_into(blk, &mut buf, structure, what)?;
         Ok(buf)
     }
 
@@ -228,7 +245,10 @@ impl VolumeCore {
         for grp in 0..g.group_count {
             let (blk, off) = g.desc_location(grp);
             if cached.as_ref().is_none_or(|(b, _)| *b != blk) {
-                cached = Some((blk, self.read_block(blk, "group descriptor table")?));
+                cached = Some((
+                    blk,
+                    self.read_block(blk, Structure::GroupDescriptor, "group descriptor table")?,
+                ));
             }
             let block = &cached.as_ref().expect("just filled").1;
             let desc = GroupDesc::from_raw(&block[off..off + ds]);
@@ -253,7 +273,7 @@ impl VolumeCore {
             let want = desc.compute_checksum(grp, ds, self.csum_seed, self.sb.s_uuid());
             if desc.bg_checksum() != want {
                 if strict {
-                    return Err(Error::corrupt(format!(
+                    return Err(Error::corrupt(Structure::GroupDescriptor, format!(
                         "group {grp} descriptor checksum {:#06x} does not match contents ({want:#06x})",
                         desc.bg_checksum()
                     )));
@@ -274,9 +294,11 @@ impl VolumeCore {
         ] {
             if b < g.first_data_block + 1 || b.saturating_add(len) > g.blocks_count {
                 if strict {
-                    return Err(Error::corrupt(format!(
-                        "group {grp}: {what} at block {b} lies outside the file system"
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::GroupDescriptor,
+                        format!("group {grp}: {what} at block {b} lies outside the file system"),
+                    )
+                    .with_block(b));
                 }
                 issues.push(OpenIssue::MetadataOutside {
                     group: grp,

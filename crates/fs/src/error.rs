@@ -10,8 +10,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The image is damaged: names the structure, and the inode or block where known.
-    #[error("corrupt image: {0}")]
-    Corrupt(String),
+    /// Boxed so that `Error` stays small.
+    #[error("corrupt image: {}", .0.detail)]
+    Corrupt(Box<Corruption>),
     /// The image uses something usfs does not support: names the feature.
     #[error("unsupported feature: {0}")]
     Incompatible(String),
@@ -64,9 +65,50 @@ pub enum Error {
 }
 
 impl Error {
-    /// Shorthand for [`Error::Corrupt`].
-    pub fn corrupt(msg: impl Into<String>) -> Self {
-        Error::Corrupt(msg.into())
+    /// A [`Error::Corrupt`] in `structure`, with the message a user sees; add the inode,
+    /// block or byte offset with [`Error::with_ino`], [`Error::with_block`] and
+    /// [`Error::with_offset`].
+    pub fn corrupt(structure: Structure, detail: impl Into<String>) -> Self {
+        Error::Corrupt(Box::new(Corruption::new(structure, detail)))
+    }
+
+    /// The damage this error reports, if it is [`Error::Corrupt`].
+    pub fn corruption(&self) -> Option<&Corruption> {
+        match self {
+            Error::Corrupt(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Records the inode of a [`Error::Corrupt`]; other errors are returned unchanged.
+    pub fn with_ino(self, ino: impl Into<u64>) -> Self {
+        self.map_corruption(|c| c.ino = Some(ino.into()))
+    }
+
+    /// Records the block of a [`Error::Corrupt`]; other errors are returned unchanged.
+    pub fn with_block(self, block: impl Into<u64>) -> Self {
+        self.map_corruption(|c| c.block = Some(block.into()))
+    }
+
+    /// Records the byte offset of a [`Error::Corrupt`]; other errors are returned
+    /// unchanged.
+    pub fn with_offset(self, offset: impl Into<u64>) -> Self {
+        self.map_corruption(|c| c.offset = Some(offset.into()))
+    }
+
+    /// Names the structure of a [`Error::Corrupt`] raised by a check shared between
+    /// structures, for a caller that knows which one it was checking; other errors are
+    /// returned unchanged.
+    pub fn in_structure(self, structure: Structure) -> Self {
+        self.map_corruption(|c| c.structure = structure)
+    }
+
+    /// Applies `f` to the corruption of a [`Error::Corrupt`].
+    fn map_corruption(mut self, f: impl FnOnce(&mut Corruption)) -> Self {
+        if let Error::Corrupt(c) = &mut self {
+            f(c);
+        }
+        self
     }
 
     /// Shorthand for [`Error::Incompatible`].
@@ -108,6 +150,104 @@ impl Error {
     }
 }
 
+/// Damage found in an image: which structure, where (inode, block, byte offset, as far as
+/// the code that found it knows), and the message a user sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    /// The damaged structure.
+    pub structure: Structure,
+    /// The inode the damage belongs to: an ext4 inode number, or an EROFS nid.
+    pub ino: Option<u64>,
+    /// The damaged block, where the code knows it: an ext4 physical block number, except
+    /// for [`Structure::Directory`] and [`Structure::Htree`] damage in a directory's own
+    /// blocks, where it is the logical block of that directory (as the message says:
+    /// "directory 12 block 0"). EROFS sites give [`Corruption::offset`] instead.
+    pub block: Option<u64>,
+    /// The byte offset of the damage in the image, where the code knows a byte position
+    /// rather than a block (EROFS inodes, inline tails, compressed clusters, reads past
+    /// the end of the image).
+    pub offset: Option<u64>,
+    /// What is wrong, as shown to the user after "corrupt image: ".
+    pub detail: String,
+}
+
+impl Corruption {
+    /// Damage in `structure` described by `detail`, at no known place.
+    pub fn new(structure: Structure, detail: impl Into<String>) -> Self {
+        Corruption {
+            structure,
+            ino: None,
+            block: None,
+            offset: None,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl From<Corruption> for Error {
+    fn from(c: Corruption) -> Self {
+        Error::Corrupt(Box::new(c))
+    }
+}
+
+/// The kinds of on-disk structure a [`Corruption`] can be found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Structure {
+    /// The ext4 superblock (also: an image too small to hold one, a bad geometry).
+    Superblock,
+    /// An ext4 block group descriptor.
+    GroupDescriptor,
+    /// An ext4 block or inode bitmap, or the free counts and allocator state built
+    /// from them.
+    Bitmap,
+    /// The ext4 inode table (an inode number outside it, an unreadable slot).
+    InodeTable,
+    /// An ext4 inode's own fields (mode, checksum, size, flags).
+    Inode,
+    /// An ext4 extent tree (the root in the inode, index and leaf blocks).
+    ExtentTree,
+    /// An ext4 block map: the direct and indirect blocks of a file without extents.
+    BlockMap,
+    /// An ext4 directory block or entry (also a directory of any back end whose
+    /// readdir positions run out).
+    Directory,
+    /// An ext4 hashed directory index (htree root and nodes).
+    Htree,
+    /// An ext4 extended attribute (in-inode area or xattr block).
+    Xattr,
+    /// The ext4 journal (its superblock, descriptors, commit blocks, fast commits).
+    Journal,
+    /// The ext4 orphan list.
+    Orphan,
+    /// File data stored with the inode: ext4 inline data, an EROFS inline tail.
+    InlineData,
+    /// A symbolic link's target (ext4 or EROFS).
+    Symlink,
+    /// The image as a whole: an address past its end, or a short read, met by code that
+    /// reads for several structures and does not know which one pointed there (the
+    /// message names what was being read).
+    Image,
+    /// The EROFS superblock.
+    ErofsSuperblock,
+    /// An EROFS inode (its header, layout, chunk index, metadata position).
+    ErofsInode,
+    /// An EROFS directory block or entry.
+    ErofsDirectory,
+    /// An EROFS extended attribute.
+    ErofsXattr,
+    /// An EROFS compressed file's map: the compression indexes and logical clusters.
+    CompressedIndex,
+    /// An EROFS compressed physical cluster (its data does not decompress as mapped).
+    CompressedData,
+}
+
 /// The errno of an I/O error made without one (`io::Error::new(kind, ...)`), such as
 /// the allocators' StorageFull.
 fn kind_errno(kind: std::io::ErrorKind) -> i32 {
@@ -142,7 +282,32 @@ mod tests {
 
     #[test]
     fn a_damaged_image_is_eio() {
-        assert_eq!(Error::corrupt("bad directory block").errno(), libc::EIO);
+        let e = Error::corrupt(Structure::Directory, "bad directory block");
+        assert_eq!(e.errno(), libc::EIO);
         assert_eq!(Error::incompatible("x").errno(), libc::EOPNOTSUPP);
+    }
+
+    #[test]
+    fn corruption_keeps_the_text_and_carries_the_place() {
+        let e = Error::corrupt(Structure::Directory, "directory 12 block 0: bad rec_len")
+            .with_ino(12u32)
+            .with_block(0u64);
+        assert_eq!(
+            e.to_string(),
+            "corrupt image: directory 12 block 0: bad rec_len"
+        );
+        let c = e.corruption().expect("a corruption");
+        assert_eq!(c.structure, Structure::Directory);
+        assert_eq!((c.ino, c.block, c.offset), (Some(12), Some(0), None));
+        assert_eq!(c.to_string(), "directory 12 block 0: bad rec_len");
+        let e = Error::from(Corruption::new(Structure::CompressedData, "x")).with_offset(7u64);
+        assert_eq!(e.to_string(), "corrupt image: x");
+        assert_eq!(e.corruption().and_then(|c| c.offset), Some(7));
+    }
+
+    #[test]
+    fn the_place_is_only_added_to_corruptions() {
+        let e = Error::NotFound.with_ino(3u32).with_block(4u64);
+        assert!(matches!(e, Error::NotFound) && e.corruption().is_none());
     }
 }

@@ -11,7 +11,7 @@ pub mod path;
 mod types;
 mod write;
 
-pub use error::{Error, Result};
+pub use error::{Corruption, Error, Result, Structure};
 pub use exercise::exercise;
 pub use types::format_uuid;
 pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
@@ -82,9 +82,8 @@ pub trait FileSystem: Send + Sync {
             },
         )?;
         if out_of_range {
-            return Err(Error::corrupt(format!(
-                "directory {dir}: position past 2^64"
-            )));
+            let msg = format!("directory {dir}: position past 2^64");
+            return Err(Error::corrupt(Structure::Directory, msg).with_ino(dir));
         }
         Ok(())
     }

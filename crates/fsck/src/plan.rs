@@ -27,9 +27,12 @@ pub(crate) fn refuse_failed_superblock(issues: &[OpenIssue]) -> usfs_fs::Result<
         .iter()
         .find(|i| matches!(i, OpenIssue::SuperblockChecksum { .. }))
     {
-        return Err(usfs_fs::Error::corrupt(format!(
-            "superblock checksum {stored:#010x} does not match contents ({computed:#010x})"
-        )));
+        return Err(usfs_fs::Error::corrupt(
+            usfs_fs::Structure::Superblock,
+            format!(
+                "superblock checksum {stored:#010x} does not match contents ({computed:#010x})"
+            ),
+        ));
     }
     Ok(())
 }

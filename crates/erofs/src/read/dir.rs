@@ -3,7 +3,7 @@
 
 use super::{Erofs, Inode};
 use crate::format::dirent::{to_file_type, Dirent, NAME_LEN};
-use usfs_fs::{DirEntry, Error, FileType, Result};
+use usfs_fs::{DirEntry, Error, FileType, Result, Structure};
 
 /// One parsed directory entry.
 pub(crate) struct RawEntry<'a> {
@@ -14,7 +14,9 @@ pub(crate) struct RawEntry<'a> {
 
 /// Parses the entries of one directory block of `len` valid bytes.
 pub(crate) fn parse_block<'a>(nid: u64, blk: &'a [u8]) -> Result<Vec<RawEntry<'a>>> {
-    let bad = |m: String| Error::corrupt(format!("directory {nid}: {m}"));
+    let bad = |m: String| {
+        Error::corrupt(Structure::ErofsDirectory, format!("directory {nid}: {m}")).with_ino(nid)
+    };
     if blk.len() < Dirent::<&[u8]>::SIZE {
         return Err(bad(format!("block of {} bytes", blk.len())));
     }

@@ -5,7 +5,7 @@ use super::{Erofs, Inode};
 use crate::format::chunk::{ChunkIndex, CHUNK_BLKBITS_MASK, CHUNK_INDEXES, NULL_ADDR};
 use crate::format::inode::layout;
 use crate::format::round_up;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Where a run of file bytes lives.
 pub(crate) enum FlatRun {
@@ -34,25 +34,32 @@ impl Erofs {
                     let at = ino.meta_end();
                     let tail_len = size - tail_start;
                     if at % bs + tail_len > bs {
-                        return Err(Error::corrupt(format!(
-                            "inode {}: inline data crosses a block boundary",
-                            ino.nid
-                        )));
+                        return Err(Error::corrupt(
+                            Structure::InlineData,
+                            format!("inode {}: inline data crosses a block boundary", ino.nid),
+                        )
+                        .with_ino(ino.nid)
+                        .with_offset(at));
                     }
                     return Ok(FlatRun::Image(at + (off - tail_start), want));
                 }
                 let start = (u64::from(ino.i_u) << self.blkbits)
                     .checked_add(off)
                     .ok_or_else(|| {
-                        Error::corrupt(format!("inode {}: block address overflow", ino.nid))
+                        Error::corrupt(
+                            Structure::ErofsInode,
+                            format!("inode {}: block address overflow", ino.nid),
+                        )
+                        .with_ino(ino.nid)
                     })?;
                 Ok(FlatRun::Image(start, want.min(tail_start - off)))
             }
             layout::CHUNK_BASED => self.chunk_run(ino, off, want),
-            _ => Err(Error::corrupt(format!(
-                "inode {}: not a flat layout",
-                ino.nid
-            ))),
+            _ => Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {}: not a flat layout", ino.nid),
+            )
+            .with_ino(ino.nid)),
         }
     }
 
@@ -66,10 +73,11 @@ impl Erofs {
         }
         let chunkbits = self.blkbits + u32::from(fmt & CHUNK_BLKBITS_MASK);
         if chunkbits > 48 {
-            return Err(Error::corrupt(format!(
-                "inode {}: chunk size 2^{chunkbits}",
-                ino.nid
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {}: chunk size 2^{chunkbits}", ino.nid),
+            )
+            .with_ino(ino.nid));
         }
         let chunk = off >> chunkbits;
         let in_chunk = off & ((1 << chunkbits) - 1);

@@ -4,7 +4,7 @@ use super::flat::FlatRun;
 use super::{Erofs, Inode};
 use crate::format::inode::layout;
 use crate::format::superblock::EROFS_MAGIC;
-use usfs_fs::{DirEntry, Error, FileSystem, FileType, Ino, Metadata, Result, StatFs};
+use usfs_fs::{DirEntry, Error, FileSystem, FileType, Ino, Metadata, Result, StatFs, Structure};
 
 impl Erofs {
     /// Reads file data at `off` (any layout); returns the bytes read.
@@ -74,10 +74,11 @@ impl FileSystem for Erofs {
             return Err(Error::Invalid);
         }
         if i.size > 4096 {
-            return Err(Error::corrupt(format!(
-                "symlink {ino}: target of {} bytes",
-                i.size
-            )));
+            return Err(Error::corrupt(
+                Structure::Symlink,
+                format!("symlink {ino}: target of {} bytes", i.size),
+            )
+            .with_ino(ino));
         }
         let mut v = vec![0u8; i.size as usize];
         let n = self.read_data(&i, 0, &mut v)?;
@@ -143,7 +144,12 @@ impl FileSystem for Erofs {
                     .checked_add(len)
                     .filter(|&e| e <= image.len() as u64)
                     .ok_or_else(|| {
-                        Error::corrupt(format!("inode {ino}: data past the image end"))
+                        Error::corrupt(
+                            Structure::ErofsInode,
+                            format!("inode {ino}: data past the image end"),
+                        )
+                        .with_ino(ino)
+                        .with_offset(at)
                     })?;
                 self.dev.stats().record_read(len as usize);
                 Ok(Some(&image[at as usize..end as usize]))

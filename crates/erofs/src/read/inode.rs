@@ -4,7 +4,7 @@ use super::Erofs;
 use crate::format::inode::{
     decode_dev, layout, xattr_ibody_size, CompactInode, ExtendedInode, I_VERSION_EXTENDED,
 };
-use usfs_fs::{Error, FileType, Metadata, Result, Timestamp};
+use usfs_fs::{Error, FileType, Metadata, Result, Structure, Timestamp};
 
 /// An inode, decoded from either on-disk form.
 #[derive(Clone, Debug)]
@@ -48,20 +48,29 @@ impl Erofs {
     pub(crate) fn inode(&self, nid: u64) -> Result<Inode> {
         let pos = self.nid_pos(nid)?;
         let head = self.meta_cached(pos, 2).map_err(|_| {
-            Error::corrupt(format!("inode {nid}: position {pos} is outside the image"))
+            Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: position {pos} is outside the image"),
+            )
+            .with_ino(nid)
+            .with_offset(pos)
         })?;
         let format = u16::from_le_bytes([head[0], head[1]]);
         if format & !0x1f != 0 {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: unknown i_format bits {format:#x}"
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: unknown i_format bits {format:#x}"),
+            )
+            .with_ino(nid));
         }
         let lay = ((format >> 1) & 7) as u8;
         let extended = format & I_VERSION_EXTENDED != 0;
         let ino = if extended {
-            let raw = self
-                .meta_cached(pos, 64)
-                .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
+            let raw = self.meta_cached(pos, 64).map_err(|_| {
+                Error::corrupt(Structure::ErofsInode, format!("inode {nid}: truncated"))
+                    .with_ino(nid)
+                    .with_offset(pos)
+            })?;
             let d = ExtendedInode::new(&raw[..]).expect("64 bytes");
             Inode {
                 nid,
@@ -80,9 +89,11 @@ impl Erofs {
                 mtime_nsec: d.i_mtime_nsec(),
             }
         } else {
-            let raw = self
-                .meta_cached(pos, 32)
-                .map_err(|_| Error::corrupt(format!("inode {nid}: truncated")))?;
+            let raw = self.meta_cached(pos, 32).map_err(|_| {
+                Error::corrupt(Structure::ErofsInode, format!("inode {nid}: truncated"))
+                    .with_ino(nid)
+                    .with_offset(pos)
+            })?;
             let d = CompactInode::new(&raw[..]).expect("32 bytes");
             let mtime_extra =
                 if self.sb.feature_compat() & crate::format::superblock::compat::MTIME != 0 {
@@ -107,26 +118,35 @@ impl Erofs {
                 mtime_nsec: self.sb.build_time_nsec(),
             }
         };
-        let file_type = FileType::from_mode(ino.mode)
-            .ok_or_else(|| Error::corrupt(format!("inode {nid}: bad mode {:#o}", ino.mode)))?;
+        let file_type = FileType::from_mode(ino.mode).ok_or_else(|| {
+            Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: bad mode {:#o}", ino.mode),
+            )
+            .with_ino(nid)
+        })?;
         if ino.layout > layout::CHUNK_BASED {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: unknown data layout {}",
-                ino.layout
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: unknown data layout {}", ino.layout),
+            )
+            .with_ino(nid));
         }
         if ino.layout == layout::CHUNK_BASED
             && !self.has_incompat(crate::format::superblock::incompat::CHUNKED_FILE)
         {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: chunk-based without the chunked_file feature"
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: chunk-based without the chunked_file feature"),
+            )
+            .with_ino(nid));
         }
         if ino.mtime_nsec >= 1_000_000_000 {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: nanoseconds {} out of range",
-                ino.mtime_nsec
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsInode,
+                format!("inode {nid}: nanoseconds {} out of range", ino.mtime_nsec),
+            )
+            .with_ino(nid));
         }
         Ok(Inode { file_type, ..ino })
     }

@@ -19,7 +19,7 @@ use crate::format::compr_cfgs::{Lz4Cfgs, ALG_LZ4};
 use crate::format::superblock::{compat, incompat, Superblock, EROFS_MAGIC, SUPER_OFFSET};
 use std::borrow::Cow;
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 pub(crate) use inode::Inode;
 
@@ -47,16 +47,20 @@ impl Erofs {
         read_exact(&*dev, &mut raw, SUPER_OFFSET, "superblock")?;
         let sb = Superblock::new(raw).expect("128 bytes");
         if sb.magic() != EROFS_MAGIC {
-            return Err(Error::corrupt(format!(
-                "bad superblock magic {:#010x} (expected 0xe0f5e1e2)",
-                sb.magic()
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsSuperblock,
+                format!(
+                    "bad superblock magic {:#010x} (expected 0xe0f5e1e2)",
+                    sb.magic()
+                ),
+            ));
         }
         let blkbits = u32::from(sb.blkszbits());
         if !(9..=16).contains(&blkbits) {
-            return Err(Error::corrupt(format!(
-                "superblock: block size 2^{blkbits} out of range"
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsSuperblock,
+                format!("superblock: block size 2^{blkbits} out of range"),
+            ));
         }
         let bs = 1u64 << blkbits;
         if bs < SUPER_OFFSET + 128 {
@@ -69,10 +73,13 @@ impl Erofs {
             read_exact(&*dev, &mut block0, 0, "superblock block")?;
             let want = Superblock::<Vec<u8>>::compute_checksum(&block0);
             if want != sb.checksum() {
-                return Err(Error::corrupt(format!(
-                    "superblock checksum {:#010x} does not match contents ({want:#010x})",
-                    sb.checksum()
-                )));
+                return Err(Error::corrupt(
+                    Structure::ErofsSuperblock,
+                    format!(
+                        "superblock checksum {:#010x} does not match contents ({want:#010x})",
+                        sb.checksum()
+                    ),
+                ));
             }
         }
         let unknown = sb.feature_incompat() & !incompat::SUPPORTED;
@@ -119,9 +126,11 @@ impl Erofs {
             let len = u16::from_le_bytes(self.meta(pos, 2)?[..].try_into().unwrap());
             let body = self.meta(pos + 2, u64::from(len))?;
             let cfg = Lz4Cfgs::new(&body[..]).ok_or_else(|| {
-                Error::corrupt(format!(
-                    "LZ4 configuration record of {len} bytes (expected 14)"
-                ))
+                Error::corrupt(
+                    Structure::ErofsSuperblock,
+                    format!("LZ4 configuration record of {len} bytes (expected 14)"),
+                )
+                .with_offset(pos)
             })?;
             self.max_pclusterblks = u32::from(cfg.max_pclusterblks()).max(1);
             pos += 2 + u64::from(len);
@@ -142,10 +151,14 @@ impl Erofs {
             .checked_add(len)
             .filter(|&e| e <= self.image_len)
             .ok_or_else(|| {
-                Error::corrupt(format!(
+                Error::corrupt(
+                    Structure::Image,
+                    format!(
                     "access of {len} bytes at byte {off} passes the end of the image ({} bytes)",
                     self.image_len
-                ))
+                ),
+                )
+                .with_offset(off)
             })?;
         if let Some(img) = self.dev.as_slice() {
             self.dev.stats().record_read(len as usize);
@@ -193,7 +206,10 @@ impl Erofs {
     pub(crate) fn nid_pos(&self, nid: u64) -> Result<u64> {
         nid.checked_mul(32)
             .and_then(|o| o.checked_add(u64::from(self.sb.meta_blkaddr()) << self.blkbits))
-            .ok_or_else(|| Error::corrupt(format!("nid {nid} out of range")))
+            .ok_or_else(|| {
+                Error::corrupt(Structure::ErofsInode, format!("nid {nid} out of range"))
+                    .with_ino(nid)
+            })
     }
 
     /// Does the superblock have an incompat feature bit?
@@ -205,7 +221,11 @@ impl Erofs {
 fn read_exact(dev: &dyn Device, buf: &mut [u8], off: u64, what: &str) -> Result<()> {
     dev.read_at(buf, off).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::corrupt(format!("{what}: image truncated at byte {off}"))
+            Error::corrupt(
+                Structure::Image,
+                format!("{what}: image truncated at byte {off}"),
+            )
+            .with_offset(off)
         } else {
             Error::Io(e)
         }

@@ -105,8 +105,8 @@ fn metadata_ranges_past_the_address_space_are_corrupt() {
             Err(usfs_fs::Error::Corrupt(_))
         ));
     }
-    assert!(matches!(
-        fs.inode(u64::MAX / 32),
-        Err(usfs_fs::Error::Corrupt(_))
-    ));
+    let e = fs.inode(u64::MAX / 32).unwrap_err();
+    let c = e.corruption().expect("a corrupt image");
+    assert_eq!(c.structure, usfs_fs::Structure::ErofsInode);
+    assert_eq!(c.ino, Some(u64::MAX / 32));
 }

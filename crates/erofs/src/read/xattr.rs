@@ -3,7 +3,7 @@
 
 use super::{Erofs, Inode};
 use crate::format::xattr::{prefix, Entry, IbodyHeader, ENTRY_HEADER_SIZE, IBODY_HEADER_SIZE};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 impl Erofs {
     /// All xattrs of an inode as (full name, value), inline ones after shared ones.
@@ -14,10 +14,11 @@ impl Erofs {
         }
         let nid = ino.nid;
         if ino.xattr_isize < IBODY_HEADER_SIZE as u64 {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: xattr area of {} bytes",
-                ino.xattr_isize
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsXattr,
+                format!("inode {nid}: xattr area of {} bytes", ino.xattr_isize),
+            )
+            .with_ino(nid));
         }
         let start = ino.pos + ino.isize;
         let body = self.meta(start, ino.xattr_isize)?;
@@ -25,9 +26,11 @@ impl Erofs {
         let shared = usize::from(h.h_shared_count());
         let mut p = IBODY_HEADER_SIZE + shared * 4;
         if p > body.len() {
-            return Err(Error::corrupt(format!(
-                "inode {nid}: {shared} shared xattrs overflow the xattr area"
-            )));
+            return Err(Error::corrupt(
+                Structure::ErofsXattr,
+                format!("inode {nid}: {shared} shared xattrs overflow the xattr area"),
+            )
+            .with_ino(nid));
         }
         for i in 0..shared {
             let o = IBODY_HEADER_SIZE + i * 4;
@@ -44,9 +47,11 @@ impl Erofs {
             let len = usize::from(e.e_name_len()) + usize::from(e.e_value_size());
             let end = p + 4 + len;
             if end > body.len() {
-                return Err(Error::corrupt(format!(
-                    "inode {nid}: xattr entry passes the xattr area"
-                )));
+                return Err(Error::corrupt(
+                    Structure::ErofsXattr,
+                    format!("inode {nid}: xattr entry passes the xattr area"),
+                )
+                .with_ino(nid));
             }
             out.push(self.decode_entry(nid, &e, &body[p + 4..end])?);
             p = (end + 3) & !3;
@@ -62,8 +67,13 @@ impl Erofs {
                 "inode {nid}: long xattr name prefixes"
             )));
         }
-        let pre = prefix(idx)
-            .ok_or_else(|| Error::corrupt(format!("inode {nid}: xattr name index {idx}")))?;
+        let pre = prefix(idx).ok_or_else(|| {
+            Error::corrupt(
+                Structure::ErofsXattr,
+                format!("inode {nid}: xattr name index {idx}"),
+            )
+            .with_ino(nid)
+        })?;
         let mut name = pre.to_vec();
         name.extend_from_slice(&rest[..nl]);
         Ok((name, rest[nl..].to_vec()))

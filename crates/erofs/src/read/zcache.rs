@@ -6,6 +6,7 @@
 //! entries leave first); extents larger than [`MAX_EXTENT`] are never cached.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use usfs_fs::Corruption;
 
 /// Most extents kept.
 pub(super) const MAX_ENTRIES: usize = 16;
@@ -17,7 +18,8 @@ pub(super) const MAX_EXTENT: usize = 1 << 20;
 /// Identifies a decompressed extent: image byte of its pcluster and decompressed length.
 pub(super) type Key = (u64, u64);
 
-type Outcome = Result<Arc<[u8]>, String>;
+/// A decompressed extent, or the damage that stopped it (shared by every waiter).
+type Outcome = Result<Arc<[u8]>, Corruption>;
 
 struct Slot {
     data: OnceLock<Outcome>,
@@ -123,7 +125,8 @@ mod tests {
         assert_eq!(&c.peek((1, 4)).unwrap()[..], &v[..]);
         assert!(c.peek((2, 4)).is_none());
         // A failed decompression is not cached.
-        assert!(c.get((3, 4), || Err("bad".into())).is_err());
+        let bad = || Err(Corruption::new(usfs_fs::Structure::CompressedData, "bad"));
+        assert!(c.get((3, 4), bad).is_err());
         assert!(c.peek((3, 4)).is_none());
     }
 

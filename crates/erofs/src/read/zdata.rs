@@ -13,7 +13,7 @@ use super::{Erofs, Inode};
 use crate::compress::decompress_partial;
 use std::cell::RefCell;
 use std::sync::Arc;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Corruption, Error, Result, Structure};
 
 thread_local! {
     /// Per-thread decompression scratch (its capacity is trimmed after large extents).
@@ -32,10 +32,14 @@ impl Erofs {
         while pos < end {
             let ext = self.map_extent(ino, &zi, pos)?;
             if ext.llen == 0 || ext.la > pos || ext.la + ext.llen <= pos {
-                return Err(Error::corrupt(format!(
-                    "inode {}: extent {}+{} does not hold byte {pos}",
-                    ino.nid, ext.la, ext.llen
-                )));
+                return Err(Error::corrupt(
+                    Structure::CompressedIndex,
+                    format!(
+                        "inode {}: extent {}+{} does not hold byte {pos}",
+                        ino.nid, ext.la, ext.llen
+                    ),
+                )
+                .with_ino(ino.nid));
             }
             let lo = (pos - ext.la) as usize;
             let hi = ((end - ext.la).min(ext.llen)) as usize;
@@ -57,10 +61,14 @@ impl Erofs {
                 interlaced,
             } => {
                 if ext.llen > plen {
-                    return Err(Error::corrupt(format!(
-                        "inode {}: plain extent of {} bytes in a {plen}-byte pcluster",
-                        ino.nid, ext.llen
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::CompressedIndex,
+                        format!(
+                            "inode {}: plain extent of {} bytes in a {plen}-byte pcluster",
+                            ino.nid, ext.llen
+                        ),
+                    )
+                    .with_ino(ino.nid));
                 }
                 if interlaced {
                     let shift = ext.la % self.bs();
@@ -105,9 +113,9 @@ impl Erofs {
                         let mut v = vec![0u8; ext.llen as usize];
                         self.lz4(ino, pa, plen, padded, &mut v)
                             .map(|()| Arc::from(v))
-                            .map_err(|e| e.to_string())
+                            .map_err(|e| cached_failure(e, ino, pa))
                     })
-                    .map_err(Error::Corrupt)?;
+                    .map_err(Error::from)?;
                 dst.copy_from_slice(&data[lo..hi]);
                 Ok(())
             }
@@ -117,10 +125,14 @@ impl Erofs {
     fn check_lz4_extent(&self, ino: &Inode, ext: &Extent, plen: u64) -> Result<()> {
         // LZ4 expands at most about 255 times; anything more is a corrupt map.
         if ext.llen > plen.saturating_mul(256) + 4096 {
-            return Err(Error::corrupt(format!(
-                "inode {}: extent of {} bytes from a {plen}-byte pcluster",
-                ino.nid, ext.llen
-            )));
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: extent of {} bytes from a {plen}-byte pcluster",
+                    ino.nid, ext.llen
+                ),
+            )
+            .with_ino(ino.nid));
         }
         Ok(())
     }
@@ -135,15 +147,22 @@ impl Erofs {
         }
         match decompress_partial(s, dst) {
             Some(n) if n == dst.len() => Ok(()),
-            Some(n) => Err(Error::corrupt(format!(
-                "inode {}: pcluster at byte {pa} decompresses to {n} bytes, {} expected",
-                ino.nid,
-                dst.len()
-            ))),
-            None => Err(Error::corrupt(format!(
-                "inode {}: pcluster at byte {pa} is not valid LZ4",
-                ino.nid
-            ))),
+            Some(n) => Err(Error::corrupt(
+                Structure::CompressedData,
+                format!(
+                    "inode {}: pcluster at byte {pa} decompresses to {n} bytes, {} expected",
+                    ino.nid,
+                    dst.len()
+                ),
+            )
+            .with_ino(ino.nid)
+            .with_offset(pa)),
+            None => Err(Error::corrupt(
+                Structure::CompressedData,
+                format!("inode {}: pcluster at byte {pa} is not valid LZ4", ino.nid),
+            )
+            .with_ino(ino.nid)
+            .with_offset(pa)),
         }
     }
 
@@ -151,27 +170,51 @@ impl Erofs {
     fn read_fragment(&self, ino: &Inode, off: u64, dst: &mut [u8]) -> Result<()> {
         let packed = self.sb.packed_nid();
         if packed == 0 || packed == ino.nid {
-            return Err(Error::corrupt(format!(
-                "inode {}: fragment without a packed inode",
-                ino.nid
-            )));
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!("inode {}: fragment without a packed inode", ino.nid),
+            )
+            .with_ino(ino.nid));
         }
         let p = self.inode(packed)?;
         if off.checked_add(dst.len() as u64).is_none_or(|e| e > p.size) {
-            return Err(Error::corrupt(format!(
-                "inode {}: fragment at {off} passes the end of the packed inode",
-                ino.nid
-            )));
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: fragment at {off} passes the end of the packed inode",
+                    ino.nid
+                ),
+            )
+            .with_ino(ino.nid));
         }
         if p.compressed() {
             let zi = self.zinfo(&p)?;
             if zi.whole_fragment.is_some() || zi.fragment_off.is_some() {
-                return Err(Error::corrupt("the packed inode has fragments itself"));
+                return Err(Error::corrupt(
+                    Structure::CompressedIndex,
+                    "the packed inode has fragments itself",
+                )
+                .with_ino(packed));
             }
             self.read_compressed(&p, off, dst)?;
         } else {
             self.read_flat(&p, off, dst)?;
         }
         Ok(())
+    }
+}
+
+/// A failed decompression as the cache keeps it for every waiter: the message has always
+/// been the error's full text ("corrupt image: ..." nested in a second "corrupt image: "),
+/// and the place is the failure's own, or the pcluster's.
+fn cached_failure(e: Error, ino: &Inode, pa: u64) -> Corruption {
+    let detail = e.to_string();
+    match e {
+        Error::Corrupt(c) => Corruption { detail, ..*c },
+        _ => Corruption {
+            ino: Some(ino.nid),
+            offset: Some(pa),
+            ..Corruption::new(Structure::CompressedData, detail)
+        },
     }
 }

@@ -9,7 +9,7 @@ use crate::format::lcluster::{
 };
 use crate::format::map_header::*;
 use crate::format::superblock::incompat;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Per-inode compression parameters from the map header.
 #[derive(Clone, Debug)]
@@ -79,7 +79,9 @@ impl Erofs {
         let hpos = map_header_pos(ino.meta_end());
         let raw = self.meta_cached(hpos, 8)?;
         let h = MapHeader::new(&raw[..]).expect("8 bytes");
-        let corrupt = |m: &str| Error::corrupt(format!("inode {nid}: {m}"));
+        let corrupt = |m: &str| {
+            Error::corrupt(Structure::CompressedIndex, format!("inode {nid}: {m}")).with_ino(nid)
+        };
         if h.h_clusterbits() & FRAGMENT_INODE_BIT != 0 {
             let off = u64::from_le_bytes(raw[..8].try_into().unwrap()) & !(1u64 << 63);
             if !self.has_incompat(incompat::FRAGMENTS) {
@@ -153,10 +155,14 @@ impl Erofs {
         lookahead: bool,
     ) -> Result<Lcluster> {
         if lcn >= zi.total {
-            return Err(Error::corrupt(format!(
-                "inode {}: lcluster {lcn} beyond the {} of the file",
-                ino.nid, zi.total
-            )));
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: lcluster {lcn} beyond the {} of the file",
+                    ino.nid, zi.total
+                ),
+            )
+            .with_ino(ino.nid));
         }
         match &zi.compact {
             None => self.full_lcluster(ino, zi, lcn),
@@ -179,10 +185,14 @@ impl Erofs {
             let d0 = di.di_delta0();
             if d0 & D0_CBLKCNT != 0 {
                 if zi.advise & (ADVISE_BIG_PCLUSTER_1 | ADVISE_BIG_PCLUSTER_2) == 0 {
-                    return Err(Error::corrupt(format!(
-                        "inode {}: lcluster {lcn}: block count without big pclusters",
-                        ino.nid
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::CompressedIndex,
+                        format!(
+                            "inode {}: lcluster {lcn}: block count without big pclusters",
+                            ino.nid
+                        ),
+                    )
+                    .with_ino(ino.nid));
                 }
                 m.cblks = Some(u32::from(d0 & !D0_CBLKCNT));
                 m.delta0 = 1;
@@ -193,10 +203,14 @@ impl Erofs {
         } else {
             m.clusterofs = u32::from(di.di_clusterofs());
             if m.clusterofs >= 1 << zi.lbits {
-                return Err(Error::corrupt(format!(
-                    "inode {}: lcluster {lcn}: offset {} past the cluster",
-                    ino.nid, m.clusterofs
-                )));
+                return Err(Error::corrupt(
+                    Structure::CompressedIndex,
+                    format!(
+                        "inode {}: lcluster {lcn}: offset {} past the cluster",
+                        ino.nid, m.clusterofs
+                    ),
+                )
+                .with_ino(ino.nid));
             }
             m.pblk = u64::from(di.di_blkaddr());
         }
@@ -224,7 +238,13 @@ impl Erofs {
         let pack = self.meta_cached(base, packsize)?;
         let i = ((pos - base) / unit) as usize;
         let big = zi.advise & ADVISE_BIG_PCLUSTER_1 != 0;
-        let corrupt = |m: &str| Error::corrupt(format!("inode {}: lcluster {lcn}: {m}", ino.nid));
+        let corrupt = |m: &str| {
+            Error::corrupt(
+                Structure::CompressedIndex,
+                format!("inode {}: lcluster {lcn}: {m}", ino.nid),
+            )
+            .with_ino(ino.nid)
+        };
         let (t, lo) = decode_compact(&pack, unit, i);
         let mut m = Lcluster {
             ty: t,
@@ -309,20 +329,22 @@ impl Erofs {
     ) -> Result<(u64, Lcluster)> {
         loop {
             lcn = lcn.checked_sub(delta).ok_or_else(|| {
-                Error::corrupt(format!(
-                    "inode {}: lcluster delta points before the file",
-                    ino.nid
-                ))
+                Error::corrupt(
+                    Structure::CompressedIndex,
+                    format!("inode {}: lcluster delta points before the file", ino.nid),
+                )
+                .with_ino(ino.nid)
             })?;
             let m = self.lcluster(ino, zi, lcn, false)?;
             if m.ty != ty::NONHEAD {
                 return Ok((lcn, m));
             }
             if m.delta0 == 0 {
-                return Err(Error::corrupt(format!(
-                    "inode {}: lcluster {lcn}: zero delta",
-                    ino.nid
-                )));
+                return Err(Error::corrupt(
+                    Structure::CompressedIndex,
+                    format!("inode {}: lcluster {lcn}: zero delta", ino.nid),
+                )
+                .with_ino(ino.nid));
             }
             delta = m.delta0;
         }
@@ -415,10 +437,11 @@ impl Erofs {
             } else if lcn != hlcn {
                 let end = (lcn << zi.lbits) + u64::from(m.clusterofs);
                 if end <= la {
-                    return Err(Error::corrupt(format!(
-                        "inode {}: empty extent at {la}",
-                        ino.nid
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::CompressedIndex,
+                        format!("inode {}: empty extent at {la}", ino.nid),
+                    )
+                    .with_ino(ino.nid));
                 }
                 return Ok(end.min(ino.size) - la);
             } else {
@@ -446,14 +469,22 @@ impl Erofs {
         }
         match m.cblks {
             Some(n) if n >= 1 && n <= self.max_pclusterblks.max(1) * one => Ok(n),
-            Some(n) => Err(Error::corrupt(format!(
-                "inode {}: pcluster of {n} blocks (limit {})",
-                ino.nid, self.max_pclusterblks
-            ))),
-            None => Err(Error::corrupt(format!(
-                "inode {}: big pcluster at lcluster {hlcn} without a block count",
-                ino.nid
-            ))),
+            Some(n) => Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: pcluster of {n} blocks (limit {})",
+                    ino.nid, self.max_pclusterblks
+                ),
+            )
+            .with_ino(ino.nid)),
+            None => Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: big pcluster at lcluster {hlcn} without a block count",
+                    ino.nid
+                ),
+            )
+            .with_ino(ino.nid)),
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::format::features::ro_compat;
 use crate::format::geometry::Geometry;
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::volume_core::VolumeCore;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Are uninitialised groups possible (group descriptor checksums on)?
 pub(crate) fn uninit_tracking(geo: &Geometry) -> bool {
@@ -116,22 +116,33 @@ pub(crate) fn seed_blocks(core: &VolumeCore) -> Result<BlockAllocator> {
             }
             a.load_bitmap(g, &bm);
         } else if !uninit(g) {
-            let bm = core.read_block(d.block_bitmap(), &format!("group {g} block bitmap"))?;
+            let bm = core.read_block(
+                d.block_bitmap(),
+                Structure::Bitmap,
+                &format!("group {g} block bitmap"),
+            )?;
             if let Some(seed) = core.csum_seed() {
                 if !d.block_bitmap_checksum_ok(seed, &bm[..bpg_bytes], geo.desc_size as usize) {
-                    return Err(Error::corrupt(format!(
-                        "group {g}: block bitmap checksum does not match (run e2fsck first)"
-                    )));
+                    return Err(Error::corrupt(
+                        Structure::Bitmap,
+                        format!(
+                            "group {g}: block bitmap checksum does not match (run e2fsck first)"
+                        ),
+                    )
+                    .with_block(d.block_bitmap()));
                 }
             }
             a.load_bitmap(g, &bm);
         }
         if a.group_free(g) != d.free_blocks_count() {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(
+                Structure::Bitmap,
+                format!(
                 "group {g}: {} free blocks in the bitmap, {} in the descriptor (run e2fsck first)",
                 a.group_free(g),
                 d.free_blocks_count()
-            )));
+            ),
+            ));
         }
     }
     Ok(a)
@@ -152,21 +163,30 @@ pub(crate) fn seed_inodes(core: &VolumeCore) -> Result<InodeAllocator> {
         if d.has_flag(BG_INODE_UNINIT) && uninit_tracking(geo) {
             continue;
         }
-        let bm = core.read_block(d.inode_bitmap(), &format!("group {g} inode bitmap"))?;
+        let bm = core.read_block(
+            d.inode_bitmap(),
+            Structure::Bitmap,
+            &format!("group {g} inode bitmap"),
+        )?;
         if let Some(seed) = core.csum_seed() {
             if !d.inode_bitmap_checksum_ok(seed, &bm[..ipg_bytes], geo.desc_size as usize) {
-                return Err(Error::corrupt(format!(
-                    "group {g}: inode bitmap checksum does not match (run e2fsck first)"
-                )));
+                return Err(Error::corrupt(
+                    Structure::Bitmap,
+                    format!("group {g}: inode bitmap checksum does not match (run e2fsck first)"),
+                )
+                .with_block(d.inode_bitmap()));
             }
         }
         a.load_group(g, &bm[..ipg_bytes], d.used_dirs_count());
         if a.group_free(g) != d.free_inodes_count() {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(
+                Structure::Bitmap,
+                format!(
                 "group {g}: {} free inodes in the bitmap, {} in the descriptor (run e2fsck first)",
                 a.group_free(g),
                 d.free_inodes_count()
-            )));
+            ),
+            ));
         }
     }
     Ok(a)

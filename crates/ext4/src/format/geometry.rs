@@ -3,7 +3,7 @@
 
 use super::features::{compat, incompat, ro_compat, Features};
 use super::superblock::Superblock;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// The numbers every reader and writer needs, checked for sanity.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +49,10 @@ impl Geometry {
         let is64 = features.has_incompat(incompat::BIT64);
         let block_size_log = sb.block_size_log();
         if !(10..=16).contains(&block_size_log) {
-            return Err(Error::corrupt(format!(
-                "superblock: block size 2^{block_size_log} out of range"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: block size 2^{block_size_log} out of range"),
+            ));
         }
         let block_size = 1u32 << block_size_log;
         let blocks_count = sb.blocks_count(is64);
@@ -64,57 +65,67 @@ impl Geometry {
             (sb.s_inode_size() as u32, sb.s_first_ino())
         };
         if blocks_per_group == 0 || blocks_per_group > block_size * 8 {
-            return Err(Error::corrupt(format!(
-                "superblock: {blocks_per_group} blocks per group (block size {block_size})"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!(
+                    "superblock: {blocks_per_group} blocks per group (block size {block_size})"
+                ),
+            ));
         }
         if inodes_per_group == 0 || inodes_per_group > block_size * 8 {
-            return Err(Error::corrupt(format!(
-                "superblock: {inodes_per_group} inodes per group"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: {inodes_per_group} inodes per group"),
+            ));
         }
         if inode_size < 128 || inode_size > block_size || !inode_size.is_power_of_two() {
-            return Err(Error::corrupt(format!(
-                "superblock: inode size {inode_size}"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: inode size {inode_size}"),
+            ));
         }
         if first_data_block >= blocks_count || (block_size == 1024) != (first_data_block == 1) {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(Structure::Superblock, format!(
                 "superblock: first data block {first_data_block} with {blocks_count} blocks of {block_size} bytes"
             )));
         }
         let groups = (blocks_count - first_data_block).div_ceil(blocks_per_group as u64);
         if groups == 0 || groups > u32::MAX as u64 {
-            return Err(Error::corrupt(format!("superblock: {groups} block groups")));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: {groups} block groups"),
+            ));
         }
         let group_count = groups as u32;
         let inodes_count = sb.s_inodes_count();
         if inodes_count as u64 != group_count as u64 * inodes_per_group as u64 {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(Structure::Superblock, format!(
                 "superblock: inode count {inodes_count} is not {group_count} groups x {inodes_per_group}"
             )));
         }
         // Every inode needs its record in an inode table on the device: this also bounds
         // what a checker allocates per inode on a hostile superblock.
         if inodes_count as u64 * inode_size as u64 > dev_len {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(Structure::Superblock, format!(
                 "superblock: {inodes_count} inodes of {inode_size} bytes do not fit in an image of {dev_len} bytes"
             )));
         }
         if first_ino < 11 || first_ino > inodes_count {
-            return Err(Error::corrupt(format!(
-                "superblock: first inode {first_ino}"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: first inode {first_ino}"),
+            ));
         }
         let desc_size = if is64 { sb.s_desc_size() as u32 } else { 32 };
         if is64 && (!(64..=1024).contains(&desc_size) || !desc_size.is_power_of_two()) {
-            return Err(Error::corrupt(format!(
-                "superblock: descriptor size {desc_size}"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: descriptor size {desc_size}"),
+            ));
         }
         let needed = blocks_count.saturating_mul(block_size as u64);
         if needed > dev_len {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(Structure::Superblock, format!(
                 "image is truncated: the superblock says {blocks_count} blocks of {block_size} bytes ({needed} bytes), the image has {dev_len} bytes"
             )));
         }

@@ -26,7 +26,7 @@ pub use superblock::{JournalInfo, JournalSuperblock};
 pub use writer::JournalWriter;
 
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// `h_magic` of every jbd2 block but fast-commit blocks.
 pub const JBD2_MAGIC: u32 = 0xC03B_3998;
@@ -180,17 +180,22 @@ pub(crate) struct Log<'a> {
 impl Log<'_> {
     fn offset(&self, jblk: u32) -> Result<u64> {
         if jblk >= self.total_len {
-            return Err(Error::corrupt(format!(
-                "journal: log block {jblk} past the journal's end ({})",
-                self.total_len
-            )));
+            return Err(Error::corrupt(
+                Structure::Journal,
+                format!(
+                    "journal: log block {jblk} past the journal's end ({})",
+                    self.total_len
+                ),
+            ));
         }
-        let fs = self
-            .map
-            .fs_block(jblk)
-            .ok_or_else(|| Error::corrupt(format!("journal: log block {jblk} is not mapped")))?;
+        let fs = self.map.fs_block(jblk).ok_or_else(|| {
+            Error::corrupt(
+                Structure::Journal,
+                format!("journal: log block {jblk} is not mapped"),
+            )
+        })?;
         fs.checked_mul(self.bs as u64)
-            .ok_or_else(|| Error::corrupt("journal: block number overflows"))
+            .ok_or_else(|| Error::corrupt(Structure::Journal, "journal: block number overflows"))
     }
 
     /// Reads journal block `jblk` into `buf` (one block).

@@ -19,7 +19,7 @@ use crate::format::features::incompat;
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use std::collections::{BTreeMap, HashMap};
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Where the contents of a replayed block are: its last unrevoked copy in the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,9 +478,11 @@ pub fn replay_onto_with(
     // Nothing is written when a tag names a block past the device (e2fsck would extend
     // an image file there; the kernel fails at the device's end).
     if let Some((&blk, _)) = plan.blocks.range(dev.len() / bs..).next() {
-        return Err(Error::corrupt(format!(
-            "journal: replayed block {blk} lies past the end of the device"
-        )));
+        return Err(Error::corrupt(
+            Structure::Journal,
+            format!("journal: replayed block {blk} lies past the end of the device"),
+        )
+        .with_block(blk));
     }
     for &blk in plan.blocks.keys() {
         let data = plan.read_block(dev, map, blk)?.expect("planned");

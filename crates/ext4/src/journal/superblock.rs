@@ -5,7 +5,7 @@
 
 use super::{blocktype, feature, JBD2_MAGIC};
 use crate::format::checksum::crc32c_raw;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// `h_blocktype` of a version-2 superblock (re-exported for mkfs).
 pub const JBD2_SUPERBLOCK_V2: u32 = blocktype::SUPERBLOCK_V2;
@@ -133,9 +133,18 @@ impl JournalInfo {
     /// Checks `raw` (the journal's block 0) as e2fsck does before a replay, for a journal
     /// of `file_blocks` blocks on a file system of `fs_block_size`-byte blocks.
     pub fn load(raw: &[u8], fs_block_size: u32, file_blocks: u32) -> Result<JournalInfo> {
-        let sb = JournalSuperblock::new(raw)
-            .ok_or_else(|| Error::corrupt("journal superblock: block shorter than 1024 bytes"))?;
-        let bad = |what: String| Err(Error::corrupt(format!("journal superblock: {what}")));
+        let sb = JournalSuperblock::new(raw).ok_or_else(|| {
+            Error::corrupt(
+                Structure::Journal,
+                "journal superblock: block shorter than 1024 bytes",
+            )
+        })?;
+        let bad = |what: String| {
+            Err(Error::corrupt(
+                Structure::Journal,
+                format!("journal superblock: {what}"),
+            ))
+        };
         if sb.h_magic() != JBD2_MAGIC {
             return bad(format!("bad magic {:#010x}", sb.h_magic()));
         }

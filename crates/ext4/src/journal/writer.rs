@@ -23,7 +23,7 @@ use super::{commit, descriptor, feature, revoke, JournalInfo, JournalMap, Journa
 use super::{Log, JBD2_MAGIC};
 use crate::format::checksum::crc32_be;
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Writes transactions into an internal jbd2 journal that was clean when opened.
 pub struct JournalWriter {
@@ -44,6 +44,7 @@ impl JournalWriter {
         let info = super::load_info(dev, &map, fs_block_size)?;
         if info.start != 0 {
             return Err(Error::corrupt(
+                Structure::Journal,
                 "journal: the log holds transactions (s_start != 0): replay it before writing",
             ));
         }

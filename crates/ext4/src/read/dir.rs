@@ -6,7 +6,7 @@ use super::Ext4;
 use crate::format::dirent::{self, Dirents};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{flags, I_BLOCK_SIZE};
-use usfs_fs::{DirEntry, Error, FileType, Result};
+use usfs_fs::{DirEntry, Error, FileType, Result, Structure};
 
 /// How far an inline directory's entries sit from their readdir positions: the kernel
 /// gives them the positions they would have in a block, whose `.` and `..` take 24 bytes
@@ -63,7 +63,12 @@ impl Ext4 {
             };
             for k in 0..run.len.min(nblocks - lblk) {
                 let blk = p + k;
-                self.read_block_into(blk, &mut buf, &format!("directory {}", dir.ino))?;
+                self.read_block_into(
+                    blk,
+                    &mut buf,
+                    Structure::Directory,
+                    &format!("directory {}", dir.ino),
+                )?;
                 let base = (lblk + k) * bs;
                 let start = from.saturating_sub(base);
                 if !self.walk_block(dir, &buf, base, start, lblk + k, f)? {
@@ -117,7 +122,9 @@ impl Ext4 {
                 let generation = dir.raw.i_generation();
                 if let Err(fault) = dirent::check_tail(seed, dir.ino, generation, block) {
                     let msg = format!("directory {} block {lblk}: {fault}", dir.ino);
-                    return Err(Error::corrupt(msg));
+                    return Err(Error::corrupt(Structure::Directory, msg)
+                        .with_ino(dir.ino)
+                        .with_block(lblk));
                 }
                 end = bs - dirent::TAIL_SIZE;
             }
@@ -144,10 +151,14 @@ impl Ext4 {
         );
         for item in walk {
             let e = item.map_err(|(off, fault)| {
-                Error::corrupt(format!(
-                    "directory {dir_ino}: entry at byte {}: {fault}",
-                    base + off as u64
-                ))
+                Error::corrupt(
+                    Structure::Directory,
+                    format!(
+                        "directory {dir_ino}: entry at byte {}: {fault}",
+                        base + off as u64
+                    ),
+                )
+                .with_ino(dir_ino)
             })?;
             if e.ino != 0 && e.off as u64 >= start {
                 let r = RawEntry {

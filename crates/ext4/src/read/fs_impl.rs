@@ -1,11 +1,12 @@
 //! The [`FileSystem`] implementation: file data, symlinks, attributes, and the trait glue.
 
 use super::inode::LoadedInode;
+use super::map::map_structure;
 use super::Ext4;
 use crate::format::features::{incompat, ro_compat};
 use crate::format::inode::{flags, I_BLOCK_SIZE, ROOT_INO};
 use std::ops::Range;
-use usfs_fs::{DirEntry, Error, FileSystem, FileType, Ino, Metadata, Result, StatFs};
+use usfs_fs::{DirEntry, Error, FileSystem, FileType, Ino, Metadata, Result, StatFs, Structure};
 
 impl Ext4 {
     /// Reads file data of `inode` at `offset` into `buf`; returns bytes read.
@@ -38,10 +39,14 @@ impl Ext4 {
                     let phys = ((p + (first - run.lblk)) << log) + (pos & ((1 << log) - 1));
                     let end_blk = (phys + chunk as u64).div_ceil(1 << log);
                     if end_blk > self.core.geo.blocks_count {
-                        return Err(Error::corrupt(format!(
-                            "inode {}: data block beyond the end of the file system",
-                            inode.ino
-                        )));
+                        return Err(Error::corrupt(
+                            map_structure(inode),
+                            format!(
+                                "inode {}: data block beyond the end of the file system",
+                                inode.ino
+                            ),
+                        )
+                        .with_ino(inode.ino));
                     }
                     self.core.dev.read_at(dst, phys)?;
                 }
@@ -82,10 +87,11 @@ impl Ext4 {
         }
         let size = inode.raw.size();
         if size >= self.core.geo.block_size as u64 || size > 4095 {
-            return Err(Error::corrupt(format!(
-                "inode {}: symlink of {size} bytes",
-                inode.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::Symlink,
+                format!("inode {}: symlink of {size} bytes", inode.ino),
+            )
+            .with_ino(inode.ino));
         }
         let huge = self.core.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
         let ea_blocks = if inode.raw.file_acl() != 0 {
@@ -100,10 +106,11 @@ impl Ext4 {
         if !inode.has_flag(flags::INLINE_DATA) && data_blocks == 0 {
             // Fast symlink: the target sits in i_block.
             if size as usize >= I_BLOCK_SIZE {
-                return Err(Error::corrupt(format!(
-                    "inode {}: fast symlink of {size} bytes",
-                    inode.ino
-                )));
+                return Err(Error::corrupt(
+                    Structure::Symlink,
+                    format!("inode {}: fast symlink of {size} bytes", inode.ino),
+                )
+                .with_ino(inode.ino));
             }
             return Ok(inode.raw.i_block()[..size as usize].to_vec());
         }
@@ -315,9 +322,11 @@ impl FileSystem for Ext4 {
                 self.core.dev.stats().record_read(len as usize);
                 Ok(Some(&image[phys as usize..end as usize]))
             }
-            None => Err(Error::corrupt(format!(
-                "inode {ino}: data block beyond the end of the file system"
-            ))),
+            None => Err(Error::corrupt(
+                map_structure(&inode),
+                format!("inode {ino}: data block beyond the end of the file system"),
+            )
+            .with_ino(ino)),
         }
     }
 

@@ -8,7 +8,7 @@ use super::Ext4;
 use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::incompat;
 use crate::walk::dx::{self, DxCtx, DxKind, DxNode};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// `s_flags` bit: the directory hash treats bytes as unsigned.
 const FLAG_UNSIGNED_HASH: u32 = 0x2;
@@ -45,12 +45,14 @@ impl Ext4 {
     pub(crate) fn read_dir_block(&self, dir: &LoadedInode, lblk: u64) -> Result<Vec<u8>> {
         let run = self.map_block(dir, lblk)?;
         let Some(p) = run.pblk else {
-            return Err(Error::corrupt(format!(
-                "directory {}: logical block {lblk} is a hole",
-                dir.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::Directory,
+                format!("directory {}: logical block {lblk} is a hole", dir.ino),
+            )
+            .with_ino(dir.ino)
+            .with_block(lblk));
         };
-        self.read_block(p, &format!("directory {}", dir.ino))
+        self.read_block(p, Structure::Directory, &format!("directory {}", dir.ino))
     }
 
     /// A hash version as the kernel applies it: `version` (from an htree root, or the
@@ -60,9 +62,11 @@ impl Ext4 {
         HashVersion::from_u8(version)
             .map(|v| v.with_unsigned_flag(unsigned))
             .ok_or_else(|| {
-                Error::corrupt(format!(
-                    "directory {dir_ino}: unknown htree hash version {version}"
-                ))
+                Error::corrupt(
+                    Structure::Htree,
+                    format!("directory {dir_ino}: unknown htree hash version {version}"),
+                )
+                .with_ino(dir_ino)
             })
     }
 

@@ -4,7 +4,7 @@ use super::Ext4;
 use crate::format::features::ro_compat;
 use crate::format::group_desc::BG_INODE_UNINIT;
 use crate::format::inode::{flags, Inode};
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// An inode read from disk, with its number.
 pub(crate) struct LoadedInode {
@@ -18,11 +18,11 @@ impl LoadedInode {
     /// The file type from `i_mode`.
     pub(crate) fn file_type(&self) -> Result<FileType> {
         FileType::from_mode(self.raw.i_mode() as u32).ok_or_else(|| {
-            Error::corrupt(format!(
-                "inode {}: invalid mode {:#o}",
-                self.ino,
-                self.raw.i_mode()
-            ))
+            Error::corrupt(
+                Structure::Inode,
+                format!("inode {}: invalid mode {:#o}", self.ino, self.raw.i_mode()),
+            )
+            .with_ino(self.ino)
         })
     }
 
@@ -36,10 +36,14 @@ impl Ext4 {
     /// Converts an [`usfs_fs::Ino`] to an inode number, checking the range.
     pub(crate) fn check_ino(&self, ino: u64) -> Result<u32> {
         if ino == 0 || ino > self.core.geo.inodes_count as u64 {
-            return Err(Error::corrupt(format!(
-                "inode number {ino} out of range 1..={}",
-                self.core.geo.inodes_count
-            )));
+            return Err(Error::corrupt(
+                Structure::InodeTable,
+                format!(
+                    "inode number {ino} out of range 1..={}",
+                    self.core.geo.inodes_count
+                ),
+            )
+            .with_ino(ino));
         }
         Ok(ino as u32)
     }
@@ -76,41 +80,55 @@ impl Ext4 {
                         .inodes_per_group
                         .saturating_sub(desc.itable_unused()))
         {
-            return Err(Error::corrupt(format!(
+            return Err(Error::corrupt(
+                Structure::InodeTable,
+                format!(
                 "inode {ino} is referenced but lies in the unused part of group {g}'s inode table"
-            )));
+            ),
+            )
+            .with_ino(ino));
         }
         let raw = self.read_inode_raw(ino)?;
         let isz = self.core.geo.inode_size as usize;
         if isz > 128 {
             let extra = raw.i_extra_isize() as usize;
             if 128 + extra > isz || !extra.is_multiple_of(4) {
-                return Err(Error::corrupt(format!(
-                    "inode {ino}: i_extra_isize {extra} invalid"
-                )));
+                return Err(Error::corrupt(
+                    Structure::Inode,
+                    format!("inode {ino}: i_extra_isize {extra} invalid"),
+                )
+                .with_ino(ino));
             }
         }
         if let Some(seed) = self.core.csum_seed {
             if !raw.checksum_ok(seed, ino, isz) {
-                return Err(Error::corrupt(format!(
-                    "inode {ino}: checksum does not match"
-                )));
+                return Err(Error::corrupt(
+                    Structure::Inode,
+                    format!("inode {ino}: checksum does not match"),
+                )
+                .with_ino(ino));
             }
         }
         let inode = LoadedInode { ino, raw };
         if inode.raw.i_mode() == 0 || (inode.raw.i_links_count() == 0 && inode.raw.i_dtime() != 0) {
-            return Err(Error::corrupt(format!(
-                "inode {ino} is referenced but not in use"
-            )));
+            return Err(Error::corrupt(
+                Structure::Inode,
+                format!("inode {ino} is referenced but not in use"),
+            )
+            .with_ino(ino));
         }
         inode.file_type()?;
         // Logical block numbers are 32 bits: no file extends past 2^32 blocks.
         let max_size = (1u64 << 32) << self.core.geo.block_size_log;
         if inode.raw.size() > max_size {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: size {} exceeds the largest possible file ({max_size})",
-                inode.raw.size()
-            )));
+            return Err(Error::corrupt(
+                Structure::Inode,
+                format!(
+                    "inode {ino}: size {} exceeds the largest possible file ({max_size})",
+                    inode.raw.size()
+                ),
+            )
+            .with_ino(ino));
         }
         if inode.has_flag(flags::ENCRYPT) {
             return Err(Error::incompatible(format!(

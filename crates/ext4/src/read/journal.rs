@@ -10,7 +10,7 @@ use crate::format::superblock::SUPERBLOCK_OFFSET;
 use crate::journal::{self, replay, JournalMap, ReplayPlan};
 use std::sync::Arc;
 use usfs_dev::{Device, Overlay};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 impl Ext4 {
     /// The journal's block map, from the extents or block map of inode
@@ -28,9 +28,11 @@ impl Ext4 {
         // A journal larger than the file system is garbage (and would make the map's
         // size unbounded).
         if nblocks > u32::MAX as u64 || nblocks > self.core.geo.blocks_count {
-            return Err(Error::corrupt(format!(
-                "journal inode {ino}: {nblocks} blocks"
-            )));
+            return Err(Error::corrupt(
+                Structure::Journal,
+                format!("journal inode {ino}: {nblocks} blocks"),
+            )
+            .with_ino(ino));
         }
         let mut map = JournalMap::new();
         let mut l = 0u64;
@@ -38,9 +40,11 @@ impl Ext4 {
             let run = self.map_block(&inode, l)?;
             let skip = l - run.lblk.min(l);
             let Some(p) = run.pblk else {
-                return Err(Error::corrupt(format!(
-                    "journal inode {ino}: hole at block {l}"
-                )));
+                return Err(Error::corrupt(
+                    Structure::Journal,
+                    format!("journal inode {ino}: hole at block {l}"),
+                )
+                .with_ino(ino));
             };
             let len = (run.len - skip).min(nblocks - l).max(1);
             map.push(p + skip, len as u32);
@@ -84,8 +88,8 @@ impl Ext4 {
             let mut raw = vec![0u8; self.core.geo.block_size as usize];
             let b = m
                 .fs_block(0)
-                .ok_or_else(|| Error::corrupt("journal: empty"))?;
-            self.read_block_into(b, &mut raw, "journal superblock")?;
+                .ok_or_else(|| Error::corrupt(Structure::Journal, "journal: empty"))?;
+            self.read_block_into(b, &mut raw, Structure::Journal, "journal superblock")?;
             Ok(raw)
         });
         match raw {
@@ -104,7 +108,10 @@ impl Ext4 {
         let bs = pre.core.geo.block_size;
         let plan = journal::plan_replay(&*pre.core.dev, &map, bs)?;
         if let Some(e) = &plan.error {
-            return Err(Error::corrupt(format!("journal recovery failed: {e}")));
+            return Err(Error::corrupt(
+                Structure::Journal,
+                format!("journal recovery failed: {e}"),
+            ));
         }
         let ov = Arc::new(Overlay::new(pre.core.dev, bs));
         overlay_replay(&ov, &map, &plan)?;
@@ -243,7 +250,7 @@ impl Ext4 {
         let Some(j0) = self.journal_map().ok().and_then(|m| m.fs_block(0)) else {
             return Ok(());
         };
-        let mut raw = self.read_block(j0, "journal superblock")?;
+        let mut raw = self.read_block(j0, Structure::Journal, "journal superblock")?;
         let mut jsb = journal::JournalSuperblock::new(&mut raw[..]).expect("a block");
         if jsb.h_magic() != journal::JBD2_MAGIC || jsb.s_errno() == 0 {
             return Ok(());

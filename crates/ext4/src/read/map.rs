@@ -5,7 +5,7 @@ use super::inode::LoadedInode;
 use super::Ext4;
 use crate::format::inode::flags;
 use crate::walk::{self, BlockSource, MapCtx};
-use usfs_fs::Result;
+use usfs_fs::{Result, Structure};
 
 /// A run of logical blocks with one fate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +20,16 @@ pub(crate) struct Run {
 
 impl BlockSource for Ext4 {
     fn read_block(&self, blk: u64) -> Result<Vec<u8>> {
-        Ext4::read_block(self, blk, "block map")
+        Ext4::read_block(self, blk, Structure::Image, "block map")
+    }
+}
+
+/// The structure that maps `inode`'s blocks: its extent tree or its block map.
+pub(crate) fn map_structure(inode: &LoadedInode) -> Structure {
+    if inode.has_flag(flags::EXTENTS) {
+        Structure::ExtentTree
+    } else {
+        Structure::BlockMap
     }
 }
 

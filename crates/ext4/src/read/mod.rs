@@ -19,7 +19,7 @@ use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 pub use crate::volume_core::OpenIssue;
 use crate::volume_core::{features_of, VolumeCore};
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// A read-only ext2/3/4 file system on a device.
 pub struct Ext4 {
@@ -94,14 +94,21 @@ impl Ext4 {
         self.core.csum_seed()
     }
 
-    /// Reads block `blk` into `buf` (one block long, or a multiple for a run).
-    pub(crate) fn read_block_into(&self, blk: u64, buf: &mut [u8], what: &str) -> Result<()> {
-        self.core.read_block_into(blk, buf, what)
+    /// Reads block `blk` of `structure` into `buf` (one block long, or a multiple for a
+    /// run).
+    pub(crate) fn read_block_into(
+        &self,
+        blk: u64,
+        buf: &mut [u8],
+        structure: Structure,
+        what: &str,
+    ) -> Result<()> {
+        self.core.read_block_into(blk, buf, structure, what)
     }
 
-    /// Reads block `blk` into a new buffer.
-    pub(crate) fn read_block(&self, blk: u64, what: &str) -> Result<Vec<u8>> {
-        self.core.read_block(blk, what)
+    /// Reads block `blk` of `structure` into a new buffer.
+    pub(crate) fn read_block(&self, blk: u64, structure: Structure, what: &str) -> Result<Vec<u8>> {
+        self.core.read_block(blk, structure, what)
     }
 }
 

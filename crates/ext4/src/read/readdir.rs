@@ -26,7 +26,7 @@ use crate::format::dx_hash::HashVersion;
 use crate::format::features::compat;
 use crate::format::inode::flags;
 use std::collections::HashSet;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// The position after the last entry of a directory listed in hash order.
 pub(crate) const HASH_EOF: u64 = 0x7fff_ffff_ffff_ffff;
@@ -161,10 +161,14 @@ impl Ext4 {
             match fill.next {
                 // A corrupt index (a node's hashes below its parent's) could lead back.
                 Some(next) if next <= fill.start => {
-                    return Err(Error::corrupt(format!(
-                        "directory {}: htree hashes go back from {:#x} to {next:#x}",
-                        dir.ino, fill.start
-                    )))
+                    return Err(Error::corrupt(
+                        Structure::Htree,
+                        format!(
+                            "directory {}: htree hashes go back from {:#x} to {next:#x}",
+                            dir.ino, fill.start
+                        ),
+                    )
+                    .with_ino(dir.ino))
                 }
                 Some(next) => fill = self.fill(dir, how, next)?,
                 None => break,
@@ -233,10 +237,12 @@ impl Ext4 {
         loop {
             let leaf = path.leaf();
             if !seen.insert(leaf) {
-                return Err(Error::corrupt(format!(
-                    "directory {}: htree lists block {leaf} twice",
-                    dir.ino
-                )));
+                return Err(Error::corrupt(
+                    Structure::Htree,
+                    format!("directory {}: htree lists block {leaf} twice", dir.ino),
+                )
+                .with_ino(dir.ino)
+                .with_block(leaf));
             }
             let before = out.len();
             self.collect_leaf(dir, root.version, leaf, out)?;

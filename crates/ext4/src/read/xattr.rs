@@ -7,7 +7,7 @@ use crate::format::features::incompat;
 use crate::format::xattr;
 use crate::walk;
 use crate::walk::xattr::{Area, Entry, Value, XattrCtx};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// One attribute as stored.
 pub(crate) struct RawXattr {
@@ -65,7 +65,8 @@ impl Ext4 {
         let ino = inode.ino;
         let blk = inode.raw.file_acl();
         if blk != 0 {
-            let block = self.read_block(blk, &format!("inode {ino}: xattr block"))?;
+            let block =
+                self.read_block(blk, Structure::Xattr, &format!("inode {ino}: xattr block"))?;
             let cx = self.xattr_ctx(ino);
             for e in walk::xattr::block_entries(&block, blk, &cx)? {
                 out.push(self.raw_xattr(ino, &e)?);
@@ -104,16 +105,22 @@ impl Ext4 {
 
     fn ea_inode_value(&self, ino: u32, ea_ino: u32, size: u64) -> Result<Vec<u8>> {
         if size > MAX_EA_INODE_VALUE {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: xattr value of {size} bytes"
-            )));
+            return Err(Error::corrupt(
+                Structure::Xattr,
+                format!("inode {ino}: xattr value of {size} bytes"),
+            )
+            .with_ino(ino));
         }
         let ea = self.load_inode(ea_ino as u64)?;
         if ea.raw.size() != size {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: EA inode {ea_ino} holds {} bytes, entry says {size}",
-                ea.raw.size()
-            )));
+            return Err(Error::corrupt(
+                Structure::Xattr,
+                format!(
+                    "inode {ino}: EA inode {ea_ino} holds {} bytes, entry says {size}",
+                    ea.raw.size()
+                ),
+            )
+            .with_ino(ino));
         }
         let mut v = vec![0u8; size as usize];
         let n = self.read_file(&ea, 0, &mut v)?;

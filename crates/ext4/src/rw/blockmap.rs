@@ -7,7 +7,7 @@
 use super::meta::{Freed, Meta};
 use crate::format::extent::{ExtentHeader, EXTENT_MAGIC};
 use crate::walk::{self, extent::ROOT_ENTRIES, BlockSource, MapCtx};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// A run of logical blocks with one fate: `pblk` is `None` for a hole; for an unwritten
 /// extent it is the preallocated block (reads must still return zeros).
@@ -72,6 +72,15 @@ impl<'a> BlockMap<'a> {
         h.set_eh_max(ROOT_ENTRIES as u16);
     }
 
+    /// The structure this map is: an extent tree or an indirect block map.
+    fn map_structure(&self) -> Structure {
+        if self.extents {
+            Structure::ExtentTree
+        } else {
+            Structure::BlockMap
+        }
+    }
+
     /// The walk context for this inode on `m`.
     pub(super) fn cx(&self, m: &dyn Meta) -> MapCtx {
         MapCtx {
@@ -105,7 +114,9 @@ impl<'a> BlockMap<'a> {
         if len == 0 || lblk.checked_add(len).is_none_or(|e| e > walk::MAX_LBLK) {
             return Err(Error::Invalid);
         }
-        self.cx(m).check_data(lblk, pblk, len)?;
+        self.cx(m)
+            .check_data(lblk, pblk, len)
+            .map_err(|e| e.in_structure(self.map_structure()))?;
         if self.extents {
             self.ext_insert_run(
                 m,
@@ -176,7 +187,11 @@ impl<'a> BlockMap<'a> {
             let want = (n - got.len()) as u32;
             let r = m.alloc_blocks(self.ino, goal, want).and_then(|(s, c)| {
                 if c == 0 || s == 0 {
-                    Err(Error::corrupt(format!("allocator gave {c} blocks at {s}")))
+                    Err(Error::corrupt(
+                        Structure::Bitmap,
+                        format!("allocator gave {c} blocks at {s}"),
+                    )
+                    .with_block(s))
                 } else {
                     Ok((s, c.min(want)))
                 }

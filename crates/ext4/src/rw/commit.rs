@@ -14,7 +14,7 @@ use crate::alloc::seed::uninit_tracking;
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::rw::meta::Meta;
 use usfs_dev::Device;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 impl Volume {
     /// Commits the running transaction and makes it durable. A no-op when nothing changed.
@@ -33,9 +33,9 @@ impl Volume {
         }
         self.blocks.release_all();
         for (start, len) in std::mem::take(&mut self.txn.freed) {
-            self.blocks
-                .free(start, len)
-                .map_err(|e| Error::corrupt(format!("freeing blocks: {e}")))?;
+            self.blocks.free(start, len).map_err(|e| {
+                Error::corrupt(Structure::Bitmap, format!("freeing blocks: {e}")).with_block(start)
+            })?;
             let mut b = start;
             while b < start + len {
                 self.touch_block_group(b);
@@ -136,10 +136,12 @@ impl Volume {
             let mut flags = d.bg_flags();
             // A group left uninitialised by the seeding is built from its head now.
             self.blocks.load(g);
-            let bm = self
-                .blocks
-                .bitmap_bytes(g, bs)
-                .ok_or_else(|| Error::corrupt(format!("group {g}: block bitmap not loaded")))?;
+            let bm = self.blocks.bitmap_bytes(g, bs).ok_or_else(|| {
+                Error::corrupt(
+                    Structure::Bitmap,
+                    format!("group {g}: block bitmap not loaded"),
+                )
+            })?;
             if let Some(seed) = seed {
                 d.set_block_bitmap_checksum(seed, &bm[..bpg_bytes], ds);
             }

@@ -13,7 +13,7 @@ use crate::format::dirent::{self, DirentFault};
 use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::{compat, incompat};
 use crate::format::superblock::Superblock;
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// `s_flags` bit: directory hashes read name bytes as unsigned char.
 const FLAG_UNSIGNED_HASH: u32 = 0x2;
@@ -44,9 +44,11 @@ impl HashParams {
     pub(crate) fn hash(&self, dir: u32, version: u8, name: &[u8]) -> Result<(u32, u32)> {
         let v = HashVersion::from_u8(version)
             .ok_or_else(|| {
-                Error::corrupt(format!(
-                    "directory {dir}: unknown htree hash version {version}"
-                ))
+                Error::corrupt(
+                    Structure::Htree,
+                    format!("directory {dir}: unknown htree hash version {version}"),
+                )
+                .with_ino(dir)
             })?
             .with_unsigned_flag(self.unsigned);
         dx_hash(name, v, &self.seed)
@@ -144,10 +146,14 @@ impl<'a> DirEdit<'a> {
     /// ext4_finish_convert_inline_dir). They must fit in one block.
     pub(crate) fn init_with(&mut self, parent: u32, ents: &[Ent]) -> Result<()> {
         if self.d.nblocks() != 0 {
-            return Err(Error::corrupt(format!(
-                "directory {}: init of a directory that has blocks",
-                self.d.ino()
-            )));
+            return Err(Error::corrupt(
+                Structure::Directory,
+                format!(
+                    "directory {}: init of a directory that has blocks",
+                    self.d.ino()
+                ),
+            )
+            .with_ino(self.d.ino()));
         }
         let mut all = vec![
             self.dot_ent(b".", self.d.ino()),
@@ -156,11 +162,15 @@ impl<'a> DirEdit<'a> {
         all.extend_from_slice(ents);
         let need: usize = all.iter().map(|e| dirent::entry_size(e.name.len())).sum();
         if need > self.fmt.usable() {
-            return Err(Error::corrupt(format!(
-                "directory {}: {} entries do not fit in one block",
-                self.d.ino(),
-                all.len()
-            )));
+            return Err(Error::corrupt(
+                Structure::Directory,
+                format!(
+                    "directory {}: {} entries do not fit in one block",
+                    self.d.ino(),
+                    all.len()
+                ),
+            )
+            .with_ino(self.d.ino()));
         }
         let pblk = self.d.append_block(self.m)?;
         let buf = self.fmt.pack(&all);
@@ -337,10 +347,11 @@ impl<'a> DirEdit<'a> {
     fn linear_add(&mut self, e: &Ent) -> Result<()> {
         let n = self.d.nblocks();
         if n == 0 {
-            return Err(Error::corrupt(format!(
-                "directory {}: no blocks",
-                self.d.ino()
-            )));
+            return Err(Error::corrupt(
+                Structure::Directory,
+                format!("directory {}: no blocks", self.d.ino()),
+            )
+            .with_ino(self.d.ino()));
         }
         let usable = self.fmt.usable();
         let mut room = None;
@@ -455,7 +466,20 @@ impl<'a> DirEdit<'a> {
 
     /// A corrupt-directory error naming this directory and block `lblk`.
     pub(crate) fn corrupt(&self, lblk: u64, what: String) -> Error {
-        Error::corrupt(format!("directory {} block {lblk}: {what}", self.d.ino()))
+        self.damaged(Structure::Directory, lblk, what)
+    }
+
+    /// As [`DirEdit::corrupt`], for damage in the htree index.
+    pub(crate) fn corrupt_htree(&self, lblk: u64, what: String) -> Error {
+        self.damaged(Structure::Htree, lblk, what)
+    }
+
+    /// Damage to `structure` in logical block `lblk` of this directory.
+    fn damaged(&self, structure: Structure, lblk: u64, what: String) -> Error {
+        let ino = self.d.ino();
+        Error::corrupt(structure, format!("directory {ino} block {lblk}: {what}"))
+            .with_ino(ino)
+            .with_block(lblk)
     }
 
     /// A damaged entry chain in block `lblk`.

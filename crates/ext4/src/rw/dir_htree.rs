@@ -101,7 +101,7 @@ impl DirEdit<'_> {
         let (pblk, buf) = self.read_raw(0)?;
         let (off, rec_len) = self.dotdot_at(0, &buf)?;
         if off != 12 || off + rec_len != buf.len() {
-            return Err(self.corrupt(0, "htree root: '..' does not span the block".into()));
+            return Err(self.corrupt_htree(0, "htree root: '..' does not span the block".into()));
         }
         let (root, info) = self.parse_dx(0, pblk, buf, DxKind::Root)?;
         let info = info.expect("a root has its info");
@@ -216,7 +216,7 @@ impl DirEdit<'_> {
                 self.split_leaf(&mut path, &ri, leaf, pblk, &buf)?;
             }
         }
-        Err(self.corrupt(0, "htree insert found no room after splitting".into()))
+        Err(self.corrupt_htree(0, "htree insert found no room after splitting".into()))
     }
 
     /// Splits leaf `lblk` (contents `buf`) whose parent is the last frame of `path` (not
@@ -240,7 +240,9 @@ impl DirEdit<'_> {
             ents.push((h, minor, ent));
         }
         if ents.len() < 2 {
-            return Err(self.corrupt(lblk, "full htree leaf with fewer than 2 entries".into()));
+            return Err(
+                self.corrupt_htree(lblk, "full htree leaf with fewer than 2 entries".into())
+            );
         }
         ents.sort_by_key(|a| (a.0, a.1));
         let split = split_point(&ents, self.fmt.bs as usize / 2);

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// Blocks read and written in place in the image file.
 struct FileMeta {
@@ -46,10 +46,16 @@ impl Meta for FileMeta {
         Ok(())
     }
     fn alloc_blocks(&mut self, _: u32, _: u64, _: u32) -> Result<(u64, u32)> {
-        Err(Error::corrupt("the oracle volume does not allocate"))
+        Err(Error::corrupt(
+            Structure::Bitmap,
+            "the oracle volume does not allocate",
+        ))
     }
     fn free_blocks(&mut self, _: u32, _: u64, _: u64, _: Freed) -> Result<()> {
-        Err(Error::corrupt("the oracle volume does not free"))
+        Err(Error::corrupt(
+            Structure::Bitmap,
+            "the oracle volume does not free",
+        ))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::format::dx_hash::{dx_hash, HashVersion};
 use crate::format::features::{compat, incompat, ro_compat, Features};
 use crate::format::geometry::Geometry;
 use std::collections::BTreeMap;
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// A directory whose blocks are a Vec of physical block numbers.
 pub(crate) struct VecDir {
@@ -449,10 +449,10 @@ fn damaged_blocks_are_refused_not_changed() {
     v.m.blocks.get_mut(&b0).unwrap()[40] ^= 0x55;
     let before = v.m.blocks[&b0].clone();
     let e = v.add(b"new", 5).unwrap_err();
-    assert!(
-        matches!(&e, Error::Corrupt(m) if m.contains("directory 12 block 0")),
-        "{e}"
-    );
+    let c = e.corruption().expect("a corrupt directory");
+    assert!(c.detail.contains("directory 12 block 0"), "{e}");
+    assert_eq!(c.structure, Structure::Directory);
+    assert_eq!((c.ino, c.block), (Some(12), Some(0)));
     assert!(matches!(v.ed().remove(&name(3)), Err(Error::Corrupt(_))));
     assert_eq!(v.m.blocks[&b0], before);
     // A broken rec_len without checksums.
@@ -469,7 +469,12 @@ fn damaged_blocks_are_refused_not_changed() {
     let mut r = v.m.blocks[&b0].clone();
     r[ROOT_COUNT_OFFSET + 2] = 0xff;
     v.m.blocks.insert(b0, r.clone());
-    assert!(matches!(v.add(b"new", 5), Err(Error::Corrupt(_))));
+    let e = v.add(b"new", 5).unwrap_err();
+    assert_eq!(
+        e.corruption().map(|c| c.structure),
+        Some(Structure::Htree),
+        "{e}"
+    );
     r[ROOT_COUNT_OFFSET + 2] = 2;
     r[0x18 + 6] = 7;
     v.m.blocks.insert(b0, r);

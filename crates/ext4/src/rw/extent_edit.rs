@@ -13,7 +13,7 @@ use crate::format::extent::{
     MAX_DEPTH,
 };
 use crate::walk::extent::{block_capacity, entry, find_path, read_node, PathNode, ROOT_ENTRIES};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// One extent, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,7 +173,8 @@ impl BlockMap<'_> {
     }
 
     fn corrupt(&self, what: String) -> Error {
-        Error::corrupt(format!("inode {}: extent tree: {what}", self.ino))
+        let msg = format!("inode {}: extent tree: {what}", self.ino);
+        Error::corrupt(Structure::ExtentTree, msg).with_ino(self.ino)
     }
 
     /// Writes `node` back: the root into `i_block`, a block with its checksum.
@@ -203,7 +204,10 @@ impl BlockMap<'_> {
             hdr(&mut self.i_block[..]).set_eh_depth(0);
             return Ok(None);
         }
-        Err(self.corrupt(format!("index block {} has no entries", path[li].blk)))
+        let blk = path[li].blk;
+        Err(self
+            .corrupt(format!("index block {blk} has no entries"))
+            .with_block(blk))
     }
 
     /// Sets the keys above level `l` to the first key of the node at `l`, as far up as
@@ -442,7 +446,10 @@ impl BlockMap<'_> {
                 break;
             }
             if leaf_end <= cur {
-                return Err(self.corrupt(format!("leaf {} ends before block {cur}", path[li].blk)));
+                let blk = path[li].blk;
+                return Err(self
+                    .corrupt(format!("leaf {blk} ends before block {cur}"))
+                    .with_block(blk));
             }
             cur = leaf_end;
         }
@@ -468,10 +475,12 @@ impl BlockMap<'_> {
         for i in 0..leaf.entries() {
             let e = Ext::read(&leaf.buf, i);
             if e.len == 0 || e.lblk < prev_end {
-                return Err(self.corrupt(format!(
-                    "block {}: extent {i} ({}, {}) is empty or out of order",
-                    leaf.blk, e.lblk, e.len
-                )));
+                return Err(self
+                    .corrupt(format!(
+                        "block {}: extent {i} ({}, {}) is empty or out of order",
+                        leaf.blk, e.lblk, e.len
+                    ))
+                    .with_block(leaf.blk));
             }
             prev_end = e.end();
             if e.end() <= from || e.lblk >= to {

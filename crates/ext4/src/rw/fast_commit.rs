@@ -24,7 +24,7 @@ use crate::format::inode::{flags, Inode};
 use crate::journal::fast_commit::Record;
 use std::collections::BTreeMap;
 use usfs_dev::Device;
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// Offset of `i_block` in the on-disk inode, and of `i_generation` (its end).
 const I_BLOCK: std::ops::Range<usize> = 0x28..0x64;
@@ -42,9 +42,9 @@ pub(crate) fn replay(dev: Box<dyn Device>, records: &[Record]) -> Result<()> {
     }
     let Replay { pre, .. } = r;
     for (start, end) in pre {
-        v.blocks
-            .free(start, end - start)
-            .map_err(|e| Error::corrupt(format!("fast commit: {e}")))?;
+        v.blocks.free(start, end - start).map_err(|e| {
+            Error::corrupt(Structure::Journal, format!("fast commit: {e}")).with_block(start)
+        })?;
         v.touch_block_group(start);
     }
     v.commit()

@@ -7,7 +7,7 @@
 use super::blockmap::{BlockMap, MetaSource};
 use super::meta::{Freed, Meta};
 use crate::walk::indirect::{self, locate, per_block, ptr, set_ptr, Slot, DIRECT};
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Frees of contiguous data blocks, gathered into one call per run.
 struct FreeRuns {
@@ -46,10 +46,14 @@ impl BlockMap<'_> {
     }
 
     fn ind_overlap(&self, lblk: u64) -> Error {
-        Error::corrupt(format!(
-            "inode {}: block map: insert over mapped block {lblk}",
-            self.ino
-        ))
+        Error::corrupt(
+            Structure::BlockMap,
+            format!(
+                "inode {}: block map: insert over mapped block {lblk}",
+                self.ino
+            ),
+        )
+        .with_ino(self.ino)
     }
 
     /// Maps `len` blocks from `lblk` to `pblk..`, all currently holes.
@@ -149,7 +153,7 @@ impl BlockMap<'_> {
             if slot.level == 0 {
                 let p = ptr(&self.i_block[..], cur as usize);
                 if p != 0 {
-                    cx.check_data(cur, p, 1)?;
+                    cx.check_data(cur, p, 1).map_err(in_block_map)?;
                     runs.add(m, p)?;
                     freed += 1;
                     set_ptr(&mut self.i_block[..], cur as usize, 0);
@@ -169,7 +173,7 @@ impl BlockMap<'_> {
                 let i = idx + k as usize;
                 let p = ptr(&leaf, i);
                 if p != 0 {
-                    cx.check_data(cur + k, p, 1)?;
+                    cx.check_data(cur + k, p, 1).map_err(in_block_map)?;
                     runs.add(m, p)?;
                     freed += 1;
                     set_ptr(&mut leaf, i, 0);
@@ -208,4 +212,10 @@ impl BlockMap<'_> {
             blk = pb;
         }
     }
+}
+
+/// A data pointer found outside the file system by the shared check, which reports it as
+/// an extent: here it is a pointer of the block map.
+fn in_block_map(e: Error) -> Error {
+    e.in_structure(Structure::BlockMap)
 }

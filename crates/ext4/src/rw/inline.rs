@@ -34,7 +34,7 @@ use crate::format::features::incompat;
 use crate::format::inode::{flags, I_BLOCK_SIZE};
 use crate::format::xattr::{self as fx, OnDisk, INDEX_SYSTEM};
 use crate::read::inode::LoadedInode;
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// Bytes at the start of an inline directory's i_block that hold the parent's inode.
 const DOTDOT_SIZE: usize = 4;
@@ -184,10 +184,11 @@ impl Volume {
             bytes.resize(keep, 0);
         }
         if !self.store_inline(rec, bytes)? {
-            return Err(Error::corrupt(format!(
-                "inode {}: inline data no longer fits in the inode",
-                rec.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::InlineData,
+                format!("inode {}: inline data no longer fits in the inode", rec.ino),
+            )
+            .with_ino(rec.ino));
         }
         rec.raw.set_size(size);
         Ok(())
@@ -212,10 +213,11 @@ impl Volume {
     /// (replaced by an empty block map).
     fn drop_inline(&mut self, rec: &mut InodeRec) -> Result<()> {
         if !self.set_data_tail(rec, None)? {
-            return Err(Error::corrupt(format!(
-                "inode {}: in-inode attributes do not fit",
-                rec.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::Xattr,
+                format!("inode {}: in-inode attributes do not fit", rec.ino),
+            )
+            .with_ino(rec.ino));
         }
         rec.raw.set_i_flags(rec.raw.i_flags() & !flags::INLINE_DATA);
         rec.raw.set_i_block(&[0u8; I_BLOCK_SIZE]);
@@ -239,23 +241,31 @@ impl Volume {
     fn inline_dir_store(&self, dir: &InodeRec) -> Result<Vec<u8>> {
         let b = self.inline_store(dir)?;
         if b.len() as u64 != dir.raw.size() {
-            return Err(Error::corrupt(format!(
-                "inline directory {}: i_size {} but {} bytes stored",
-                dir.ino,
-                dir.raw.size(),
-                b.len()
-            )));
+            return Err(Error::corrupt(
+                Structure::InlineData,
+                format!(
+                    "inline directory {}: i_size {} but {} bytes stored",
+                    dir.ino,
+                    dir.raw.size(),
+                    b.len()
+                ),
+            )
+            .with_ino(dir.ino));
         }
         Ok(b)
     }
 
     /// A damaged entry chain in inline directory `dir` (area starting at `base`).
     fn inline_fault(dir: &InodeRec, base: usize, (off, f): (usize, DirentFault)) -> Error {
-        Error::corrupt(format!(
-            "inline directory {}: entry at byte {}: {f}",
-            dir.ino,
-            base + off
-        ))
+        Error::corrupt(
+            Structure::Directory,
+            format!(
+                "inline directory {}: entry at byte {}: {f}",
+                dir.ino,
+                base + off
+            ),
+        )
+        .with_ino(dir.ino)
     }
 
     /// Finds the live entry `name` in inline directory store `b`.
@@ -388,10 +398,11 @@ impl Volume {
             true
         })?;
         if parent == 0 || parent > self.fs.core.geo.inodes_count {
-            return Err(Error::corrupt(format!(
-                "inline directory {}: parent inode {parent}",
-                dir.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::Directory,
+                format!("inline directory {}: parent inode {parent}", dir.ino),
+            )
+            .with_ino(dir.ino));
         }
         self.drop_inline(dir)?;
         dir.raw.set_size(0);

@@ -7,7 +7,7 @@ use crate::format::features::ro_compat;
 use crate::format::inode::Inode;
 use crate::rw::meta::Meta;
 use crate::write::no_space;
-use usfs_fs::{Error, FileType, Result, Timestamp};
+use usfs_fs::{Error, FileType, Result, Structure, Timestamp};
 
 /// `i_extra_isize` given to new inodes (every field through i_projid), as the kernel's
 /// default s_want_extra_isize.
@@ -25,11 +25,11 @@ impl InodeRec {
     /// The file type from i_mode.
     pub fn file_type(&self) -> Result<FileType> {
         FileType::from_mode(self.raw.i_mode() as u32).ok_or_else(|| {
-            Error::corrupt(format!(
-                "inode {}: invalid mode {:#o}",
-                self.ino,
-                self.raw.i_mode()
-            ))
+            Error::corrupt(
+                Structure::Inode,
+                format!("inode {}: invalid mode {:#o}", self.ino, self.raw.i_mode()),
+            )
+            .with_ino(self.ino)
         })
     }
 
@@ -73,9 +73,11 @@ impl Volume {
         let raw = self.fs.read_inode_raw(ino)?;
         if let Some(seed) = self.fs.core.csum_seed {
             if !raw.checksum_ok(seed, ino, self.fs.core.geo.inode_size as usize) {
-                return Err(Error::corrupt(format!(
-                    "inode {ino}: checksum does not match"
-                )));
+                return Err(Error::corrupt(
+                    Structure::Inode,
+                    format!("inode {ino}: checksum does not match"),
+                )
+                .with_ino(ino));
             }
         }
         let rec = InodeRec { ino, raw };
@@ -177,9 +179,9 @@ impl Volume {
     /// with i_links_count 0 and i_dtime set, as the kernel leaves it.
     pub fn free_inode(&mut self, rec: &mut InodeRec) -> Result<()> {
         let is_dir = rec.file_type()? == FileType::Directory;
-        self.inodes
-            .free(rec.ino, is_dir)
-            .map_err(|e| Error::corrupt(format!("freeing inode: {e}")))?;
+        self.inodes.free(rec.ino, is_dir).map_err(|e| {
+            Error::corrupt(Structure::Bitmap, format!("freeing inode: {e}")).with_ino(rec.ino)
+        })?;
         self.undo_inode(rec.ino, is_dir, false);
         self.drop_pending(rec.ino);
         let g = (rec.ino - 1) / self.fs.core.geo.inodes_per_group;

@@ -7,7 +7,7 @@
 
 use crate::format::geometry::Geometry;
 use std::collections::HashMap;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// How a freed block was used, which decides what the journal must record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +131,11 @@ impl Meta for MemMeta {
     }
     fn free_blocks(&mut self, owner: u32, start: u64, len: u64, how: Freed) -> Result<()> {
         if start == 0 || len == 0 {
-            return Err(Error::corrupt(format!("free of blocks {start}+{len}")));
+            return Err(
+                Error::corrupt(Structure::Image, format!("free of blocks {start}+{len}"))
+                    .with_ino(owner)
+                    .with_block(start),
+            );
         }
         self.freed.push((owner, start, len, how));
         Ok(())

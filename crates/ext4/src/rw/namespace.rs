@@ -6,7 +6,7 @@ use super::inode::InodeRec;
 use super::volume::Volume;
 use crate::format::features::ro_compat;
 use crate::format::inode::{encode_rdev, flags, I_BLOCK_SIZE, ROOT_INO};
-use usfs_fs::{Error, FileType, NewNode, RenameFlags, Result};
+use usfs_fs::{Error, FileType, NewNode, RenameFlags, Result, Structure};
 
 /// Links a directory may have before dir_nlink makes it 1 ("many"), as EXT4_LINK_MAX.
 const LINK_MAX: u16 = 65000;
@@ -345,11 +345,15 @@ impl Volume {
                 return Ok(false);
             }
             let d = self.load_dir(dir)?;
-            dir = self
-                .find(&d, b"..")?
-                .ok_or_else(|| Error::corrupt(format!("directory {dir} has no '..'")))?;
+            dir = self.find(&d, b"..")?.ok_or_else(|| {
+                Error::corrupt(Structure::Directory, format!("directory {dir} has no '..'"))
+                    .with_ino(dir)
+            })?;
         }
-        Err(Error::corrupt("directory '..' chain loops"))
+        Err(Error::corrupt(
+            Structure::Directory,
+            "directory '..' chain loops",
+        ))
     }
 
     /// Checks `name` is free in `dir` and allocates the inode for it.

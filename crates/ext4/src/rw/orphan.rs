@@ -6,7 +6,7 @@
 
 use super::inode::InodeRec;
 use super::volume::Volume;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 impl Volume {
     /// A front end opened inode `ino`.
@@ -66,7 +66,7 @@ impl Volume {
             }
             cur = after;
         }
-        Err(Error::corrupt("the orphan list loops"))
+        Err(Error::corrupt(Structure::Orphan, "the orphan list loops"))
     }
 
     /// Frees what a crash left on the orphan list (unlinked inodes; blocks past the size
@@ -77,7 +77,11 @@ impl Volume {
         while cur != 0 {
             seen += 1;
             if seen > self.fs.core.geo.inodes_count || cur > self.fs.core.geo.inodes_count {
-                return Err(Error::corrupt("the orphan list is damaged (run e2fsck)"));
+                return Err(Error::corrupt(
+                    Structure::Orphan,
+                    "the orphan list is damaged (run e2fsck)",
+                )
+                .with_ino(cur));
             }
             let mut rec = self.inode_any(cur)?;
             let next = rec.raw.i_dtime();

@@ -9,7 +9,7 @@ use super::meta::{DirFile, Freed, Meta};
 use super::volume::Volume;
 use crate::format::inode::flags;
 use crate::format::xattr::{block_checksum, XattrBlockHeader, BLOCK_CHECKSUM_OFFSET};
-use usfs_fs::{Error, FileType, Result};
+use usfs_fs::{Error, FileType, Result, Structure};
 
 /// One run of a file's block map (the walkers' own type).
 pub(crate) type MapRun = crate::walk::Mapped;
@@ -59,10 +59,12 @@ impl DirFile for VolDir<'_> {
         let r = lookup(m, self.rec, lblk)?;
         match r.pblk {
             Some(p) if !r.unwritten => Ok(p + (lblk - r.lblk)),
-            _ => Err(Error::corrupt(format!(
-                "directory {}: logical block {lblk} is a hole",
-                self.rec.ino
-            ))),
+            _ => Err(Error::corrupt(
+                Structure::Directory,
+                format!("directory {}: logical block {lblk} is a hole", self.rec.ino),
+            )
+            .with_ino(self.rec.ino)
+            .with_block(lblk)),
         }
     }
     fn append_block(&mut self, m: &mut dyn Meta) -> Result<u64> {
@@ -143,10 +145,11 @@ impl Volume {
         f: impl FnOnce(&mut DirEdit) -> Result<T>,
     ) -> Result<T> {
         if dir.raw.has_flag(flags::INLINE_DATA) {
-            return Err(Error::corrupt(format!(
-                "directory {}: block edit of an inline directory",
-                dir.ino
-            )));
+            return Err(Error::corrupt(
+                Structure::InlineData,
+                format!("directory {}: block edit of an inline directory", dir.ino),
+            )
+            .with_ino(dir.ino));
         }
         let hp = HashParams::from_superblock(&self.fs.core.sb);
         let mut d = VolDir {

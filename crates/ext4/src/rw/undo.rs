@@ -11,7 +11,7 @@ use crate::format::group_desc::GroupDesc;
 use crate::format::superblock::Superblock;
 use std::collections::HashMap;
 use std::sync::Arc;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// A metadata block's state before the operation: its overlay copy (when it was
 /// already changed in this transaction) and whether it was dirty.
@@ -113,7 +113,12 @@ impl Volume {
         let Some(u) = self.undo.take() else {
             return Ok(());
         };
-        let bad = |e: String| Error::corrupt(format!("undoing a failed operation: {e}"));
+        let bad = |e: String| {
+            Error::corrupt(
+                Structure::Bitmap,
+                format!("undoing a failed operation: {e}"),
+            )
+        };
         for (blk, (prev, was_dirty)) in u.blocks {
             match prev {
                 Some(d) => self.overlay.put(blk, d),

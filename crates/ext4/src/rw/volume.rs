@@ -18,7 +18,7 @@ use crate::Ext4;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use usfs_dev::{Device, Overlay};
-use usfs_fs::{Error, Result, Timestamp};
+use usfs_fs::{Error, Result, Structure, Timestamp};
 
 /// The changes of the running transaction.
 #[derive(Debug, Default)]
@@ -111,14 +111,19 @@ impl Volume {
     /// (the fast-commit replay, which runs before the journal is marked empty).
     pub(crate) fn assemble(dev: Box<dyn Device>, journaled: bool) -> Result<Volume> {
         let mut raw = vec![0u8; 1024];
-        dev.read_at(&mut raw, SUPERBLOCK_OFFSET)
-            .map_err(|_| Error::corrupt("image too small to hold an ext4 superblock"))?;
+        dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|_| {
+            Error::corrupt(
+                Structure::Superblock,
+                "image too small to hold an ext4 superblock",
+            )
+        })?;
         let sb = Superblock::new(raw).expect("1024 bytes");
         let log = sb.block_size_log();
         if !(10..=16).contains(&log) {
-            return Err(Error::corrupt(format!(
-                "superblock: block size 2^{log} out of range"
-            )));
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!("superblock: block size 2^{log} out of range"),
+            ));
         }
         let overlay = Arc::new(Overlay::new(dev, 1 << log));
         let fs = Ext4::open(Box::new(overlay.clone()))?;
@@ -264,7 +269,7 @@ impl Meta for Volume {
     }
 
     fn read_meta(&self, blk: u64) -> Result<Vec<u8>> {
-        self.fs.read_block(blk, "metadata block")
+        self.fs.read_block(blk, Structure::Image, "metadata block")
     }
 
     fn write_meta(&mut self, blk: u64, data: Vec<u8>) -> Result<()> {
@@ -273,9 +278,11 @@ impl Meta for Volume {
             || blk >= geo.blocks_count
             || data.len() != geo.block_size as usize
         {
-            return Err(Error::corrupt(format!(
-                "metadata write to block {blk} outside the file system"
-            )));
+            return Err(Error::corrupt(
+                Structure::Image,
+                format!("metadata write to block {blk} outside the file system"),
+            )
+            .with_block(blk));
         }
         self.undo_block(blk);
         self.overlay.put(blk, data.into());
@@ -297,9 +304,12 @@ impl Meta for Volume {
         let geo = self.fs.geometry();
         if start < geo.first_data_block || len == 0 || start.saturating_add(len) > geo.blocks_count
         {
-            return Err(Error::corrupt(format!(
-                "inode {owner}: freeing blocks {start}..+{len} outside the file system"
-            )));
+            return Err(Error::corrupt(
+                Structure::Image,
+                format!("inode {owner}: freeing blocks {start}..+{len} outside the file system"),
+            )
+            .with_ino(owner)
+            .with_block(start));
         }
         // Revoke records for metadata blocks (the log may hold copies of them), and for
         // any block logged since the last checkpoint or changed in this transaction,

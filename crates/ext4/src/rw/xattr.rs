@@ -14,7 +14,7 @@ use crate::format::xattr::{
 };
 use crate::read::inode::LoadedInode;
 use crate::rw::meta::Meta;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 impl Volume {
     /// Sets (`Some`) or removes (`None`) attribute `name` of `rec` (full name with its
@@ -100,8 +100,13 @@ impl Volume {
             return Ok(());
         };
         let mode = rec.raw.i_mode();
-        let (access, perm, full) = acl_create(&default, mode & 0o777)
-            .ok_or_else(|| Error::corrupt(format!("inode {}: malformed default ACL", dir.ino)))?;
+        let (access, perm, full) = acl_create(&default, mode & 0o777).ok_or_else(|| {
+            Error::corrupt(
+                Structure::Xattr,
+                format!("inode {}: malformed default ACL", dir.ino),
+            )
+            .with_ino(dir.ino)
+        })?;
         rec.raw.set_i_mode((mode & !0o777) | perm);
         if !full {
             self.set_xattr(rec, b"system.posix_acl_access", Some(&access))?;

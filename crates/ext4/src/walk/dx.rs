@@ -13,7 +13,7 @@ use crate::format::dx::{self, DxHeaderFault, DxRootInfo, NODE_COUNT_OFFSET, ROOT
 use crate::format::dx_hash::HashVersion;
 use std::fmt;
 use std::ops::ControlFlow;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Offset of the dx_root_info in block 0.
 pub const ROOT_INFO_OFFSET: usize = 0x18;
@@ -134,7 +134,12 @@ impl fmt::Display for DxIssue {
 impl DxIssue {
     /// The strict walker's error for this issue in block `lblk` of directory `ino`.
     pub fn into_error(self, ino: u32, lblk: u64) -> Error {
-        Error::corrupt(format!("directory {ino} block {lblk}: {self}"))
+        Error::corrupt(
+            Structure::Htree,
+            format!("directory {ino} block {lblk}: {self}"),
+        )
+        .with_ino(ino)
+        .with_block(lblk)
     }
 }
 
@@ -220,6 +225,13 @@ pub fn read_node(block: &[u8], lblk: u64, kind: DxKind, cx: &DxCtx) -> Result<Dx
     });
     match first {
         Some(i) => Err(i.into_error(cx.ino, lblk)),
-        None => node.ok_or_else(|| Error::corrupt(format!("directory {} block {lblk}", cx.ino))),
+        None => node.ok_or_else(|| {
+            Error::corrupt(
+                Structure::Htree,
+                format!("directory {} block {lblk}", cx.ino),
+            )
+            .with_ino(cx.ino)
+            .with_block(lblk)
+        }),
     }
 }

@@ -12,7 +12,7 @@ use crate::format::extent::{
     self, Extent, ExtentHeader, ExtentIndex, ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH,
 };
 use std::ops::ControlFlow;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Entries the root in `i_block` holds.
 pub const ROOT_ENTRIES: usize = 4;
@@ -139,7 +139,7 @@ pub fn checksum_ok(cx: &MapCtx, block: &[u8]) -> bool {
 /// Reads tree block `blk` expected at `depth`: header and (with metadata_csum) checksum
 /// checked.
 pub fn read_node(src: &dyn BlockSource, cx: &MapCtx, blk: u64, depth: u16) -> Result<Vec<u8>> {
-    let block = cx.read(src, blk, "extent tree node")?;
+    let block = cx.read(src, blk, Structure::ExtentTree, "extent tree node")?;
     let cap = block_capacity(cx.block_size);
     if let Some(issue) = header_issue(&block, cap, Some(depth), Mode::Strict) {
         return Err(MapIssue::Header { blk, issue }.into_error(cx.ino));
@@ -193,15 +193,19 @@ pub fn find_path(
         let ix = ExtentIndex::new(entry(&node.buf, pos)).expect("12 bytes");
         let child = ix.leaf();
         if child_end <= lblk {
-            return Err(Error::corrupt(format!(
-                "inode {}: extent tree: index entries out of order in {}",
-                cx.ino,
-                if node.blk == 0 {
-                    "the inode".to_string()
-                } else {
-                    format!("block {}", node.blk)
-                }
-            )));
+            return Err(Error::corrupt(
+                Structure::ExtentTree,
+                format!(
+                    "inode {}: extent tree: index entries out of order in {}",
+                    cx.ino,
+                    if node.blk == 0 {
+                        "the inode".to_string()
+                    } else {
+                        format!("block {}", node.blk)
+                    }
+                ),
+            )
+            .with_ino(cx.ino));
         }
         path.push(node);
         let buf = read_node(src, cx, child, depth - 1)?;

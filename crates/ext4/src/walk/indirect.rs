@@ -5,7 +5,7 @@
 
 use super::{BlockSource, MapCtx, MapIssue, MapVisitor, Mapped, Scratch};
 use std::ops::ControlFlow;
-use usfs_fs::Result;
+use usfs_fs::{Result, Structure};
 
 /// Direct pointers in `i_block`.
 pub const DIRECT: u64 = 12;
@@ -95,7 +95,7 @@ pub fn find_path(src: &dyn BlockSource, cx: &MapCtx, root: &[u8], slot: Slot) ->
             out.hole = Some(cover - rel % cover);
             return Ok(out);
         }
-        let block = cx.read(src, p, "indirect block")?;
+        let block = cx.read(src, p, Structure::BlockMap, "indirect block")?;
         cover /= per;
         let idx = (rel / cover) as usize;
         rel %= cover;

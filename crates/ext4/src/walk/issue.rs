@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::ops::ControlFlow;
-use usfs_fs::Error;
+use usfs_fs::{Error, Structure};
 
 /// How strictly a walk judges what it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +182,38 @@ impl fmt::Display for MapIssue {
 impl MapIssue {
     /// The strict walkers' error for this issue in inode `ino`.
     pub fn into_error(self, ino: u32) -> Error {
-        Error::corrupt(format!("inode {ino}: {self}"))
+        let e = Error::corrupt(self.structure(), format!("inode {ino}: {self}")).with_ino(ino);
+        match self.block() {
+            Some(blk) => e.with_block(blk),
+            None => e,
+        }
+    }
+
+    /// The damaged structure: the extent tree, or the indirect block map (an unreadable
+    /// block is either; it is reported as the block map only by the indirect walker,
+    /// which the strict walkers never turn into an error).
+    fn structure(&self) -> Structure {
+        match self {
+            MapIssue::IndirectOutOfRange { .. } | MapIssue::PointerOutOfRange { .. } => {
+                Structure::BlockMap
+            }
+            _ => Structure::ExtentTree,
+        }
+    }
+
+    /// The physical block the issue names, if any (not the root in the inode).
+    fn block(&self) -> Option<u64> {
+        match *self {
+            MapIssue::Header { blk: 0, .. } => None,
+            MapIssue::Header { blk, .. }
+            | MapIssue::Checksum { blk }
+            | MapIssue::Unreadable { blk }
+            | MapIssue::IndirectOutOfRange { blk }
+            | MapIssue::PointerOutOfRange { blk, .. } => Some(blk),
+            MapIssue::IndexOutOfRange { child } | MapIssue::IndexKey { child, .. } => Some(child),
+            MapIssue::ExtentOutOfRange { pblk, .. } => Some(pblk),
+            MapIssue::ExtentOrder { .. } => None,
+        }
     }
 }
 

@@ -17,7 +17,7 @@ pub mod xattr;
 
 pub use issue::{HeaderIssue, MapIssue, MapVisitor, Mode, Scratch};
 
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Logical blocks a file can address (2^32).
 pub const MAX_LBLK: u64 = 1 << 32;
@@ -33,10 +33,11 @@ pub trait BlockSource {
     fn read_into(&self, blk: u64, buf: &mut [u8]) -> Result<()> {
         let b = self.read_block(blk)?;
         if b.len() != buf.len() {
-            return Err(Error::corrupt(format!(
-                "block {blk} read as {} bytes",
-                b.len()
-            )));
+            return Err(Error::corrupt(
+                Structure::Image,
+                format!("block {blk} read as {} bytes", b.len()),
+            )
+            .with_block(blk));
         }
         buf.copy_from_slice(&b);
         Ok(())
@@ -62,18 +63,29 @@ pub struct MapCtx {
 }
 
 impl MapCtx {
-    /// Reads tree/map block `blk` after checking that it lies inside the file system;
-    /// `what` names the structure in the error.
-    pub fn read(&self, src: &dyn BlockSource, blk: u64, what: &str) -> Result<Vec<u8>> {
+    /// Reads tree/map block `blk` of `structure` after checking that it lies inside the
+    /// file system; `what` names the block in the error.
+    pub fn read(
+        &self,
+        src: &dyn BlockSource,
+        blk: u64,
+        structure: Structure,
+        what: &str,
+    ) -> Result<Vec<u8>> {
+        let bad = |msg: String| {
+            Error::corrupt(structure, msg)
+                .with_ino(self.ino)
+                .with_block(blk)
+        };
         if !self.valid(blk) {
-            return Err(Error::corrupt(format!(
+            return Err(bad(format!(
                 "inode {}: {what}: block {blk} outside the file system (0..{})",
                 self.ino, self.blocks_count
             )));
         }
         let b = src.read_block(blk)?;
         if b.len() != self.block_size as usize {
-            return Err(Error::corrupt(format!(
+            return Err(bad(format!(
                 "inode {}: {what}: block {blk} read as {} bytes",
                 self.ino,
                 b.len()

@@ -3,13 +3,13 @@
 
 use super::{extent, indirect, BlockSource, HeaderIssue, MapCtx, MapIssue, MapVisitor, Mode};
 use std::ops::ControlFlow;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// A source whose every block is unreadable.
 struct NoBlocks;
 impl BlockSource for NoBlocks {
     fn read_block(&self, blk: u64) -> Result<Vec<u8>> {
-        Err(Error::corrupt(format!("block {blk} unreadable")))
+        Err(Error::corrupt(Structure::Image, format!("block {blk} unreadable")).with_block(blk))
     }
 }
 

@@ -14,7 +14,7 @@ use crate::format::xattr::{
 };
 use std::fmt;
 use std::ops::ControlFlow;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// What a walk needs to know about the file system and the inode.
 #[derive(Clone, Copy, Debug)]
@@ -146,8 +146,17 @@ impl XattrIssue {
     /// The strict walkers' error for this issue in `area` of inode `ino`.
     pub fn into_error(self, ino: u32, area: Area) -> Error {
         match area {
-            Area::Inode => Error::corrupt(format!("inode {ino}: in-inode xattrs: {self}")),
-            Area::Block(blk) => Error::corrupt(format!("inode {ino}: xattr block {blk}: {self}")),
+            Area::Inode => Error::corrupt(
+                Structure::Xattr,
+                format!("inode {ino}: in-inode xattrs: {self}"),
+            )
+            .with_ino(ino),
+            Area::Block(blk) => Error::corrupt(
+                Structure::Xattr,
+                format!("inode {ino}: xattr block {blk}: {self}"),
+            )
+            .with_ino(ino)
+            .with_block(blk),
         }
     }
 }

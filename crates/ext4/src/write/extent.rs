@@ -8,7 +8,7 @@ use crate::format::extent::{
     MAX_DEPTH,
 };
 use crate::format::inode::flags;
-use usfs_fs::{Error, Result};
+use usfs_fs::{Error, Result, Structure};
 
 /// Entries the root in `i_block` holds.
 const ROOT_ENTRIES: usize = 4;
@@ -115,16 +115,18 @@ impl Writer {
         let root = self.inode(ino).i_block().to_vec();
         let h = ExtentHeader::new(&root[..12]).expect("12 bytes");
         if h.eh_magic() != EXTENT_MAGIC || h.eh_depth() != 0 {
-            return Err(Error::corrupt(format!(
-                "inode {ino}: not an extent tree held in the inode"
-            )));
+            return Err(Error::corrupt(
+                Structure::ExtentTree,
+                format!("inode {ino}: not an extent tree held in the inode"),
+            )
+            .with_ino(ino));
         }
         for k in 0..(h.eh_entries() as usize).min(ROOT_ENTRIES) {
             let o = ENTRY_SIZE * (k + 1);
             let e = Extent::new(&root[o..o + ENTRY_SIZE]).expect("12 bytes");
-            self.blocks
-                .free(e.start(), e.len() as u64)
-                .map_err(|m| Error::corrupt(format!("inode {ino}: {m}")))?;
+            self.blocks.free(e.start(), e.len() as u64).map_err(|m| {
+                Error::corrupt(Structure::ExtentTree, format!("inode {ino}: {m}")).with_ino(ino)
+            })?;
         }
         let mut empty = [0u8; 60];
         header(&mut empty, 0, ROOT_ENTRIES, 0);

@@ -16,7 +16,7 @@ use crate::journal::superblock::JBD2_SUPERBLOCK_V2;
 use crate::journal::{JournalSuperblock, JBD2_MAGIC};
 use crate::volume_core::VolumeCore;
 use usfs_dev::Device;
-use usfs_fs::{Error, Result, Timestamp};
+use usfs_fs::{Error, Result, Structure, Timestamp};
 
 /// Inode of lost+found.
 pub const LOST_FOUND_INO: u32 = 11;
@@ -81,7 +81,7 @@ pub fn format(dev: Box<dyn Device>, opts: &MkfsOptions) -> Result<Box<dyn Device
     for ino in 1..w.core.geo.first_ino {
         w.inodes
             .reserve(ino, ino == ROOT_INO)
-            .map_err(Error::corrupt)?;
+            .map_err(|e| Error::corrupt(Structure::Bitmap, e).with_ino(ino))?;
         w.init_inode(ino);
     }
     if features.has_compat(compat::HAS_JOURNAL) {
@@ -479,7 +479,7 @@ fn make_root_and_lost_found(w: &mut Writer, owner: (u32, u32)) -> Result<()> {
     }
     w.inodes
         .reserve(LOST_FOUND_INO, true)
-        .map_err(Error::corrupt)?;
+        .map_err(|e| Error::corrupt(Structure::Bitmap, e).with_ino(LOST_FOUND_INO))?;
     w.init_inode(LOST_FOUND_INO);
     {
         let mut l = w.inode_mut(LOST_FOUND_INO);

@@ -204,17 +204,16 @@ impl Erofs {
     }
 }
 
-/// A failed decompression as the cache keeps it for every waiter: the message has always
-/// been the error's full text ("corrupt image: ..." nested in a second "corrupt image: "),
-/// and the place is the failure's own, or the pcluster's.
+/// A failed decompression as the cache keeps it for every waiter: a corruption as it
+/// was found; any other error as damage of the pcluster, with the error's text.
 fn cached_failure(e: Error, ino: &Inode, pa: u64) -> Corruption {
-    let detail = e.to_string();
     match e {
-        Error::Corrupt(c) => Corruption { detail, ..*c },
-        _ => Corruption {
+        Error::Corrupt(c) => *c,
+        e => Corruption {
+            detail: e.to_string(),
             ino: Some(ino.nid),
             offset: Some(pa),
-            ..Corruption::new(Structure::CompressedData, detail)
+            ..Corruption::new(Structure::CompressedData, "")
         },
     }
 }

@@ -72,25 +72,6 @@ fn two_and_three_operation_workloads_recover_to_a_durable_state() {
             persist: Persist::Fdatasync(p("/bar")),
         },
     ]);
-    // A file written front to back past the streaming threshold (a thirty-second of the
-    // 8 MiB image): its run is placed and written ahead of the commit, then more is
-    // appended and made durable.
-    w.push(vec![
-        Step {
-            op: Op::Append {
-                path: p("/bar"),
-                len: 300 << 10,
-            },
-            persist: Persist::None,
-        },
-        Step {
-            op: Op::Append {
-                path: p("/bar"),
-                len: 5000,
-            },
-            persist: Persist::Fdatasync(p("/bar")),
-        },
-    ]);
     let report = sweep(&w, &opts()).unwrap();
     println!("seq-2/3 sample: {report}");
     assert_eq!(report.failed, 0, "{report}");

@@ -290,11 +290,6 @@ impl BlockAllocator {
         }
         self.stats.requests += 1;
         let goal = self.clamp_goal(req.goal);
-        if let Purpose::Data { owner, .. } = req.purpose {
-            if let Some(hit) = self.take_inode_pa(owner, goal, len) {
-                return Ok(hit);
-            }
-        }
         match req.purpose {
             Purpose::Metadata => self.search(goal, len, 1, Fit::Buddy),
             Purpose::Data {
@@ -463,30 +458,23 @@ impl BlockAllocator {
         }
     }
 
-    /// Continues inode `owner`'s preallocation when `goal` is its start (the file's next
-    /// blocks, whatever the request's purpose says of its size); a preallocation the
-    /// file has moved away from is given back.
-    fn take_inode_pa(&mut self, owner: u32, goal: u64, len: u32) -> Option<(u64, u32)> {
-        let (s, l) = self.inode_pa.remove(&owner)?;
-        if s != goal {
+    /// Files whose size is not final: continue the inode's preallocation when the goal
+    /// is its start; otherwise normalise the request (round up to a power of two, up to
+    /// 2048 blocks) and keep the surplus as the inode's preallocation.
+    fn alloc_streaming(&mut self, owner: u32, goal: u64, len: u32) -> Result<(u64, u32), NoSpace> {
+        if let Some((s, l)) = self.inode_pa.remove(&owner) {
+            if s == goal {
+                let got = l.min(len);
+                if l > got {
+                    self.inode_pa.insert(owner, (s + got as u64, l - got));
+                }
+                self.stats.inode_pa_hits += 1;
+                return Ok((s, got));
+            }
             self.free(s, l as u64)
                 .expect("preallocated blocks are in use");
-            return None;
         }
-        let got = l.min(len);
-        if l > got {
-            self.inode_pa.insert(owner, (s + got as u64, l - got));
-        }
-        self.stats.inode_pa_hits += 1;
-        Some((s, got))
-    }
-
-    /// Files whose size is not final (written front to back and placed as they grow):
-    /// ask for twice the request, rounded (normalised up to 2048 blocks, or the request
-    /// when larger), and keep the surplus as the inode's preallocation, so the file's
-    /// next run continues in place even when other files allocate in between.
-    fn alloc_streaming(&mut self, owner: u32, goal: u64, len: u32) -> Result<(u64, u32), NoSpace> {
-        let want = normalise(len.saturating_mul(2), self.geo.blocks_per_group).max(len);
+        let want = normalise(len, self.geo.blocks_per_group);
         let (s, l) = self.search(goal, want, 1, Fit::Buddy)?;
         let got = l.min(len);
         if l > got {

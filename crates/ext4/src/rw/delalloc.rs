@@ -21,21 +21,6 @@ use usfs_fs::Result;
 /// Buffered data after which the running operation's end flushes it.
 pub const FLUSH_BYTES: u64 = 64 << 20;
 
-/// A file written front to back has its buffered run written once it is this large
-/// (or a thirty-second of the file system, when that is less: [`Volume::stream_pending`]).
-const STREAM_BYTES: u64 = 4 << 20;
-
-/// How a flush writes the data.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Flush {
-    /// For a commit: runs of [`DIRECT_MIN`] or more past the host's page cache (the
-    /// commit waits for the disk anyway), smaller ones through it.
-    Now,
-    /// Ahead of the commit, while the file is being written: through the host's page
-    /// cache, its write-back started, so nobody waits for the disk now.
-    Streaming,
-}
-
 /// Runs at least this large are written past the host's page cache at a flush.
 const DIRECT_MIN: usize = 1 << 20;
 
@@ -240,40 +225,6 @@ impl Volume {
     /// nothing: the data stays buffered and what the flush allocated and mapped is undone
     /// (by its own undo log, or by the running operation's).
     pub(crate) fn flush_pending(&mut self, ino: u32) -> Result<()> {
-        self.flush_pending_as(ino, Flush::Now)
-    }
-
-    /// A file written front to back (its buffered blocks one run that starts after its
-    /// mapped blocks and ends at its end) has that run placed and written as soon as it
-    /// reaches [`STREAM_BYTES`]: the place is as good now as at the fsync (the next
-    /// write continues after it), and the disk writes it back while the writer makes the
-    /// next piece, instead of all of it at the fsync. Other files wait for the flush.
-    pub(crate) fn stream_pending(&mut self, ino: u32) -> Result<()> {
-        let bs = self.fs.core.geo.block_size as u64;
-        let Some(file) = self.pending.get(ino) else {
-            return Ok(());
-        };
-        let n = file.len() as u64;
-        let (Some((&first, _)), Some((&last, _))) = (file.first_key_value(), file.last_key_value())
-        else {
-            return Ok(());
-        };
-        // A small file system streams sooner: at a thirty-second of its size.
-        let limit = STREAM_BYTES.min(self.fs.core.geo.blocks_count * bs / 32);
-        if n * bs < limit || last - first + 1 != n {
-            return Ok(());
-        }
-        let rec = self.inode(ino)?;
-        if rec.raw.size().div_ceil(bs) != last + 1
-            || (first > 0 && self.map_run(&rec, first - 1)?.pblk.is_none())
-        {
-            return Ok(());
-        }
-        self.flush_pending_as(ino, Flush::Streaming)
-    }
-
-    /// [`Volume::flush_pending`], writing as `how` says.
-    fn flush_pending_as(&mut self, ino: u32, how: Flush) -> Result<()> {
         let Some(file) = self.pending.take(ino) else {
             return Ok(());
         };
@@ -281,7 +232,7 @@ impl Volume {
         if own_op {
             self.begin_op();
         }
-        match self.place_pending(ino, &file, how) {
+        match self.place_pending(ino, &file) {
             Ok(()) => {
                 if own_op {
                     self.end_op();
@@ -301,7 +252,7 @@ impl Volume {
 
     /// Gives file `ino`'s buffered blocks `file` their places (the work of
     /// [`Volume::flush_pending`]).
-    fn place_pending(&mut self, ino: u32, file: &Pending, how: Flush) -> Result<()> {
+    fn place_pending(&mut self, ino: u32, file: &Pending) -> Result<()> {
         let mut rec = self.inode(ino)?;
         let bs = self.fs.core.geo.block_size as u64;
         let size_blocks = rec.raw.size().div_ceil(bs);
@@ -319,7 +270,7 @@ impl Volume {
             }
         }
         for (lblk, blocks) in runs {
-            self.place_run(&mut rec, lblk, &blocks, size_blocks, how)?;
+            self.place_run(&mut rec, lblk, &blocks, size_blocks)?;
         }
         self.txn.data_written = true;
         self.put_inode(&mut rec)
@@ -332,7 +283,6 @@ impl Volume {
         lblk: u64,
         blocks: &[&[u8]],
         size_blocks: u64,
-        how: Flush,
     ) -> Result<()> {
         let bs = self.fs.core.geo.block_size as usize;
         let mut done = 0usize;
@@ -341,20 +291,15 @@ impl Volume {
             let req = Request {
                 goal: self.goal_for(rec, l)?,
                 len: (blocks.len() - done) as u32,
-                // Streaming: the file is still growing (the allocator keeps room after
-                // the run for the next one).
                 purpose: Purpose::Data {
                     owner: rec.ino,
-                    final_blocks: (how == Flush::Now).then_some(size_blocks),
+                    final_blocks: Some(size_blocks),
                 },
             };
             let (p, got) = self.alloc_request(&req)?;
             let got = got as usize;
             let (run, at) = (&blocks[done..done + got], p * bs as u64);
-            if how == Flush::Streaming {
-                self.overlay.write_vectored(run, at)?;
-                self.overlay.start_writeback(at, (got * bs) as u64);
-            } else if got * bs >= DIRECT_MIN {
+            if got * bs >= DIRECT_MIN {
                 // A large run goes past the host's page cache straight from the block
                 // buffers (page-aligned: one copy less; it is not read back soon, and
                 // fsync has less to write back).

@@ -98,11 +98,6 @@ impl Ext4Rw {
         Ok(out)
     }
 
-    /// Blocks of file `ino` held by delayed allocation, not placed on the image yet.
-    pub fn buffered_blocks(&self, ino: Ino) -> u64 {
-        ino32(ino).map_or(0, |i| self.r().pending_of(i))
-    }
-
     /// Commits and closes the volume (marks the file system clean); every later change
     /// fails with EROFS.
     pub fn shutdown(&self) -> Result<()> {
@@ -279,7 +274,6 @@ impl FileSystemWrite for Ext4Rw {
             regular(&rec)?;
             v.write_data(&mut rec, offset, data)?;
             v.put_inode(&mut rec)?;
-            v.stream_pending(rec.ino)?;
             Ok(data.len())
         })
     }

@@ -349,13 +349,7 @@ fn copy_node_in(
 /// Copies the bytes of a regular file, leaving holes where the source has them.
 /// Copies the data of `s` (whose size was `size` when it was looked at) into the new
 /// file `ino`.
-fn copy_data_in(
-    ed: &Editor,
-    s: &Src,
-    size: u64,
-    ino: Ino,
-    ctx: &mut Ctx,
-) -> Result<(), String> {
+fn copy_data_in(ed: &Editor, s: &Src, size: u64, ino: Ino, ctx: &mut Ctx) -> Result<(), String> {
     let mut off = 0u64;
     match s {
         Src::Host(p) => {

@@ -25,14 +25,17 @@ pub const FLUSH_BYTES: u64 = 64 << 20;
 const DIRECT_MIN: usize = 1 << 20;
 
 /// One file's buffered blocks: logical block -> its bytes (a whole block, zero-filled
-/// where nothing was written), each in its own page-aligned buffer, so a flush writes a
-/// run of them past the host's page cache straight from where they are (one writev).
-pub(crate) type Pending = BTreeMap<u64, AlignedBuf>;
+/// where nothing was written).
+pub(crate) type Pending = BTreeMap<u64, Box<[u8]>>;
 
 /// Block buffers kept for reuse after a flush, at most this many bytes: a file written
 /// again and again reuses memory that is already mapped (a fresh buffer costs a page
 /// fault and zeroing per page, a fifth of a large write's time).
 const POOL_BYTES: usize = FLUSH_BYTES as usize;
+
+/// A large run is gathered and written past the host's page cache in pieces of at most
+/// this many bytes, through one page-aligned buffer kept for the next flush.
+const GATHER_BYTES: usize = 8 << 20;
 
 /// Every file's buffered blocks, with their count kept as they come and go (asked on
 /// every write).
@@ -43,7 +46,9 @@ pub(crate) struct Buffered {
     /// Blocks in all of `files`.
     blocks: u64,
     /// Flushed block buffers, for reuse.
-    pool: Vec<AlignedBuf>,
+    pool: Vec<Box<[u8]>>,
+    /// The page-aligned buffer large runs are gathered into (made at the first).
+    gather: Option<AlignedBuf>,
 }
 
 impl Buffered {
@@ -70,7 +75,7 @@ impl Buffered {
     /// Keeps the buffers of flushed blocks for reuse, up to [`POOL_BYTES`].
     fn recycle(&mut self, file: Pending) {
         for (_, b) in file {
-            if (self.pool.len() + 1) * b.capacity() > POOL_BYTES {
+            if (self.pool.len() + 1) * b.len() > POOL_BYTES {
                 break;
             }
             self.pool.push(b);
@@ -82,21 +87,23 @@ impl Buffered {
     fn write(&mut self, ino: u32, lblk: u64, bs: usize, off: usize, bytes: &[u8]) {
         let file = self.files.entry(ino).or_default();
         if let Some(b) = file.get_mut(&lblk) {
-            b.as_mut_slice()[off..off + bytes.len()].copy_from_slice(bytes);
+            b[off..off + bytes.len()].copy_from_slice(bytes);
             return;
         }
-        let mut b = match self.pool.pop() {
-            Some(mut b) if b.capacity() == bs => {
-                b.clear();
+        let b = match self.pool.pop() {
+            Some(mut b) if b.len() == bs => {
+                if off != 0 || bytes.len() != bs {
+                    b.fill(0);
+                }
+                b[off..off + bytes.len()].copy_from_slice(bytes);
                 b
             }
-            _ => AlignedBuf::with_capacity(bs),
+            _ => {
+                let mut b = vec![0u8; bs].into_boxed_slice();
+                b[off..off + bytes.len()].copy_from_slice(bytes);
+                b
+            }
         };
-        if off == 0 && bytes.len() == bs {
-            b.extend_from_slice(bytes);
-        } else {
-            b.extend_zeroed(bs)[off..off + bytes.len()].copy_from_slice(bytes);
-        }
         file.insert(lblk, b);
         self.blocks += 1;
     }
@@ -183,7 +190,7 @@ impl Volume {
         let end = offset + buf.len() as u64;
         for (&lblk, data) in file.range(offset / bs..end.div_ceil(bs)) {
             let (a, b) = ((lblk * bs).max(offset), ((lblk + 1) * bs).min(end));
-            let src = &data.as_slice()[(a - lblk * bs) as usize..(b - lblk * bs) as usize];
+            let src = &data[(a - lblk * bs) as usize..(b - lblk * bs) as usize];
             buf[(a - offset) as usize..(b - offset) as usize].copy_from_slice(src);
         }
     }
@@ -259,7 +266,7 @@ impl Volume {
         // Blocks past the end (left by a write that failed and was rolled back) go.
         let mut runs: Vec<(u64, Vec<&[u8]>)> = Vec::new();
         for (&lblk, data) in file.iter().filter(|(l, _)| **l < size_blocks) {
-            let data = data.as_slice();
+            let data = &data[..];
             match runs.last_mut() {
                 Some((start, v))
                     if *start + v.len() as u64 == lblk && v.len() < MAX_EXTENT_LEN as usize =>
@@ -274,6 +281,32 @@ impl Volume {
         }
         self.txn.data_written = true;
         self.put_inode(&mut rec)
+    }
+
+    /// Writes the blocks `run` from byte `at` of the image past the host's page cache,
+    /// [`GATHER_BYTES`] at a time through the volume's gather buffer.
+    fn write_gathered(&mut self, run: &[&[u8]], at: u64) -> Result<()> {
+        let per = (GATHER_BYTES / run[0].len().max(1)).max(1);
+        let mut buf = self
+            .pending
+            .gather
+            .take()
+            .unwrap_or_else(|| AlignedBuf::with_capacity(GATHER_BYTES));
+        let mut pos = at;
+        let mut r = Ok(());
+        for piece in run.chunks(per) {
+            buf.clear();
+            for b in piece {
+                buf.extend_from_slice(b);
+            }
+            r = self.overlay.write_direct(buf.as_slice(), pos);
+            if r.is_err() {
+                break;
+            }
+            pos += buf.len() as u64;
+        }
+        self.pending.gather = Some(buf);
+        Ok(r?)
     }
 
     /// Allocates and writes one run of buffered blocks starting at logical `lblk`.
@@ -300,10 +333,10 @@ impl Volume {
             let got = got as usize;
             let (run, at) = (&blocks[done..done + got], p * bs as u64);
             if got * bs >= DIRECT_MIN {
-                // A large run goes past the host's page cache straight from the block
-                // buffers (page-aligned: one copy less; it is not read back soon, and
-                // fsync has less to write back).
-                self.overlay.write_direct_vectored(run, at)?;
+                // A large run goes page-aligned past the host's page cache (one copy
+                // less on the host; it is not read back soon, and fsync has less to
+                // write back), gathered piece by piece into one reused buffer.
+                self.write_gathered(run, at)?;
             } else {
                 // A small one through the cache: a direct write waits for the disk each
                 // time, which thousands of small files pay dearly (one flush at the

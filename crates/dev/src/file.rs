@@ -69,6 +69,20 @@ pub(crate) fn device_len(file: &File) -> io::Result<u64> {
     Ok(len)
 }
 
+impl FileDevice {
+    /// Fails a write of `len` bytes at `offset` that this device cannot take: it is
+    /// read-only, or the range passes its end.
+    fn check_write(&self, offset: u64, len: usize) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device is read-only",
+            ));
+        }
+        check_range(offset, len, self.len)
+    }
+}
+
 impl Device for FileDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len(), self.len)?;
@@ -78,13 +92,7 @@ impl Device for FileDevice {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if !self.writable {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "device is read-only",
-            ));
-        }
-        check_range(offset, buf.len(), self.len)?;
+        self.check_write(offset, buf.len())?;
         self.file.write_all_at(buf, offset)?;
         self.stats.record_write(buf.len());
         Ok(())
@@ -129,39 +137,20 @@ impl Device for FileDevice {
     }
 
     fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        if !self.writable {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "device is read-only",
-            ));
-        }
         let total = bufs.iter().map(|b| b.len()).sum();
-        check_range(offset, total, self.len)?;
+        self.check_write(offset, total)?;
         pwritev_all(&self.file, bufs, offset)?;
         self.stats.record_write(total);
         Ok(())
     }
 
     fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_direct_vectored(&[buf], offset)
-    }
-
-    fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        let total = bufs.iter().map(|b| b.len()).sum();
-        check_range(offset, total, self.len)?;
-        if !self.writable {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "device is read-only",
-            ));
-        }
+        self.check_write(offset, buf.len())?;
         // Whole pages only (at least ALIGN): a direct write must never share a page of
         // the file's cache with a buffered write made at the same time.
         let align = page_size().max(ALIGN);
-        let aligned = offset.is_multiple_of(align as u64)
-            && bufs
-                .iter()
-                .all(|b| (b.as_ptr() as usize | b.len()).is_multiple_of(align));
+        let aligned = (buf.as_ptr() as usize | buf.len()).is_multiple_of(align)
+            && offset.is_multiple_of(align as u64);
         let direct = if aligned && self.direct_ok.load(Ordering::Relaxed) {
             self.direct
                 .get_or_init(|| reopen_direct(&self.file))
@@ -169,19 +158,17 @@ impl Device for FileDevice {
         } else {
             None
         };
-        let r = match direct {
-            Some(d) => match pwritev_all(d, bufs, offset) {
-                // Refused before anything was written (alignment): the page cache takes it.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    self.direct_ok.store(false, Ordering::Relaxed);
-                    pwritev_all(&self.file, bufs, offset)
-                }
-                r => r,
-            },
-            None => pwritev_all(&self.file, bufs, offset),
-        };
-        r?;
-        self.stats.record_write(total);
+        match direct.map(|d| d.write_all_at(buf, offset)) {
+            Some(Ok(())) => {}
+            // Refused before anything was written (alignment): the page cache takes it.
+            Some(Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                self.direct_ok.store(false, Ordering::Relaxed);
+                self.file.write_all_at(buf, offset)?;
+            }
+            Some(Err(e)) => return Err(e),
+            None => self.file.write_all_at(buf, offset)?,
+        }
+        self.stats.record_write(buf.len());
         Ok(())
     }
 }

@@ -84,15 +84,6 @@ impl Overlay {
         }
     }
 
-    /// [`Overlay::update_held`] for pieces written one after the other from `offset`.
-    fn update_held_pieces(&self, bufs: &[&[u8]], offset: u64) {
-        let mut at = offset;
-        for b in bufs {
-            self.update_held(b, at);
-            at += b.len() as u64;
-        }
-    }
-
     /// Number of blocks held.
     pub fn held(&self) -> usize {
         self.read_map().len()
@@ -193,15 +184,11 @@ impl Device for Overlay {
     fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.stats.record_write(bufs.iter().map(|b| b.len()).sum());
         self.base.write_vectored(bufs, offset)?;
-        self.update_held_pieces(bufs, offset);
-        Ok(())
-    }
-
-    /// As [`Overlay::write_direct`], in pieces.
-    fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        self.stats.record_write(bufs.iter().map(|b| b.len()).sum());
-        self.base.write_direct_vectored(bufs, offset)?;
-        self.update_held_pieces(bufs, offset);
+        let mut at = offset;
+        for b in bufs {
+            self.update_held(b, at);
+            at += b.len() as u64;
+        }
         Ok(())
     }
 

@@ -45,4 +45,4 @@ pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};
 pub use shared::{Ext4Rw, COMMIT_BLOCKS};
 pub(crate) use volume::check_write_features;
-pub use volume::{now, Volume};
+pub use volume::Volume;

@@ -85,11 +85,6 @@ const WRITE_RO_COMPAT_REFUSED: u32 = ro_compat::BIGALLOC
 const WRITE_COMPAT_REFUSED: u32 =
     compat::EXCLUDE_INODE | compat::EXCLUDE_BITMAP | compat::FAST_COMMIT;
 
-/// The wall clock (coarse, as the kernel stamps inodes: [`Timestamp::now`]).
-pub fn now() -> Timestamp {
-    Timestamp::now()
-}
-
 impl Volume {
     /// Opens the image on `dev` (opened writable) for changes. Features usfs cannot write
     /// are refused by name before anything is written; so are images whose bitmaps or
@@ -145,7 +140,7 @@ impl Volume {
             inodes,
             txn: Txn::default(),
             sb_block,
-            clock: now,
+            clock: Timestamp::now,
             gen_counter: 0,
             closed: false,
             open_count: Default::default(),

@@ -49,9 +49,6 @@ impl Device for SharedDevice {
     fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.0.write_vectored(bufs, offset)
     }
-    fn write_direct_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
-        self.0.write_direct_vectored(bufs, offset)
-    }
 }
 
 /// Makes `dev` shareable: returns the shared device, and leaves in `dev` a handle on it.

@@ -282,3 +282,51 @@ fn reused_block_buffers_hold_no_old_bytes() {
     drop(fs);
     let _ = std::fs::remove_file(&img);
 }
+
+/// Buffered data of files nobody holds open is written back once 2 MiB of it waits, with
+/// no commit (as the kernel's write-back of dirty pages; the buffers are reused for the
+/// next files); a file held open stays buffered until the commit.
+#[test]
+fn closed_files_are_written_back_without_a_commit() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("SKIP: mke2fs/e2fsck missing");
+        return;
+    }
+    let img = image("writeback", "64M");
+    let fs = open(&img);
+    let marker = |i: u32| {
+        let mut b = vec![0u8; 8192];
+        for (k, c) in b.chunks_mut(16).enumerate() {
+            c.copy_from_slice(format!("usfs-wb-{i:04}-{k:03}").as_bytes());
+        }
+        b
+    };
+    let held = create(&fs, "held");
+    fs.open_file(held).unwrap();
+    fs.write_at(held, 0, &marker(9999)).unwrap();
+    for i in 0..300 {
+        let ino = create(&fs, &format!("f{i}"));
+        fs.write_at(ino, 0, &marker(i)).unwrap();
+    }
+    let raw = std::fs::read(&img).unwrap();
+    let on_disk = |i: u32| {
+        let m = marker(i);
+        raw.windows(16).any(|w| w == &m[..16])
+    };
+    assert!(on_disk(0), "the first closed file was not written back");
+    assert!(!on_disk(9999), "a file held open was written back");
+    assert!(!on_disk(299), "the last file was written back at once");
+    fs.release_file(held).unwrap();
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let fs = open(&img);
+    for i in [0, 150, 299] {
+        let ino = resolve(&fs, format!("/f{i}").as_bytes(), true).unwrap();
+        assert_eq!(read_all(&fs, ino, 8192), marker(i));
+    }
+    let ino = resolve(&fs, b"/held", true).unwrap();
+    assert_eq!(read_all(&fs, ino, 8192), marker(9999));
+    drop(fs);
+    let _ = std::fs::remove_file(&img);
+}

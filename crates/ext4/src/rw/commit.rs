@@ -20,6 +20,7 @@ impl Volume {
     /// Commits the running transaction and makes it durable. A no-op when nothing changed.
     pub fn commit(&mut self) -> Result<()> {
         self.flush_all_pending()?;
+        self.writeback = Default::default();
         if self.txn.dirty.is_empty()
             && self.txn.freed.is_empty()
             && self.txn.groups.is_empty()

@@ -1,6 +1,7 @@
 //! Delayed allocation at run time, as ext4's: data written into a hole is kept in memory
 //! and no block is chosen until it is flushed (at every commit: fsync, sync, a full
-//! transaction, close; or when the buffered data passes [`FLUSH_BYTES`]). By then the
+//! transaction, close; or when the buffered data passes [`FLUSH_BYTES`]; files nobody
+//! holds open once [`WRITEBACK_BYTES`] of theirs wait, without a commit). By then the
 //! allocator knows how large the file is, so a file written in many small pieces gets one
 //! extent, small files share a locality group and growing ones an inode preallocation
 //! (`alloc::blocks`, the allocator of mkfs).
@@ -20,6 +21,12 @@ use usfs_fs::Result;
 
 /// Buffered data after which the running operation's end flushes it.
 pub const FLUSH_BYTES: u64 = 64 << 20;
+
+/// Buffered data of files no front end holds open after which they are flushed (no
+/// commit), as the kernel's write-back starts on dirty pages: their blocks are known in
+/// full, and their buffers go back to the pool instead of fresh memory being faulted in
+/// for the next files (a copy of many small files).
+pub const WRITEBACK_BYTES: u64 = 2 << 20;
 
 /// Runs at least this large are written past the host's page cache at a flush.
 const DIRECT_MIN: usize = 1 << 20;
@@ -113,6 +120,12 @@ impl Buffered {
         self.files.keys().copied().collect()
     }
 }
+
+/// When the next write-back of closed files is tried: buffered blocks at which it is due.
+/// Files held open are not written back, so after a try the mark moves up by
+/// [`WRITEBACK_BYTES`] over what stayed (no scan of every file on every change).
+#[derive(Default)]
+pub(crate) struct WritebackMark(u64);
 
 impl Volume {
     /// Blocks buffered in all files.
@@ -217,6 +230,23 @@ impl Volume {
         if let Some(p) = self.pending.take(ino) {
             self.undo_pending(ino, p);
         }
+    }
+
+    /// Flushes the buffered blocks of files no front end holds open once
+    /// [`WRITEBACK_BYTES`] of them are waiting (at the end of a change; no commit).
+    pub(crate) fn writeback_closed(&mut self) -> Result<()> {
+        let bs = self.fs.core.geo.block_size as u64;
+        let step = WRITEBACK_BYTES / bs;
+        if self.pending.blocks < self.writeback.0.max(step) {
+            return Ok(());
+        }
+        for ino in self.pending.inodes() {
+            if !self.is_open(ino) {
+                self.flush_pending(ino)?;
+            }
+        }
+        self.writeback.0 = self.pending.blocks + step;
+        Ok(())
     }
 
     /// Allocates and writes every file's buffered blocks (before a commit).

@@ -94,6 +94,8 @@ impl Ext4Rw {
         let buffered = v.pending_blocks() * v.geometry().block_size as u64;
         if v.txn.dirty.len() >= v.commit_threshold() || buffered >= super::FLUSH_BYTES {
             v.commit()?;
+        } else {
+            v.writeback_closed()?;
         }
         Ok(out)
     }

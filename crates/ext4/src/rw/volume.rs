@@ -61,6 +61,8 @@ pub struct Volume {
     pub(crate) undo: Option<super::undo::Undo>,
     /// Data written into holes and not yet given blocks (delayed allocation), by inode.
     pub(crate) pending: super::delalloc::Buffered,
+    /// When buffered blocks of closed files are next written back.
+    pub(crate) writeback: super::delalloc::WritebackMark,
     /// Committed metadata blocks the next checkpoint writes home (with a journal).
     pub(crate) pinned: super::checkpoint::Pinned,
 }
@@ -148,6 +150,7 @@ impl Volume {
             journal,
             undo: None,
             pending: Default::default(),
+            writeback: Default::default(),
             pinned: Default::default(),
         })
     }

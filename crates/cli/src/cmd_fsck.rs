@@ -1,10 +1,12 @@
-//! `usfs fsck`: check an ext4 image like `e2fsck -fn`, in parallel (check mode only).
+//! `usfs fsck`: check an ext4 image like `e2fsck -fn`, in parallel; `-y` and `-p` repair
+//! (`fsck_repair`).
 
 use crate::image::CliResult;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use usfs_fsck::problem::{Pass, Severity};
+use usfs_fsck::repair::Mode;
 
 /// e2fsck's exit codes.
 pub(crate) const EXIT_CLEAN: u8 = 0;
@@ -21,13 +23,16 @@ pub(crate) struct FsckArgs {
     /// Open read-only and answer "no" to every question (the only mode so far).
     #[arg(short = 'n')]
     no: bool,
-    /// Force checking even if the file system seems clean (always done).
+    /// Force checking even if the file system seems clean (-n always checks; -y and -p
+    /// skip a cleanly unmounted file system without it).
     #[arg(short = 'f')]
-    force: bool,
-    /// Repair automatically (not implemented yet: refused).
+    pub(crate) force: bool,
+    /// Repair: answer "yes" to every question (problems without a repair yet leave the
+    /// image unchanged, exit 4).
     #[arg(short = 'y', conflicts_with = "no")]
     yes: bool,
-    /// Repair safe problems automatically (not implemented yet: refused).
+    /// Preen: repair what e2fsck's preen repairs; anything else stops with "UNEXPECTED
+    /// INCONSISTENCY" and exit 4, the image unchanged.
     #[arg(short = 'p', conflicts_with = "no")]
     preen: bool,
     /// Worker threads (default: CPU count).
@@ -51,7 +56,7 @@ pub(crate) struct FsckArgs {
     #[arg(short = 'E', value_delimiter = ',')]
     extended: Vec<String>,
     /// The image.
-    image: PathBuf,
+    pub(crate) image: PathBuf,
 }
 
 pub(crate) fn run(a: &FsckArgs) -> CliResult {
@@ -62,11 +67,15 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
     if a.extended.iter().any(|e| e == "journal_only") {
         return journal_only(a);
     }
-    if a.yes || a.preen {
-        eprintln!("usfs fsck: repair (-y/-p) is not implemented yet; use -n to check");
-        return Ok(ExitCode::from(EXIT_USAGE));
+    let mut opts = usfs_fsck::Options::default();
+    if let Some(j) = a.threads {
+        opts.threads = j.max(1);
     }
-    let _ = (a.no, a.force);
+    opts.nice = a.nice;
+    if a.yes || a.preen {
+        let mode = if a.yes { Mode::Yes } else { Mode::Preen };
+        return crate::fsck_repair::run(a, mode, &opts);
+    }
     let path_name = a.image.display().to_string();
     let dev = match usfs_dev::FileDevice::open(&a.image, false) {
         Ok(d) => d,
@@ -75,11 +84,6 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
             return Ok(ExitCode::from(EXIT_OPERATIONAL));
         }
     };
-    let mut opts = usfs_fsck::Options::default();
-    if let Some(j) = a.threads {
-        opts.threads = j.max(1);
-    }
-    opts.nice = a.nice;
     if a.progress.is_some() {
         eprintln!("{path_name}: checking with {} threads", opts.threads);
     }
@@ -206,7 +210,7 @@ fn journal_only(a: &FsckArgs) -> CliResult {
 }
 
 /// The label if set, else the path; whitespace and ':' become '_' (as e2fsck prints it).
-fn display_name(label: &[u8], path: &str) -> String {
+pub(crate) fn display_name(label: &[u8], path: &str) -> String {
     if label.is_empty() {
         return path.to_string();
     }
@@ -224,6 +228,19 @@ fn display_name(label: &[u8], path: &str) -> String {
 
 fn print_text(name: &str, report: &usfs_fsck::Report) {
     println!("usfs fsck {} (check only)", env!("CARGO_PKG_VERSION"));
+    print_problem_lines(report, |_| "");
+    if report.has_errors() {
+        println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
+    }
+    println!("{}", report.summary.line(name));
+}
+
+/// The pass headings and each problem's message under its pass, as e2fsck prints them,
+/// each followed by what `answer` says was done about it.
+pub(crate) fn print_problem_lines(
+    report: &usfs_fsck::Report,
+    answer: impl Fn(&usfs_fsck::problem::Problem) -> &'static str,
+) {
     let headings = [
         (Pass::P0, None),
         (Pass::P1, Some("Pass 1: Checking inodes, blocks, and sizes")),
@@ -246,13 +263,9 @@ fn print_text(name: &str, report: &usfs_fsck::Report) {
             println!("\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks");
         }
         for p in in_pass {
-            println!("{}.  ", p.message());
+            println!("{}. {}", p.message(), answer(p));
         }
     }
-    if report.has_errors() {
-        println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
-    }
-    println!("{}", report.summary.line(name));
 }
 
 /// Time-weighted number of workers in each stage between `from` and `to` ms, from each

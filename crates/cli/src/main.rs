@@ -12,6 +12,7 @@ mod cmd_stat;
 mod display;
 mod edit;
 mod export;
+mod fsck_repair;
 mod image;
 mod progress;
 

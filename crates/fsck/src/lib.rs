@@ -31,6 +31,7 @@ mod pass5;
 mod pipeline;
 mod plan;
 pub mod problem;
+pub mod repair;
 pub(crate) mod sched;
 pub(crate) mod state;
 mod summary;
@@ -93,6 +94,9 @@ pub struct Report {
     pub trace: Trace,
     /// The volume label (e2fsck names the file system by it).
     pub label: Vec<u8>,
+    /// The group summaries as found where they disagree with the image: what a repair
+    /// writes.
+    pub(crate) found: usfs_ext4::rw::repair::Found,
 }
 
 impl Report {
@@ -122,7 +126,8 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     };
     let mut phases = vec![("pass 0", t0.elapsed().as_secs_f64())];
     let mut workers = pipeline::run(&ctx, opts, &mut phases);
-    let merged = merge::run(&ctx, &mut workers, &mut problems, &mut phases);
+    let mut merged = merge::run(&ctx, &mut workers, &mut problems, &mut phases);
+    let found = std::mem::take(&mut merged.found);
     let summary = summary::summarize(&fs, &geo, &merged.counters);
     phases.push(("total", t0.elapsed().as_secs_f64()));
     let trace = Trace {
@@ -138,5 +143,6 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         summary,
         trace,
         label,
+        found,
     })
 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use usfs_ext4::format::features::ro_compat;
+use usfs_ext4::rw::repair::Found;
 
 /// What the check keeps of the workers for its report.
 pub(crate) struct Merged {
@@ -20,6 +21,8 @@ pub(crate) struct Merged {
     pub(crate) busy: Vec<[f64; 2]>,
     /// Each worker's stage switches.
     pub(crate) timelines: Vec<Vec<(u32, u8)>>,
+    /// The group summaries as found where they disagree with the image (pass 5).
+    pub(crate) found: Found,
 }
 
 /// The workers' intermediate results, joined, for the passes after the pipeline.
@@ -62,7 +65,8 @@ pub(crate) fn run(
         pass1b::run(ctx, &mut late);
     }
     phases.push(("pass 1B + merge", t3.elapsed().as_secs_f64()));
-    passes_3_to_5(ctx, &mut late, &mut joined, phases);
+    let mut merged = merged;
+    merged.found = passes_3_to_5(ctx, &mut late, &mut joined, phases);
     problems.append(&mut late.problems);
     problems.sort_by_key(Problem::sort_key);
     problems.dedup();
@@ -76,6 +80,7 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         counters: Counters::default(),
         busy: Vec::new(),
         timelines: Vec::new(),
+        found: Found::default(),
     };
     let mut j = Joined::default();
     for w in workers {
@@ -98,8 +103,9 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
     (merged, j)
 }
 
-/// Runs passes 3, 4 and 5 on the joined results, reporting into `late`.
-fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phases) {
+/// Runs passes 3, 4 and 5 on the joined results, reporting into `late`; returns pass
+/// 5's found summaries.
+fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phases) -> Found {
     let t4 = Instant::now();
     pass3::run(
         ctx.geo,
@@ -124,6 +130,7 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
     pass4::run(ctx.geo, ctx.shared, late, &special, &j.links);
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();
-    pass5::run(ctx, late);
+    let found = pass5::run(ctx, late);
     phases.push(("pass 5", t6.elapsed().as_secs_f64()));
+    found
 }

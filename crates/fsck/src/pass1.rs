@@ -420,7 +420,8 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
                 Code::BadIBlocks,
                 format!("{ino}, i_blocks is {stored}, should be {counted}"),
             )
-            .ino(ino),
+            .ino(ino)
+            .values(stored, counted),
         );
     }
 }
@@ -441,7 +442,8 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
                     Code::BadISize,
                     format!("{ino}, i_size is {size}, should be {}", last * bs),
                 )
-                .ino(ino),
+                .ino(ino)
+                .values(size, last * bs),
             );
         }
     } else if f.ft == FileType::Regular && f.has_blocks && f.iflags & flags::VERITY == 0 {
@@ -453,7 +455,8 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
                         Code::BadISize,
                         format!("{ino}, i_size is {size}, should be {}", (l + 1) * bs),
                     )
-                    .ino(ino),
+                    .ino(ino)
+                    .values(size, (l + 1) * bs),
                 );
             }
         }

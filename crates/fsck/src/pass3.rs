@@ -78,7 +78,8 @@ pub(crate) fn run(
                     Code::BadDotDot,
                     format!("directory inode {ino} is {dd}, should be {p}"),
                 )
-                .ino(ino),
+                .ino(ino)
+                .values(dd as u64, p as u64),
             );
         }
         // Walk up until a directory whose fate is known, or a loop.

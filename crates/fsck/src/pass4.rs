@@ -56,7 +56,8 @@ pub(crate) fn run(
                     Code::BadRefCount,
                     format!("{ino} ref count is {links}, should be {counted}"),
                 )
-                .ino(ino),
+                .ino(ino)
+                .values(links as u64, counted as u64),
             );
         }
     }

@@ -9,6 +9,7 @@ use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use usfs_ext4::rw::repair::Found;
 use usfs_fs::FileType;
 
 /// Collects bit differences as e2fsck prints them: ` -(a--b) +c`.
@@ -83,10 +84,13 @@ struct Pass5<'c> {
     free_blocks_total: u64,
     /// Free inodes counted from the bitmaps.
     free_inodes_total: u64,
+    /// The bitmaps as found of every group whose summary disagrees (what a repair
+    /// writes).
+    found: Found,
 }
 
 /// Runs pass 5.
-pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
+pub(crate) fn run(ctx: &Ctx, w: &mut Worker) -> Found {
     let mut p = Pass5 {
         ctx,
         csum: ctx.fs.csum_seed(),
@@ -96,12 +100,18 @@ pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
         inode_diffs: Diffs::default(),
         free_blocks_total: 0,
         free_inodes_total: 0,
+        found: Found::default(),
     };
     for g in 0..ctx.geo.group_count {
         p.check_block_bitmap(w, g);
         p.check_inode_bitmap(w, g);
     }
-    p.report_totals(w);
+    p.report_totals(w)
+}
+
+/// Sets bit `k` of `bm`.
+fn set_bit(bm: &mut [u8], k: u64) {
+    bm[(k / 8) as usize] |= 1 << (k % 8);
 }
 
 /// What the on-disk block bitmaps of uninitialised groups say, filled in as the kernel
@@ -142,9 +152,14 @@ impl Pass5<'_> {
             buf.fill(0);
         }
         let mut used = 0u64;
+        let mut found_bm = vec![0u8; bs];
+        let mut differs = false;
         for k in 0..nblocks {
             let b = first + k;
             let found = ctx.shared.blocks.get(b);
+            if found {
+                set_bit(&mut found_bm, k);
+            }
             let on_disk = if uninit {
                 self.uninit_extra.contains(&b)
             } else {
@@ -152,6 +167,7 @@ impl Pass5<'_> {
             };
             if found != on_disk {
                 self.block_diffs.add(on_disk, b);
+                differs = true;
             }
             // Free counts come from the bitmap as it is (e2fsck -n does the same for
             // blocks and inodes: differences were reported just above).
@@ -162,6 +178,7 @@ impl Pass5<'_> {
                 let n = (geo.blocks_per_group / 8) as usize;
                 let ok = d.block_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
+                    differs = true;
                     w.report(
                         Problem::new(
                             Code::BitmapChecksum,
@@ -175,6 +192,7 @@ impl Pass5<'_> {
                 let pad_ok =
                     (nblocks..(bs * 8) as u64).all(|k| buf[(k / 8) as usize] & (1 << (k % 8)) != 0);
                 if !pad_ok {
+                    differs = true;
                     w.report(Problem::new(Code::BitmapPadding, "block").group(g));
                 }
             }
@@ -182,6 +200,7 @@ impl Pass5<'_> {
         let free = nblocks - used;
         self.free_blocks_total += free;
         if free != d.free_blocks_count() as u64 {
+            differs = true;
             w.report(
                 Problem::new(
                     Code::GroupFreeBlocks,
@@ -189,6 +208,9 @@ impl Pass5<'_> {
                 )
                 .group(g),
             );
+        }
+        if differs {
+            self.found.block_bitmaps.insert(g, found_bm);
         }
     }
 
@@ -206,6 +228,8 @@ impl Pass5<'_> {
             buf.fill(0);
         }
         let (mut iused, mut dirs) = (0u64, 0u64);
+        let mut found_bm = vec![0u8; geo.block_size as usize];
+        let mut differs = false;
         for k in 0..geo.inodes_per_group {
             let ino = g * geo.inodes_per_group + k + 1;
             let kind = ctx.shared.kind(ino);
@@ -215,13 +239,18 @@ impl Pass5<'_> {
             if kind == InodeKind::Used(FileType::Directory) {
                 dirs += 1;
             }
+            if found {
+                set_bit(&mut found_bm, k as u64);
+            }
             let on_disk = buf[(k / 8) as usize] & (1 << (k % 8)) != 0;
             if found != on_disk {
                 self.inode_diffs.add(on_disk, ino as u64);
+                differs = true;
             }
             iused += u64::from(on_disk);
         }
         if !iuninit && !padding_set(buf, geo.inodes_per_group as u64) {
+            differs = true;
             w.report(Problem::new(Code::BitmapPadding, "inode").group(g));
         }
         if !iuninit {
@@ -229,6 +258,7 @@ impl Pass5<'_> {
                 let n = (geo.inodes_per_group / 8) as usize;
                 let ok = d.inode_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
+                    differs = true;
                     w.report(
                         Problem::new(
                             Code::BitmapChecksum,
@@ -241,12 +271,16 @@ impl Pass5<'_> {
         }
         let ifree = geo.inodes_per_group as u64 - iused;
         self.free_inodes_total += ifree;
-        self.check_group_counts(w, g, ifree, dirs);
+        if self.check_group_counts(w, g, ifree, dirs) || differs {
+            self.found.inode_bitmaps.insert(g, (found_bm, dirs as u32));
+        }
     }
 
-    /// Group `g`'s free inode and directory counts against those counted.
-    fn check_group_counts(&self, w: &mut Worker, g: u32, ifree: u64, dirs: u64) {
+    /// Group `g`'s free inode and directory counts against those counted; true when
+    /// either differs.
+    fn check_group_counts(&self, w: &mut Worker, g: u32, ifree: u64, dirs: u64) -> bool {
         let d = self.ctx.fs.group(g);
+        let wrong = ifree != d.free_inodes_count() as u64 || dirs != d.used_dirs_count() as u64;
         if ifree != d.free_inodes_count() as u64 {
             w.report(
                 Problem::new(
@@ -265,11 +299,12 @@ impl Pass5<'_> {
                 .group(g),
             );
         }
+        wrong
     }
 
     /// The bitmap differences over all groups, and the superblock's free totals against
-    /// those counted.
-    fn report_totals(self, w: &mut Worker) {
+    /// those counted; returns the found summaries of the groups that disagree.
+    fn report_totals(self, w: &mut Worker) -> Found {
         let geo = self.ctx.geo;
         let sb = self.ctx.fs.superblock();
         if let Some(s) = self.block_diffs.finish() {
@@ -298,5 +333,6 @@ impl Pass5<'_> {
                 format!("{sb_ifree}, counted={}", self.free_inodes_total),
             ));
         }
+        self.found
     }
 }

@@ -261,6 +261,11 @@ pub struct Problem {
     pub block: Option<u64>,
     /// The group concerned, if any.
     pub group: Option<u32>,
+    /// The value found on disk, where the fix sets a field (i_size, i_blocks, a link
+    /// count).
+    pub found: Option<u64>,
+    /// The value the fix sets it to.
+    pub expected: Option<u64>,
     /// Details filled into the message.
     pub detail: String,
 }
@@ -273,8 +278,17 @@ impl Problem {
             ino: None,
             block: None,
             group: None,
+            found: None,
+            expected: None,
             detail: detail.into(),
         }
+    }
+
+    /// Attaches the value found and the value expected (a field the fix sets).
+    pub fn values(mut self, found: u64, expected: u64) -> Problem {
+        self.found = Some(found);
+        self.expected = Some(expected);
+        self
     }
 
     /// Attaches the inode.

@@ -13,6 +13,7 @@ use crate::format::features::ro_compat;
 use crate::format::geometry::Geometry;
 use crate::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::volume_core::VolumeCore;
+use std::collections::BTreeMap;
 use usfs_fs::{Error, Result, Structure};
 
 /// Are uninitialised groups possible (group descriptor checksums on)?
@@ -90,6 +91,15 @@ fn uninit_used(core: &VolumeCore, g: u32, runs: &[(u64, u64)]) -> Vec<u32> {
 /// as the module header says). Fails when a bitmap's checksum or free count disagrees
 /// with its descriptor.
 pub(crate) fn seed_blocks(core: &VolumeCore) -> Result<BlockAllocator> {
+    seed_blocks_over(core, &Default::default())
+}
+
+/// [`seed_blocks`] with the bitmaps of the groups in `found` taken from it instead of the
+/// image (a repair's: what a checker found in use), unchecked against the descriptors.
+pub(crate) fn seed_blocks_over(
+    core: &VolumeCore,
+    found: &BTreeMap<u32, Vec<u8>>,
+) -> Result<BlockAllocator> {
     let geo = core.geometry();
     let runs = group_meta_runs(core);
     let uninit = |g: u32| uninit_tracking(geo) && core.group(g).has_flag(BG_BLOCK_UNINIT);
@@ -109,6 +119,10 @@ pub(crate) fn seed_blocks(core: &VolumeCore) -> Result<BlockAllocator> {
     let bpg_bytes = (geo.blocks_per_group / 8) as usize;
     for g in 0..geo.group_count {
         let d = core.group(g);
+        if let Some(bm) = found.get(&g) {
+            a.load_bitmap(g, bm);
+            continue;
+        }
         if let Some(used) = &computed[g as usize] {
             let mut bm = vec![0u8; bs];
             for &k in used {
@@ -151,6 +165,15 @@ pub(crate) fn seed_blocks(core: &VolumeCore) -> Result<BlockAllocator> {
 /// The inode allocator with every initialised group's bitmap from the image. Fails when
 /// a bitmap's checksum or free count disagrees with its descriptor.
 pub(crate) fn seed_inodes(core: &VolumeCore) -> Result<InodeAllocator> {
+    seed_inodes_over(core, &Default::default())
+}
+
+/// [`seed_inodes`] with the bitmaps and directory counts of the groups in `found` taken
+/// from it instead of the image, unchecked against the descriptors.
+pub(crate) fn seed_inodes_over(
+    core: &VolumeCore,
+    found: &BTreeMap<u32, (Vec<u8>, u32)>,
+) -> Result<InodeAllocator> {
     let geo = core.geometry();
     let mut a = InodeAllocator::new(
         geo.group_count,
@@ -160,6 +183,10 @@ pub(crate) fn seed_inodes(core: &VolumeCore) -> Result<InodeAllocator> {
     let ipg_bytes = (geo.inodes_per_group / 8) as usize;
     for g in 0..geo.group_count {
         let d = core.group(g);
+        if let Some((bm, dirs)) = found.get(&g) {
+            a.load_group(g, &bm[..ipg_bytes], *dirs);
+            continue;
+        }
         if d.has_flag(BG_INODE_UNINIT) && uninit_tracking(geo) {
             continue;
         }

@@ -26,7 +26,7 @@ pub const FLUSH_BYTES: u64 = 64 << 20;
 /// commit), as the kernel's write-back starts on dirty pages: their blocks are known in
 /// full, and their buffers go back to the pool instead of fresh memory being faulted in
 /// for the next files (a copy of many small files).
-pub const WRITEBACK_BYTES: u64 = 2 << 20;
+pub(crate) const WRITEBACK_BYTES: u64 = 2 << 20;
 
 /// Runs at least this large are written past the host's page cache at a flush.
 const DIRECT_MIN: usize = 1 << 20;

@@ -31,6 +31,7 @@ mod inode;
 pub mod meta;
 mod namespace;
 mod orphan;
+pub mod repair;
 mod seams;
 mod shared;
 mod state;

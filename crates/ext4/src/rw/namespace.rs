@@ -388,7 +388,7 @@ impl Volume {
     }
 
     /// A new subdirectory's `..` link (1 = "many" past LINK_MAX with dir_nlink).
-    fn inc_dir_links(&mut self, d: &mut InodeRec) -> Result<()> {
+    pub(crate) fn inc_dir_links(&mut self, d: &mut InodeRec) -> Result<()> {
         let n = d.raw.i_links_count();
         if n == 1 {
             return Ok(());

@@ -6,7 +6,7 @@
 //! (commit.rs) writes bitmaps, descriptors and superblock from the allocators, logs every
 //! changed block to the journal and checkpoints them home.
 
-use crate::alloc::seed::{seed_blocks, seed_inodes};
+use crate::alloc::seed::{seed_blocks, seed_blocks_over, seed_inodes, seed_inodes_over};
 use crate::alloc::{BlockAllocator, InodeAllocator, Purpose, Request};
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::geometry::Geometry;
@@ -107,6 +107,17 @@ impl Volume {
     /// the other features usfs cannot write; without it the volume writes home directly
     /// (the fast-commit replay, which runs before the journal is marked empty).
     pub(crate) fn assemble(dev: Box<dyn Device>, journaled: bool) -> Result<Volume> {
+        Volume::assemble_with(dev, journaled, None)
+    }
+
+    /// [`Volume::assemble`]; with `found` (a repair), the image is read as the checker
+    /// reads it (checksum and location problems listed, not refused) and the allocators of
+    /// the groups it names start from its bitmaps.
+    pub(crate) fn assemble_with(
+        dev: Box<dyn Device>,
+        journaled: bool,
+        found: Option<&super::repair::Found>,
+    ) -> Result<Volume> {
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|_| {
             Error::corrupt(
@@ -123,11 +134,19 @@ impl Volume {
             ));
         }
         let overlay = Arc::new(Overlay::new(dev, 1 << log));
-        let fs = Ext4::open(Box::new(overlay.clone()))?;
+        let fs = match found {
+            None => Ext4::open(Box::new(overlay.clone()))?,
+            Some(_) => Ext4::open_for_check(Box::new(overlay.clone()))?.0,
+        };
         check_write_features(&fs.geometry().features, journaled)?;
         let geo = fs.geometry().clone();
-        let blocks = seed_blocks(&fs.core)?;
-        let inodes = seed_inodes(&fs.core)?;
+        let (blocks, inodes) = match found {
+            None => (seed_blocks(&fs.core)?, seed_inodes(&fs.core)?),
+            Some(f) => (
+                seed_blocks_over(&fs.core, &f.block_bitmaps)?,
+                seed_inodes_over(&fs.core, &f.inode_bitmaps)?,
+            ),
+        };
         let sb_block = SUPERBLOCK_OFFSET >> geo.block_size_log;
         let journal = if journaled && geo.features.has_compat(compat::HAS_JOURNAL) {
             let map = fs.journal_map()?;

@@ -1,0 +1,91 @@
+//! `usfs fsck -y` and `-p`: the journal replayed, then a check and its repairs (the
+//! `usfs_fsck::repair` module), printed and ended with e2fsck's exit codes: 0 clean, 1
+//! errors corrected, 4 errors left uncorrected, 8 an operational error.
+
+use crate::cmd_fsck::{display_name, print_problem_lines, FsckArgs};
+use crate::cmd_fsck::{EXIT_CLEAN, EXIT_OPERATIONAL, EXIT_UNCORRECTED};
+use crate::image::CliResult;
+use std::process::ExitCode;
+use std::sync::Arc;
+use usfs_dev::Device;
+use usfs_fsck::repair::{repair, Mode};
+
+/// Errors were corrected.
+const EXIT_CORRECTED: u8 = 1;
+
+/// s_state bits: cleanly unmounted, errors detected.
+const VALID_FS: u16 = 0x1;
+const ERROR_FS: u16 = 0x2;
+
+/// Runs a repair of `a.image` in `mode`.
+pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliResult {
+    let path = a.image.display().to_string();
+    let dev: Arc<dyn Device> = match usfs_dev::FileDevice::open(&a.image, true) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("usfs fsck: {path}: {e}");
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    };
+    let fail = |what: &str, e: usfs_fs::Error| {
+        eprintln!("usfs fsck: {path}: {what}{e}");
+        Ok(ExitCode::from(EXIT_OPERATIONAL))
+    };
+    let replayed = match usfs_ext4::replay_journal(Box::new(dev.clone())) {
+        Ok(p) => p.is_some(),
+        Err(e) => return fail("while recovering journal: ", e),
+    };
+    let (fs, _) = match usfs_ext4::Ext4::open_for_check(Box::new(dev.clone())) {
+        Ok(f) => f,
+        Err(e) => return fail("", e),
+    };
+    let name = display_name(fs.superblock().label(), &path);
+    if replayed {
+        println!("{name}: recovering journal");
+    }
+    let sb = fs.superblock();
+    if !a.force && !replayed && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS {
+        let is64 = fs.geometry().is64();
+        let (inodes, blocks) = (sb.s_inodes_count(), sb.blocks_count(is64));
+        println!(
+            "{name}: clean, {}/{inodes} files, {}/{blocks} blocks",
+            inodes - sb.s_free_inodes_count(),
+            blocks - sb.free_blocks_count(is64)
+        );
+        return Ok(ExitCode::from(EXIT_CLEAN));
+    }
+    drop(fs);
+    let out = match repair(dev, opts, mode) {
+        Ok(o) => o,
+        Err(e) => return fail("", e),
+    };
+    for r in &out.rounds {
+        print_problem_lines(&r.report, |p| match (r.fixed.contains(p), mode) {
+            (false, _) => "",
+            (true, Mode::Preen) => " FIXED.",
+            (true, Mode::Yes) => " Fix? yes",
+        });
+    }
+    let modified = !out.rounds.is_empty() || replayed;
+    if !out.unfixable.is_empty() {
+        print_problem_lines(&out.last, |_| "");
+        if mode == Mode::Preen && out.rounds.is_empty() {
+            println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
+            return Ok(ExitCode::from(EXIT_UNCORRECTED));
+        }
+        let mut names: Vec<&str> = out.unfixable.iter().map(|p| p.code.def().name).collect();
+        names.dedup();
+        println!("\nusfs fsck: no repair yet for: {}", names.join(", "));
+    }
+    if !out.rounds.is_empty() {
+        println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
+    }
+    if out.last.has_errors() {
+        println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
+        println!("{}", out.last.summary.line(&name));
+        return Ok(ExitCode::from(EXIT_UNCORRECTED));
+    }
+    println!("{}", out.last.summary.line(&name));
+    let code = if modified { EXIT_CORRECTED } else { EXIT_CLEAN };
+    Ok(ExitCode::from(code))
+}

@@ -1,0 +1,177 @@
+//! Repair on e2fsprogs' own test images (tests/f_* of 1.47.0, outside the project in
+//! ../shared/corpus or $USFS_E2FSPROGS_CORPUS; skipped visibly when absent), as
+//! e2fsprogs' runner checks e2fsck: `usfs fsck -fy`, then `usfs fsck -fn` and
+//! `e2fsck -fn`. Whenever usfs says the file system is clean or was repaired (exit 0 or
+//! 1), both checkers must find it clean, unless listed below with the reason. When usfs
+//! stops with problems it cannot repair yet (exit 4) and says it changed nothing, the
+//! image must be byte for byte what it was. usfs never hangs or dies by a signal, and
+//! refuses (exit 8) only with a message. The counts are printed.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Images usfs repairs into a state it finds clean but e2fsck does not: problems the
+/// checker does not see yet (so nothing fixes them), and why.
+const KNOWN_LEFT: &[(&str, &str)] = &[
+    ("f_bad_local_jnl", "V2 journal superblock fields left over from a V1 journal are not checked"),
+    ("f_badorphan", "a corrupt orphan list is not cleared (its inodes are left to pass 1)"),
+    ("f_big_sparse", "a revision 0 file system with feature flags and a missing LARGE_FILE flag are not checked"),
+    ("f_ea_inode", "i_blocks of inodes with xattr values in ea_inodes is counted as e2fsck does not (the fix sets the checker's count)"),
+    ("f_filetype", "immutable or append-only flags on special files are not checked"),
+    ("f_imagic", "the imagic flag is not checked"),
+    ("f_mke2fs2b", "a root inode with dtime set (old mke2fs) is not checked"),
+    ("f_noroot", "a root inode with dtime set is not checked"),
+    ("f_quota", "quota usage is not recomputed"),
+];
+
+/// Images usfs repairs into a state e2fsck finds clean (exit 1, then clean): each must
+/// stay so. (A newly repaired image is reported, to be added here.)
+const REPAIRED: &[&str] = &[
+    "f_bad_bbitmap",
+    "f_bad_bmap_csum",
+    "f_bad_gdt_csum",
+    "f_bad_ibitmap",
+    "f_bitmaps",
+    "f_deleted_inode_bad_csum",
+    "f_end-bitmap",
+    "f_eofblocks",
+    "f_expand",
+    "f_expandroot_create_lnf",
+    "f_jnl_32bit",
+    "f_jnl_64bit",
+    "f_journal",
+    "f_lpf",
+    "f_lpf2",
+    "f_no_cache_corrupt_inode",
+    "f_readonly_fsck",
+    "f_reconnect",
+    "f_summary_counts",
+    "f_uninit_enable",
+];
+
+fn corpus_dir() -> Option<PathBuf> {
+    let p = std::env::var_os("USFS_E2FSPROGS_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/corpus/e2fsprogs-1.47.0-tests")
+        });
+    p.is_dir().then_some(p)
+}
+
+/// e2fsck's exit status on the first run, from the case's expect.1.
+fn expected_exit(case: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(case.join("expect.1")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Exit status is "))?;
+    line["Exit status is ".len()..].trim().parse().ok()
+}
+
+/// The exit status of `cmd` on `img` (None: it hung or died by a signal), with stdout.
+fn run(cmd: &mut Command, secs: u64) -> (Option<i32>, String, String) {
+    let (code, out, err) = run_limited(cmd, Duration::from_secs(secs));
+    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    (code, s(out), s(err))
+}
+
+#[test]
+fn usfs_fsck_repairs_e2fsprogs_images() {
+    let Some(dir) = corpus_dir() else {
+        eprintln!("SKIP e2fsprogs corpus repair: not found (set USFS_E2FSPROGS_CORPUS or provide ../shared/corpus)");
+        return;
+    };
+    if !need_tool("e2fsprogs corpus repair", "e2fsck")
+        || !need_tool("e2fsprogs corpus repair", "gzip")
+    {
+        return;
+    }
+    let s = Scratch::new("e2fsprogs-repair");
+    let img = s.path("image");
+    let mut cases: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    cases.sort();
+    let (mut total, mut repaired, mut clean, mut left, mut refused, mut known, mut same_exit) =
+        (0, 0, 0, 0, 0, 0, 0);
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let gz = case.join("image.gz");
+        if !name.starts_with("f_") || !gz.is_file() {
+            continue;
+        }
+        let out = Command::new("gzip").arg("-dc").arg(&gz).output().unwrap();
+        if !out.status.success() {
+            continue;
+        }
+        std::fs::write(&img, &out.stdout).unwrap();
+        total += 1;
+        let (code, stdout, stderr) = run(
+            Command::new(usfs())
+                .args(["fsck", "-fy", "-j", "2"])
+                .arg(&img),
+            60,
+        );
+        if code.is_some() && code == expected_exit(&case) {
+            same_exit += 1;
+        }
+        let known_reason = KNOWN_LEFT.iter().find(|(n, _)| *n == name).map(|(_, r)| *r);
+        let listed = REPAIRED.contains(&name.as_str());
+        if listed && code != Some(1) {
+            failures.push(format!(
+                "{name}: listed as repaired, but usfs fsck -fy exit {code:?}:\n{stdout}"
+            ));
+        }
+        match code {
+            None => failures.push(format!("{name}: usfs fsck -fy hung or died by a signal")),
+            Some(8) if !stderr.trim().is_empty() => refused += 1,
+            Some(c @ (0 | 1)) => {
+                let (u, uout, _) = run(Command::new(usfs()).args(["fsck", "-fn"]).arg(&img), 30);
+                if u != Some(0) {
+                    failures.push(format!(
+                        "{name}: usfs fsck -fy exit {c}, then usfs fsck -fn exit {u:?}\n{uout}"
+                    ));
+                }
+                let (e2, e2out, _) = run(Command::new("e2fsck").arg("-fn").arg(&img), 15);
+                match (e2 == Some(0), known_reason) {
+                    (true, None) if c == 1 => {
+                        repaired += 1;
+                        if !listed {
+                            eprintln!("{name}: repaired now: add it to REPAIRED");
+                        }
+                    }
+                    (true, None) => clean += 1,
+                    (true, Some(_)) => failures.push(format!("{name}: listed in KNOWN_LEFT but e2fsck finds it clean now: remove it")),
+                    (false, Some(r)) => {
+                        known += 1;
+                        eprintln!("{name}: known: e2fsck -fn finds more after the repair: {r}");
+                    }
+                    (false, None) => failures.push(format!(
+                        "{name}: usfs fsck -fy exit {c}, but e2fsck -fn exit {e2:?}:\n{e2out}\nusfs said:\n{stdout}"
+                    )),
+                }
+            }
+            Some(4) => {
+                left += 1;
+                let touched =
+                    stdout.contains("WAS MODIFIED") || stdout.contains("recovering journal");
+                if !touched && std::fs::read(&img).unwrap() != out.stdout {
+                    failures.push(format!(
+                        "{name}: exit 4 without a repair, but the image changed:\n{stdout}"
+                    ));
+                }
+            }
+            Some(c) => failures.push(format!("{name}: usfs fsck -fy exited {c}: {stderr}")),
+        }
+    }
+    eprintln!(
+        "e2fsprogs corpus repair: {total} images: {repaired} repaired and clean for e2fsck, {clean} clean to start with, {left} left with problems usfs cannot repair yet (unchanged unless it repaired some), {refused} refused by name, {known} known differences; exit status as e2fsck's expect.1 on {same_exit}; {} failures",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -1,0 +1,145 @@
+//! The volume as a checker's repairs use it: opened over an image that may be damaged
+//! (read as the checker reads it), with the group summaries it found in place of the
+//! image's, and inodes rewritten field by field whatever their state. Every change goes
+//! through the volume's transactions (journaled where the image has a journal), so a
+//! crash during a repair leaves the image as it was or repaired, never half of it.
+
+use super::volume::Volume;
+use crate::format::features::ro_compat;
+use crate::format::inode::Inode;
+use crate::format::inode::ROOT_INO;
+use std::collections::BTreeMap;
+use usfs_dev::Device;
+use usfs_fs::{FileType, NewNode, Result, Timestamp};
+
+/// The name e2fsck reconnects lost inodes under.
+const LOST_FOUND: &[u8] = b"lost+found";
+
+/// What a checker found in the groups whose summaries it will rewrite.
+#[derive(Clone, Debug, Default)]
+pub struct Found {
+    /// Group -> its block bitmap as found (a bit per block of the group, set = in use).
+    pub block_bitmaps: BTreeMap<u32, Vec<u8>>,
+    /// Group -> its inode bitmap as found (a bit per inode, set = in use) and the number
+    /// of directories among its inodes.
+    pub inode_bitmaps: BTreeMap<u32, (Vec<u8>, u32)>,
+}
+
+/// s_state: cleanly unmounted.
+const VALID_FS: u16 = 0x1;
+/// s_state: errors detected.
+const ERROR_FS: u16 = 0x2;
+
+impl Volume {
+    /// Opens the image on `dev` (writable; its journal already replayed) for a repair:
+    /// the groups `found` names get its bitmaps and their descriptors, bitmaps and the
+    /// superblock's counts are rewritten at the first commit, with every descriptor whose
+    /// checksum is wrong; nothing else changes until the repair changes it. Features usfs cannot write are refused as for any writer.
+    pub fn open_for_repair(dev: Box<dyn Device>, found: &Found) -> Result<Volume> {
+        let mut v = Volume::assemble_with(dev, true, Some(found))?;
+        v.mark_in_use()?;
+        let groups = found.block_bitmaps.keys().chain(found.inode_bitmaps.keys());
+        v.txn.groups.extend(groups.copied());
+        // Descriptors whose checksum is wrong are written again (with it recomputed).
+        let core = &v.fs.core;
+        let (ds, seed, uuid) = (
+            core.geo.desc_size as usize,
+            core.csum_seed,
+            *core.sb.s_uuid(),
+        );
+        let checksummed = seed.is_some() || core.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
+        let bad: Vec<u32> = (0..core.geo.group_count)
+            .filter(|&g| {
+                let d = &core.groups[g as usize];
+                checksummed && d.bg_checksum() != d.compute_checksum(g, ds, seed, &uuid)
+            })
+            .collect();
+        v.txn.groups.extend(bad);
+        v.sb_dirty = true;
+        Ok(v)
+    }
+
+    /// Rewrites inode `ino` in its table whatever its state (a bad checksum, mode or
+    /// dtime): `edit` changes the raw inode, whose checksum is then set.
+    pub fn repair_inode(&mut self, ino: u32, edit: impl FnOnce(&mut Inode<Vec<u8>>)) -> Result<()> {
+        let ino = self.fs.check_ino(ino as u64)?;
+        let mut rec = super::InodeRec {
+            ino,
+            raw: self.fs.read_inode_raw(ino)?,
+        };
+        edit(&mut rec.raw);
+        self.put_inode(&mut rec)
+    }
+
+    /// `/lost+found`, made (mode 0700, owned by root) when the root has no such entry, as
+    /// e2fsck's pass 3 makes it.
+    pub fn lost_found(&mut self) -> Result<u32> {
+        let root = self.load_dir(ROOT_INO)?;
+        if let Some(ino) = self.find(&root, LOST_FOUND)? {
+            return Ok(ino);
+        }
+        let node = NewNode {
+            file_type: FileType::Directory,
+            perm: 0o700,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+        };
+        self.mkdir(ROOT_INO, LOST_FOUND, node)
+    }
+
+    /// Connects inode `ino`, which no entry names, to `/lost+found` as `#ino` (e2fsck's
+    /// reconnection): a file gets one link, a directory's `..` names lost+found (whose
+    /// link count grows); the counts of the rest are pass 4's to fix.
+    pub fn reconnect(&mut self, ino: u32) -> Result<()> {
+        let lf = self.lost_found()?;
+        let mut rec = self.inode_any(ino)?;
+        let ft = rec.file_type()?;
+        let mut d = self.load_dir(lf)?;
+        let name = format!("#{ino}");
+        self.dir_add(&mut d, name.as_bytes(), ino, ft)?;
+        if ft == FileType::Directory {
+            self.dir_set_dotdot(&mut rec, lf)?;
+            self.inc_dir_links(&mut d)?;
+        } else {
+            rec.raw.set_i_links_count(1);
+        }
+        self.put_inode(&mut rec)?;
+        self.touch(&mut d, true);
+        self.put_inode(&mut d)
+    }
+
+    /// Points directory `ino`'s `..` at `parent`.
+    pub fn set_dotdot(&mut self, ino: u32, parent: u32) -> Result<()> {
+        let mut rec = self.inode_any(ino)?;
+        self.dir_set_dotdot(&mut rec, parent)?;
+        self.put_inode(&mut rec)
+    }
+
+    /// Clears inode `ino` as e2fsck clears an inode it gives up on: no links, deleted
+    /// now, its blocks and its place in the inode bitmap freed.
+    pub fn clear_inode(&mut self, ino: u32) -> Result<()> {
+        let mut rec = self.inode_any(ino)?;
+        rec.raw.set_i_links_count(0);
+        self.release(&mut rec)
+    }
+
+    /// The clock repairs stamp times with (dtime of a deleted inode).
+    pub fn now(&self) -> Timestamp {
+        (self.clock)()
+    }
+
+    /// Commits the repair and closes the volume, marking the file system checked as
+    /// e2fsck does: valid, no errors recorded, mount count 0, last check now.
+    pub fn close_repaired(&mut self) -> Result<()> {
+        let now = self.now().sec;
+        let sb = &mut self.fs.core.sb;
+        let s = sb.s_state();
+        sb.set_s_state((s | VALID_FS) & !ERROR_FS);
+        sb.set_s_mnt_count(0);
+        sb.set_s_lastcheck(now as u32);
+        sb.set_s_lastcheck_hi((now >> 32) as u8);
+        self.sb_dirty = true;
+        self.close()
+    }
+}

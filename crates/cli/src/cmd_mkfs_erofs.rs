@@ -166,9 +166,10 @@ fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Repor
             )));
         }
     }
+    let src = usfs_source::HostDir::new(source);
     let (opened, scan) = std::thread::scope(|s| {
         let open = s.spawn(|| open_image(image));
-        let scan = mkfs::scan(source, o);
+        let scan = mkfs::scan(&src, o);
         let opened = open
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("opening the image panicked")));

@@ -201,7 +201,7 @@ pub(crate) fn run(a: &MkfsExt4Args) -> CliResult {
                 root_owner: opts.root_owner,
                 ..PopulateOptions::default()
             };
-            match populate(&mut w, src, &p) {
+            match populate(&mut w, &usfs_source::HostDir::new(src), &p) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     // Never leave a half-written image: make it a valid empty file system.

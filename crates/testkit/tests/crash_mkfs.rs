@@ -55,7 +55,7 @@ fn record_mkfs(tmp: &Path, base: &Path, src: &Path) -> (Log, PathBuf) {
         threads: 2,
         ..PopulateOptions::default()
     };
-    populate(&mut w, src, &p).unwrap();
+    populate(&mut w, &usfs_source::HostDir::new(src), &p).unwrap();
     rec.flush().unwrap();
     drop(w.finish().unwrap());
     (rec.log(), live)

@@ -11,10 +11,10 @@ use super::tree::Tree;
 use super::zfile::{self, ZFile, ZParams, ZTail};
 use super::{par, zinode};
 use crate::compress::Compressor;
-use std::fs::File;
 use std::io;
 use std::ops::Range;
 use usfs_fs::{FileType, Result};
+use usfs_source::Reader;
 
 /// One compression job: (node, byte range, last segment of its file, the file has one
 /// segment).
@@ -47,7 +47,7 @@ pub(super) struct Written {
 }
 
 /// Cuts every non-empty regular file into jobs.
-pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree, inos: &[Ino]) -> Plan {
+pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree<'_>, inos: &[Ino]) -> Plan {
     let params: Vec<Option<ZParams>> = (0..tree.nodes.len())
         .map(|i| {
             cfg.opts
@@ -73,7 +73,7 @@ pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree, inos: &[Ino]) -> Plan {
 /// Reads, compresses and writes every file's data; sets each file inode's [`Data`].
 pub(super) fn write(
     cfg: &Cfg<'_>,
-    tree: &Tree,
+    tree: &Tree<'_>,
     out: &mut Out<'_>,
     inos: &mut [Ino],
     plan: &Plan,
@@ -84,6 +84,7 @@ pub(super) fn write(
         out,
         inos,
         plan,
+        reader: tree.reader(),
         parts: Vec::new(),
         raw: Vec::new(),
         written: Written::default(),
@@ -96,10 +97,10 @@ pub(super) fn write(
         cfg.opts.workers,
         4 * zfile::SEGMENT,
         |b| b.1,
-        || cfg.opts.compression.map(Compressor::new),
-        |c, b| {
+        || (cfg.opts.compression.map(Compressor::new), tree.reader()),
+        |(c, r), b| {
             b.0.clone()
-                .map(|k| read_job(c, tree, plan, &plan.jobs[k]))
+                .map(|k| read_job(c, r.as_mut(), tree, plan, &plan.jobs[k]))
                 .collect::<Vec<_>>()
         },
         |bi, results| -> Result<()> {
@@ -128,46 +129,57 @@ fn batch_jobs(jobs: &[Job]) -> Vec<(Range<usize>, u64)> {
 }
 
 /// A worker's part of a job: reads the range and compresses it.
-fn read_job(c: &mut Option<Compressor>, tree: &Tree, plan: &Plan, job: &Job) -> Result<Piece> {
-    let (i, r, last, single) = job;
+fn read_job(
+    c: &mut Option<Compressor>,
+    r: &mut dyn Reader,
+    tree: &Tree<'_>,
+    plan: &Plan,
+    job: &Job,
+) -> Result<Piece> {
+    let (i, range, last, single) = job;
     let n = &tree.nodes[*i];
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", n.path.display()));
-    let f = File::open(&n.path).map_err(named)?;
-    if f.metadata().map_err(named)?.len() != n.size {
-        return Err(changed_size(n));
+    if r.size(n.src)? != n.size {
+        return Err(changed_size(tree, *i));
     }
-    let buf = read_range(&f, r).map_err(named)?;
+    let buf = read_range(r, tree, *i, range)?;
     match (c, &plan.params[*i]) {
         (Some(c), Some(p)) => {
-            let z = zfile::compress_part(c, &buf, r.start, n.size, *last, p);
+            let z = zfile::compress_part(c, &buf, range.start, n.size, *last, p);
             Ok((single.then_some(buf), Some(z)))
         }
         _ => Ok((Some(buf), None)),
     }
 }
 
-/// Reads bytes `r` of a file (its own handle), into fresh capacity that is not zeroed first.
-fn read_range(mut f: &File, r: &Range<u64>) -> io::Result<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let len = r.end - r.start;
-    let mut buf = Vec::with_capacity(len as usize);
-    f.seek(SeekFrom::Start(r.start))?;
-    f.take(len).read_to_end(&mut buf)?;
-    if buf.len() as u64 != len {
-        return Err(io::Error::other("changed size while reading"));
+/// Reads bytes `range` of node `i`'s file.
+fn read_range(
+    r: &mut dyn Reader,
+    tree: &Tree<'_>,
+    i: usize,
+    range: &Range<u64>,
+) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    if r.read_at(tree.nodes[i].src, &mut buf, range.start)? != buf.len() {
+        return Err(changed_size(tree, i));
     }
     Ok(buf)
 }
 
-fn changed_size(n: &super::tree::Node) -> usfs_fs::Error {
-    io::Error::other(format!("{}: changed size while reading", n.path.display())).into()
+fn changed_size(tree: &Tree<'_>, i: usize) -> usfs_fs::Error {
+    io::Error::other(format!(
+        "{}: changed size while reading",
+        tree.path(i).display()
+    ))
+    .into()
 }
 
 /// The writer's side: collects a file's pieces in order and stores the file after its
 /// last one.
 struct Sink<'c, 'd, 'o> {
     cfg: &'c Cfg<'c>,
-    tree: &'c Tree,
+    tree: &'c Tree<'c>,
+    /// Reads files whose bytes the workers did not keep.
+    reader: Box<dyn Reader + 'c>,
     out: &'o mut Out<'d>,
     inos: &'o mut [Ino],
     plan: &'c Plan,
@@ -235,16 +247,16 @@ impl Sink<'_, '_, '_> {
 
     fn store_plain(&mut self, i: usize, content: Vec<u8>) -> Result<()> {
         self.written.plain_files += 1;
-        let n = &self.tree.nodes[i];
+        let size = self.tree.nodes[i].size;
         // A segmented file's bytes were not kept: read them again.
-        let content = if content.len() as u64 == n.size {
+        let content = if content.len() as u64 == size {
             content
         } else {
-            std::fs::read(&n.path)?
+            if self.reader.size(self.tree.nodes[i].src)? != size {
+                return Err(changed_size(self.tree, i));
+            }
+            read_range(self.reader.as_mut(), self.tree, i, &(0..size))?
         };
-        if content.len() as u64 != n.size {
-            return Err(changed_size(n));
-        }
         self.inos[i].data = flat_data(self.out, &content, &self.inos[i])?;
         Ok(())
     }

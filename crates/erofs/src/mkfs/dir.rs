@@ -65,7 +65,7 @@ pub(super) fn encode(ents: &[Ent<'_>], bs: usize) -> Vec<u8> {
 }
 
 /// Gives every directory and symlink its size and room: contents come after the nids.
-pub(super) fn size_late(cfg: &Cfg<'_>, tree: &Tree, inos: &mut [Ino]) -> Result<()> {
+pub(super) fn size_late(cfg: &Cfg<'_>, tree: &Tree<'_>, inos: &mut [Ino]) -> Result<()> {
     let bs = cfg.bs;
     for (i, n) in tree.nodes.iter().enumerate() {
         let content = match n.file_type {
@@ -76,10 +76,7 @@ pub(super) fn size_late(cfg: &Cfg<'_>, tree: &Tree, inos: &mut [Ino]) -> Result<
                 names.sort();
                 vec![0u8; dir_size(&names, bs as usize) as usize]
             }
-            FileType::Symlink => {
-                let target = std::fs::read_link(&n.path)?;
-                std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec()
-            }
+            FileType::Symlink => n.target.clone(),
             _ => continue,
         };
         let tail = content.len() as u64 % bs;
@@ -97,7 +94,7 @@ pub(super) fn size_late(cfg: &Cfg<'_>, tree: &Tree, inos: &mut [Ino]) -> Result<
 /// directories and symlinks at the cursor.
 pub(super) fn write_late(
     cfg: &Cfg<'_>,
-    tree: &Tree,
+    tree: &Tree<'_>,
     out: &mut Out<'_>,
     inos: &mut [Ino],
     node_nid: &[u64],
@@ -131,7 +128,7 @@ pub(super) fn write_late(
 }
 
 /// The content of directory node `i`.
-fn encode_dir(tree: &Tree, i: usize, node_nid: &[u64], bs: usize) -> Vec<u8> {
+fn encode_dir(tree: &Tree<'_>, i: usize, node_nid: &[u64], bs: usize) -> Vec<u8> {
     let n = &tree.nodes[i];
     let mut ents: Vec<Ent> = n
         .children

@@ -48,7 +48,7 @@ impl Cfg<'_> {
 /// Writes the image of `tree` to `dev` and flushes it.
 pub(super) fn write_image(
     dev: &dyn Device,
-    mut tree: Tree,
+    mut tree: Tree<'_>,
     opts: &Options,
     timer: &mut Timer,
 ) -> Result<Report> {

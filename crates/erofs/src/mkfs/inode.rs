@@ -124,7 +124,7 @@ pub(super) fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
 /// the inodes placed there and room for the superblock).
 pub(super) fn serialize(
     cfg: &Cfg<'_>,
-    tree: &Tree,
+    tree: &Tree<'_>,
     inos: &[Ino],
     meta_start: u64,
     meta_end: u64,

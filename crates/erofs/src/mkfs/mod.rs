@@ -9,9 +9,9 @@
 //! The image is written through a [`Device`] (a file that grows as it is written, up to
 //! [`MAX_IMAGE_BYTES`]; a memory or crash-recording device in tests): it takes the
 //! device's first [`Report::blocks`] blocks, and a caller writing a file trims it to
-//! that. [`scan`] reads the source tree (`tree.rs`); [`write`] then runs
-//! the phases of `image.rs` in order, one file each, as erofs-utils' lib/ does: `xattrs.rs`
-//! (the shared xattr area), `data.rs` (file data; a compressed file's pclusters and indexes
+//! that. [`scan`] reads the source tree (`tree.rs`, over a usfs-source [`Source`]);
+//! [`write`] then runs the phases of `image.rs` in order, one file each, as erofs-utils'
+//! lib/ does: `xattrs.rs` (the shared xattr area), `data.rs` (file data; a compressed file's pclusters and indexes
 //! in `zfile.rs`, `zinode.rs`, `zindex.rs`, `dedupe.rs`), `packed.rs` (the packed inode),
 //! `place.rs` (where each inode goes in the metadata area), `dir.rs` (directory and symlink
 //! blocks), `inode.rs` (inode bytes) and `superblock.rs`.
@@ -39,9 +39,9 @@ mod zinode;
 pub use timing::Phase;
 
 use crate::compress::Algorithm;
-use std::path::Path;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result};
+use usfs_source::Source;
 
 /// What `usfs mkfs.erofs` was asked for (mkfs.erofs's options).
 #[derive(Clone, Debug)]
@@ -127,16 +127,16 @@ pub const BLOCK_SIZE: u32 = 4096;
 pub const MAX_IMAGE_BYTES: u64 = u32::MAX as u64 * BLOCK_SIZE as u64;
 
 /// A scanned source tree with the options it was scanned with, ready to [`write`].
-pub struct Scan {
-    tree: tree::Tree,
+pub struct Scan<'s> {
+    tree: tree::Tree<'s>,
     opts: Options,
     timer: timing::Timer,
 }
 
-/// Checks the options and scans `source`. Separate from [`write`] so that a caller can
-/// prepare the device meanwhile (truncating an old image file frees its blocks, which
-/// takes a while).
-pub fn scan(source: &Path, opts: &Options) -> Result<Scan> {
+/// Checks the options and scans `source` (a directory: [`usfs_source::HostDir`]).
+/// Separate from [`write`] so that a caller can prepare the device meanwhile (truncating
+/// an old image file frees its blocks, which takes a while).
+pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
     let bs = BLOCK_SIZE;
     if opts.pcluster_bytes < bs
         || !opts.pcluster_bytes.is_multiple_of(bs)
@@ -159,7 +159,7 @@ pub fn scan(source: &Path, opts: &Options) -> Result<Scan> {
 
 /// Writes the image of a scanned tree to `dev`, from byte 0, and flushes it. Fails with
 /// `StorageFull` when the image would not fit in the device.
-pub fn write(dev: &dyn Device, scan: Scan) -> Result<Report> {
+pub fn write(dev: &dyn Device, scan: Scan<'_>) -> Result<Report> {
     let Scan {
         tree,
         opts,
@@ -173,6 +173,6 @@ pub fn write(dev: &dyn Device, scan: Scan) -> Result<Report> {
 }
 
 /// Builds an image of `source` on `dev`: [`scan`], then [`write`].
-pub fn build(dev: &dyn Device, source: &Path, opts: &Options) -> Result<Report> {
+pub fn build(dev: &dyn Device, source: &dyn Source, opts: &Options) -> Result<Report> {
     write(dev, scan(source, opts)?)
 }

@@ -27,7 +27,7 @@ pub(super) struct Placement {
 /// Places every inode (sets `pos`) and moves the cursor past the metadata area.
 pub(super) fn place(
     cfg: &Cfg<'_>,
-    tree: &Tree,
+    tree: &Tree<'_>,
     out: &mut Out<'_>,
     inos: &mut [Ino],
 ) -> Result<Placement> {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use usfs_dev::record::Event;
 use usfs_dev::{Device, MemDevice, Recorder};
 use usfs_fs::FileSystem;
+use usfs_source::HostDir;
 
 /// A small tree: a compressible 1 MiB file, small files, a subdirectory and a symlink.
 fn source(name: &str) -> PathBuf {
@@ -47,9 +48,12 @@ fn a_recorded_build_replays_to_the_same_image() {
     let src = source("recorded");
     let cap = 4 << 20;
     let plain = MemDevice::new(vec![0; cap], true);
-    let report = build(&plain, &src, &opts()).unwrap();
+    let report = build(&plain, &HostDir::new(&src), &opts()).unwrap();
     let rec = Recorder::new(Box::new(MemDevice::new(vec![0; cap], true)));
-    assert_eq!(build(&rec, &src, &opts()).unwrap().blocks, report.blocks);
+    assert_eq!(
+        build(&rec, &HostDir::new(&src), &opts()).unwrap().blocks,
+        report.blocks
+    );
     std::fs::remove_dir_all(&src).unwrap();
     let len = (report.blocks * u64::from(BLOCK_SIZE)) as usize;
     assert!(report.compressed_files > 0 && len < 1 << 20);
@@ -74,7 +78,7 @@ fn a_recorded_build_replays_to_the_same_image() {
 fn a_device_too_small_fails_with_enospc() {
     let src = source("small");
     let dev = MemDevice::new(vec![0; 8 << 10], true);
-    let e = build(&dev, &src, &opts()).unwrap_err();
+    let e = build(&dev, &HostDir::new(&src), &opts()).unwrap_err();
     std::fs::remove_dir_all(&src).unwrap();
     assert_eq!(e.errno(), libc::ENOSPC, "{e}");
 }

@@ -1,23 +1,24 @@
-//! Scanning the source tree: one [`Node`] per inode (hard links share one), directories
-//! with their children in name order.
+//! The source tree as the builder uses it: one [`Node`] per inode (hard links share
+//! one), in breadth-first order (the image's directory order), directories with their
+//! children in name order. The entries come from a [`Source`] (usfs-source: for a host
+//! directory, its parallel descriptor-relative scan, attributes only); file data is read
+//! later through the source's readers ([`Tree::reader`]).
 
 use super::Options;
 use crate::format::xattr::split_name;
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use usfs_fs::FileType;
+use std::path::PathBuf;
+use usfs_fs::{Error, FileType, Result};
+use usfs_source::{Hold, Kind, Meta, Reader, Source, Xattrs};
 
 /// A stored xattr: (name index, name suffix, value).
 pub(super) type Xattr = (u8, Vec<u8>, Vec<u8>);
 
 /// One inode of the tree.
 pub(super) struct Node {
-    /// Where its content comes from.
-    pub path: PathBuf,
+    /// Its entry in the source tree (the first link met, for hard links).
+    pub src: usize,
     pub file_type: FileType,
     /// Permission bits (mode & 0o7777).
     pub perm: u32,
@@ -34,241 +35,212 @@ pub(super) struct Node {
     /// Directories: children (name, node index) sorted by name; and the parent.
     pub children: Vec<(Vec<u8>, usize)>,
     pub parent: usize,
+    /// A symlink's target.
+    pub target: Vec<u8>,
 }
 
 /// The scanned tree: node 0 is the root.
-pub(super) struct Tree {
+pub(super) struct Tree<'s> {
     pub nodes: Vec<Node>,
     /// Warnings (xattrs EROFS cannot store...).
     pub warnings: Vec<String>,
+    /// Where the entries came from.
+    source: &'s dyn Source,
+    /// The source's entries.
+    entries: usfs_source::Tree,
 }
 
-fn io_err(path: &Path, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+impl Tree<'_> {
+    /// A reader of file data for one thread.
+    pub(super) fn reader(&self) -> Box<dyn Reader + '_> {
+        self.source.reader(&self.entries)
+    }
+
+    /// Where node `i` is in the source, for messages.
+    pub(super) fn path(&self, i: usize) -> PathBuf {
+        self.source.path(&self.entries, self.nodes[i].src)
+    }
 }
 
-/// Scans `root`.
-pub(super) fn scan(root: &Path, opts: &Options) -> io::Result<Tree> {
-    let mut t = Tree {
+/// Scans `source`: all of it, then its nodes in breadth-first order.
+pub(super) fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Tree<'s>> {
+    let entries = usfs_source::Tree::new(None, Hold::new(0, 0));
+    source
+        .scan(&entries, usfs_source::default_threads())
+        .map_err(|e| match e {
+            Error::NotDir => Error::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a directory", source.origin().display()),
+            )),
+            e => e,
+        })?;
+    let mut b = Build {
+        source,
+        entries: &entries,
+        opts,
         nodes: Vec::new(),
         warnings: Vec::new(),
+        links: HashMap::new(),
     };
-    let mut links: HashMap<(u64, u64), usize> = HashMap::new();
-    let md = std::fs::symlink_metadata(root).map_err(|e| io_err(root, e))?;
-    if !md.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: not a directory", root.display()),
-        ));
-    }
-    let xattrs = node_xattrs(root, opts)?;
-    let r = make_node(&mut t, root, &md, 0, opts, xattrs)?;
-    debug_assert_eq!(r, 0);
-    // Breadth-first, so that the node order is the directory order the image uses; one
-    // level at a time, its directories listed (names, lstat, xattrs) in parallel and
-    // joined in order, so the tree is the same whatever the number of workers.
-    let mut level = vec![0usize];
-    while !level.is_empty() {
-        let paths: Vec<PathBuf> = level.iter().map(|&d| t.nodes[d].path.clone()).collect();
-        let listed = super::par::map(&paths, opts.workers, || (), |_, p| list_dir(p, opts));
-        let mut next = Vec::new();
-        for (&d, entries) in level.iter().zip(listed) {
-            let mut children = Vec::new();
-            for e in entries? {
-                let md = &e.md;
-                let idx = if !md.is_dir() && md.nlink() > 1 {
-                    match links.get(&(md.dev(), md.ino())) {
-                        Some(&i) => {
-                            t.nodes[i].nlink += 1;
-                            i
-                        }
-                        None => {
-                            let i = make_node(&mut t, &e.path, md, d, opts, e.xattrs)?;
-                            links.insert((md.dev(), md.ino()), i);
-                            i
-                        }
-                    }
-                } else {
-                    make_node(&mut t, &e.path, md, d, opts, e.xattrs)?
-                };
-                if t.nodes[idx].file_type == FileType::Directory {
-                    t.nodes[d].nlink += 1;
-                    next.push(idx);
-                }
-                children.push((e.name, idx));
-            }
-            t.nodes[d].children = children;
-        }
-        level = next;
-    }
-    Ok(t)
-}
-
-/// One directory entry as listed, before it becomes a node.
-struct Listed {
-    name: Vec<u8>,
-    path: PathBuf,
-    md: std::fs::Metadata,
-    /// Stored xattrs, or the warnings of its xattrs that cannot be stored.
-    xattrs: (Vec<Xattr>, Vec<String>),
-}
-
-/// The entries of directory `dpath` in name order, with their metadata and xattrs.
-fn list_dir(dpath: &Path, opts: &Options) -> io::Result<Vec<Listed>> {
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    for e in std::fs::read_dir(dpath).map_err(|e| io_err(dpath, e))? {
-        let e = e.map_err(|e| io_err(dpath, e))?;
-        names.push(e.file_name().as_bytes().to_vec());
-    }
-    names.sort();
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        if name.len() > crate::format::dirent::NAME_LEN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "name longer than 255 bytes",
-            ));
-        }
-        let path = dpath.join(OsStr::from_bytes(&name));
-        let md = std::fs::symlink_metadata(&path).map_err(|e| io_err(&path, e))?;
-        let xattrs = node_xattrs(&path, opts)?;
-        out.push(Listed {
-            name,
-            path,
-            md,
-            xattrs,
-        });
-    }
-    Ok(out)
-}
-
-fn node_xattrs(path: &Path, opts: &Options) -> io::Result<(Vec<Xattr>, Vec<String>)> {
-    let mut warnings = Vec::new();
-    if opts.xattr_tolerance < 0 {
-        return Ok((Vec::new(), warnings));
-    }
-    let x = read_xattrs(path, &mut warnings)?;
-    Ok((x, warnings))
-}
-
-fn make_node(
-    t: &mut Tree,
-    path: &Path,
-    md: &std::fs::Metadata,
-    parent: usize,
-    opts: &Options,
-    (xattrs, warnings): (Vec<Xattr>, Vec<String>),
-) -> io::Result<usize> {
-    let file_type = file_type_of(path, md)?;
-    let (mtime, mtime_nsec) = match opts.timestamp {
-        Some(ts) => (ts, 0),
-        None => (md.mtime(), md.mtime_nsec() as u32),
-    };
-    let uid = if opts.all_root {
-        0
-    } else {
-        opts.force_uid.unwrap_or(md.uid())
-    };
-    let gid = if opts.all_root {
-        0
-    } else {
-        opts.force_gid.unwrap_or(md.gid())
-    };
-    t.warnings.extend(warnings);
-    let size = match file_type {
-        FileType::Regular | FileType::Symlink => md.len(),
-        _ => 0,
-    };
-    t.nodes.push(Node {
-        path: path.to_path_buf(),
-        file_type,
-        perm: md.mode() & 0o7777,
-        uid,
-        gid,
-        mtime,
-        mtime_nsec,
-        size,
-        rdev: md.rdev(),
-        nlink: if file_type == FileType::Directory {
-            2
-        } else {
-            1
-        },
-        xattrs,
-        children: Vec::new(),
-        parent,
-    });
-    Ok(t.nodes.len() - 1)
-}
-
-fn file_type_of(path: &Path, md: &std::fs::Metadata) -> io::Result<FileType> {
-    FileType::from_mode(md.mode()).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: unknown file type", path.display()),
-        )
+    b.walk()?;
+    let (nodes, warnings) = (b.nodes, b.warnings);
+    Ok(Tree {
+        nodes,
+        warnings,
+        source,
+        entries,
     })
 }
 
-fn read_xattrs(path: &Path, warnings: &mut Vec<String>) -> io::Result<Vec<Xattr>> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    let mut buf = vec![0u8; 4096];
-    let n = loop {
-        // SAFETY: `c` is a NUL-terminated path and `buf` is writable for its length.
-        let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            break n as usize;
+/// Nodes made from a scanned source tree.
+struct Build<'a> {
+    source: &'a dyn Source,
+    entries: &'a usfs_source::Tree,
+    opts: &'a Options,
+    nodes: Vec<Node>,
+    warnings: Vec<String>,
+    /// The node of each hard-linked file met so far, by `(dev, ino)`.
+    links: HashMap<(u64, u64), usize>,
+}
+
+impl Build<'_> {
+    /// Makes the nodes breadth-first, so that the node order is the directory order the
+    /// image uses.
+    fn walk(&mut self) -> Result<()> {
+        let root = self.entries.dir(0)?;
+        let node = self.make_node(0, &root.meta, &root.xattrs, 0)?;
+        self.nodes.push(node);
+        let mut level = vec![0usize];
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for &d in &level {
+                let kids = &self.entries.dir(self.nodes[d].src)?.kids;
+                let mut children = Vec::with_capacity(kids.len());
+                for &k in kids {
+                    let idx = self.child(k, d)?;
+                    if self.nodes[idx].file_type == FileType::Directory {
+                        self.nodes[d].nlink += 1;
+                        next.push(idx);
+                    }
+                    children.push((self.entries.node(k).name.clone(), idx));
+                }
+                self.nodes[d].children = children;
+            }
+            level = next;
         }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ERANGE) => buf.resize(buf.len() * 4, 0),
-            Some(libc::ENOTSUP) => return Ok(Vec::new()),
-            _ => return Err(io_err(path, e)),
+        Ok(())
+    }
+
+    /// The node of source entry `k` in directory node `d`: a new one, or for another
+    /// link of a hard-linked file the one its first link made.
+    fn child(&mut self, k: usize, d: usize) -> Result<usize> {
+        let entries = self.entries;
+        let e = entries.node(k);
+        let (meta, xattrs) = match &e.kind {
+            Kind::Dir(_) => {
+                let ds = entries.dir(k)?;
+                (&ds.meta, &ds.xattrs)
+            }
+            _ => (&e.meta, &e.xattrs),
+        };
+        let key = (meta.dev, meta.ino);
+        let linked = !e.is_dir() && meta.nlink > 1;
+        if linked {
+            if let Some(&i) = self.links.get(&key) {
+                self.nodes[i].nlink += 1;
+                return Ok(i);
+            }
         }
-    };
+        let node = self.make_node(k, meta, xattrs, d)?;
+        self.nodes.push(node);
+        let i = self.nodes.len() - 1;
+        if linked {
+            self.links.insert(key, i);
+        }
+        Ok(i)
+    }
+
+    /// The node of source entry `k` with attributes `md` and xattrs `xattrs`, under
+    /// directory node `parent`.
+    fn make_node(&mut self, k: usize, md: &Meta, xattrs: &Xattrs, parent: usize) -> Result<Node> {
+        let (source, entries, opts) = (self.source, self.entries, self.opts);
+        let path = || source.path(entries, k);
+        let file_type = FileType::from_mode(md.mode).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: unknown file type", path().display()),
+            )
+        })?;
+        let (mtime, mtime_nsec) = match opts.timestamp {
+            Some(ts) => (ts, 0),
+            None => (md.mtime.sec, md.mtime.nsec),
+        };
+        let (uid, gid) = if opts.all_root {
+            (0, 0)
+        } else {
+            (
+                opts.force_uid.unwrap_or(md.uid),
+                opts.force_gid.unwrap_or(md.gid),
+            )
+        };
+        let xattrs = if opts.xattr_tolerance < 0 {
+            Vec::new()
+        } else {
+            storable(xattrs, &path, &mut self.warnings)
+        };
+        let size = match file_type {
+            FileType::Regular | FileType::Symlink => md.size,
+            _ => 0,
+        };
+        let target = match &entries.node(k).kind {
+            Kind::Symlink(t) => t.clone(),
+            _ => Vec::new(),
+        };
+        Ok(Node {
+            src: k,
+            file_type,
+            perm: md.mode & 0o7777,
+            uid,
+            gid,
+            mtime,
+            mtime_nsec,
+            size,
+            rdev: md.rdev,
+            nlink: if file_type == FileType::Directory {
+                2
+            } else {
+                1
+            },
+            xattrs,
+            children: Vec::new(),
+            parent,
+            target,
+        })
+    }
+}
+
+/// The xattrs EROFS can store, as (name index, suffix, value), sorted; a warning for each
+/// one it cannot (a prefix it has no index for, a value over 64 KiB).
+fn storable(xattrs: &Xattrs, path: &dyn Fn() -> PathBuf, warnings: &mut Vec<String>) -> Vec<Xattr> {
     let mut out = Vec::new();
-    for name in buf[..n].split(|&b| b == 0).filter(|s| !s.is_empty()) {
+    for (name, val) in xattrs {
         let Some((idx, suffix)) = split_name(name) else {
             warnings.push(format!(
                 "{}: xattr {} cannot be stored in EROFS, skipped",
-                path.display(),
+                path().display(),
                 String::from_utf8_lossy(name)
             ));
             continue;
         };
-        let cname = CString::new(name).expect("no NUL in a listed name");
-        let mut val = vec![0u8; 256];
-        loop {
-            // SAFETY: valid NUL-terminated strings and a writable buffer of the given length.
-            let r = unsafe {
-                libc::lgetxattr(
-                    c.as_ptr(),
-                    cname.as_ptr(),
-                    val.as_mut_ptr().cast(),
-                    val.len(),
-                )
-            };
-            if r >= 0 {
-                val.truncate(r as usize);
-                break;
-            }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ERANGE) && val.len() < 1 << 17 {
-                val.resize(val.len() * 4, 0);
-                continue;
-            }
-            return Err(io_err(path, e));
-        }
         if val.len() > u16::MAX as usize {
             warnings.push(format!(
                 "{}: xattr value too large, skipped",
-                path.display()
+                path().display()
             ));
             continue;
         }
-        out.push((idx, suffix.to_vec(), val));
+        out.push((idx, suffix.to_vec(), val.clone()));
     }
     out.sort();
-    Ok(out)
+    out
 }

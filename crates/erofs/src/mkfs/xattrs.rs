@@ -28,7 +28,7 @@ fn encode_entry(out: &mut Vec<u8>, idx: u8, name: &[u8], value: &[u8]) {
 }
 
 /// Picks and lays out shared xattrs: those used by more than `tolerance` inodes.
-pub(super) fn shared(tree: &Tree, tolerance: i32) -> Shared {
+pub(super) fn shared(tree: &Tree<'_>, tolerance: i32) -> Shared {
     let mut count: HashMap<&Key, u32> = HashMap::new();
     for n in &tree.nodes {
         for x in &n.xattrs {

@@ -44,7 +44,9 @@ fn image_of(name: &str, content: &[u8]) -> Vec<u8> {
     };
     // Room for the content stored plain, and the metadata.
     let dev = MemDevice::new(vec![0; content.len() + (1 << 20)], true);
-    let blocks = build(&dev, &src, &opts).unwrap().blocks;
+    let blocks = build(&dev, &usfs_source::HostDir::new(&src), &opts)
+        .unwrap()
+        .blocks;
     std::fs::remove_dir_all(&dir).unwrap();
     let mut bytes = dev.into_inner();
     bytes.truncate((blocks * u64::from(BLOCK_SIZE)) as usize);

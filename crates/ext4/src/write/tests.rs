@@ -200,7 +200,7 @@ fn populate_image(src: &std::path::Path, hold: u64) -> (Vec<u8>, PopulateReport)
         hold_bytes: hold,
         ..PopulateOptions::default()
     };
-    let report = populate(&mut w, src, &opts).expect("populate");
+    let report = populate(&mut w, &usfs_source::HostDir::new(src), &opts).expect("populate");
     let dev = w.finish().unwrap();
     let mut img = vec![0u8; dev.len() as usize];
     dev.read_at(&mut img, 0).unwrap();

@@ -3,10 +3,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use super::entry::Side;
 use crate::sys;
+use usfs_source::read_full;
 
 /// Chunk size of the streamed comparison.
 pub(crate) const CHUNK: usize = 256 * 1024;
@@ -95,18 +95,4 @@ fn next_data(f: &File, pos: u64, size: u64) -> Option<u64> {
         Ok(None) => Some(size),
         Err(_) => None,
     }
-}
-
-/// Reads into `buf` at `off` until it is full or the file ends; returns the bytes read.
-fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }

@@ -4,18 +4,16 @@
 //! [`BATCH_BYTES`] ([`Batcher`]); workers take batches and gather pieces that are
 //! contiguous on the image into one write of up to [`BUF`] bytes, past the page cache
 //! when aligned ([`Device::write_direct`]). Kept files are copied from memory and
-//! released; the others are opened again (relative to their directory, opened once per
-//! batch) and read.
+//! released; the others are read again through the source's [`Reader`] (a host
+//! directory's keeps the directory open while its files follow).
 
-use super::scan::{io_err, Tree};
-use super::source::{self, Dir};
 use crate::alloc::Mapping;
-use std::ffi::CString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Mutex;
 use usfs_dev::{AlignedBuf, Device};
 use usfs_fs::{Error, Result};
+use usfs_source::{Kind, Reader, Source, Tree};
 
 /// Largest write to the image.
 const BUF: usize = 4 << 20;
@@ -138,11 +136,11 @@ impl Gather<'_> {
     }
 }
 
-/// A worker's state: the gathered writes and the directory last opened.
+/// A worker's state: the gathered writes and its reader of the source.
 struct CopyWorker<'a> {
     tree: &'a Tree,
     out: Gather<'a>,
-    dir: Option<(usize, Dir)>,
+    reader: Box<dyn Reader + 'a>,
     copied: u64,
 }
 
@@ -161,7 +159,7 @@ impl CopyWorker<'_> {
         let n = self.tree.node(node);
         let size = n.meta.size;
         let held = match &n.kind {
-            super::scan::Kind::File(d) => d.held,
+            Kind::File(d) => d.held,
             _ => None,
         };
         if let Some(h) = held {
@@ -183,19 +181,6 @@ impl CopyWorker<'_> {
             self.tree.hold.release(h);
             return Ok(());
         }
-        let parent = n.parent;
-        let dir = match &mut self.dir {
-            Some((p, d)) if *p == parent => d,
-            slot => {
-                let dpath = self.tree.path(parent);
-                let d = Dir::open(&dpath).map_err(|e| io_err(&dpath, e))?;
-                &mut slot.insert((parent, d)).1
-            }
-        };
-        let name = CString::new(n.name.clone()).map_err(|_| Error::Invalid)?;
-        let f = dir
-            .open_file(&name)
-            .map_err(|e| io_err(&self.tree.path(node), e))?;
         for p in pieces {
             let mut done = 0u64;
             while done < p.len {
@@ -204,8 +189,9 @@ impl CopyWorker<'_> {
                 // Only the file's bytes are read; past them (the last block's tail, or
                 // a file that shrank since the scan) the buffer stays zero.
                 let want = (p.data.saturating_sub(done) as usize).min(k);
-                let got = source::read_full(&f, &mut buf[..want], p.src_off + done)
-                    .map_err(|e| io_err(&self.tree.path(node), e))?;
+                let got = self
+                    .reader
+                    .read_at(node, &mut buf[..want], p.src_off + done)?;
                 self.copied += got as u64;
                 done += k as u64;
             }
@@ -255,6 +241,7 @@ impl Batcher {
 /// copied from memory (and released), the others read again from the source.
 pub(super) fn copy(
     dev: &dyn Device,
+    src: &dyn Source,
     tree: &Tree,
     rx: Receiver<Vec<CopyJob>>,
     threads: usize,
@@ -275,7 +262,7 @@ pub(super) fn copy(
                         lo: 0,
                         hi: 0,
                     },
-                    dir: None,
+                    reader: src.reader(tree),
                     copied: 0,
                 };
                 let mut run = || -> Result<()> {

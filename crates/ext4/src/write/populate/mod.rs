@@ -1,11 +1,12 @@
 //! Filling a new file system from a directory tree (mkfs.ext4 -d): three stages that run
 //! at the same time, each taking what the one before has finished.
 //!
-//! 1. [scan]: walk the source once, in parallel, relative to open directories
-//!    ([source]): attributes, xattrs, symlink targets, and which blocks of each regular
-//!    file hold data that is not all zeros (all-zero blocks become holes, as with
-//!    mke2fs -d; sparse sources are read by SEEK_DATA ranges). Small files' bytes are
-//!    kept in memory ([hold]) that is reused as soon as the copy has written them.
+//! 1. scan: the [`Source`] fills a [`Tree`] (usfs-source; for a host directory one
+//!    parallel walk relative to open directories): attributes, xattrs, symlink targets,
+//!    and which blocks of each regular file hold data that is not all zeros (all-zero
+//!    blocks become holes, as with mke2fs -d; sparse sources are read by SEEK_DATA
+//!    ranges). Small files' bytes are kept in memory ([`usfs_source::Hold`]) that is
+//!    reused as soon as the copy has written them.
 //! 2. place: depth first in name order, each directory as soon as it has been scanned:
 //!    give every entry its inode (flex_bg/Orlov placement) and every file its blocks in
 //!    one go, knowing its size (delayed allocation), build directories (htree when
@@ -18,12 +19,8 @@
 //! A tree that does not fit fails when placement runs out of blocks or inodes; the
 //! error then says what the whole tree needs (the scan is let finish for that).
 
-mod chunk;
 mod copy;
-mod hold;
-mod scan;
 mod shared_dev;
-mod source;
 
 use super::dir::DirEntryIn;
 use super::format::lost_found_entry;
@@ -32,10 +29,9 @@ use crate::alloc::{plan_extents, InodeKind};
 use crate::format::features::ro_compat;
 use crate::format::inode::ROOT_INO;
 use copy::{pieces, Batcher, CopyJob};
-use scan::{FileData, Hold, Kind, Meta, Tree};
 use std::collections::HashMap;
-use std::path::Path;
 use usfs_fs::{Error, Result};
+use usfs_source::{FileData, Hold, Kind, Meta, Source, Tree};
 
 /// How to populate.
 #[derive(Clone, Debug, Default)]
@@ -147,16 +143,6 @@ fn estimate(tree: &Tree, bs: u64) -> (u64, u64) {
     (blocks, inodes)
 }
 
-/// Workers for scanning: on a source that is not in the page cache they wait on its
-/// disk far more than they compute (each small file is a synchronous read), so eight
-/// per CPU (8..=64) keep reads in flight; on a cached source more only add switching
-/// (on the generated 200k-file tree, 2 CPUs: 16 workers 10% faster than 32 when cached,
-/// 6% slower when not).
-fn default_threads() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cpus * 8).clamp(8, 64)
-}
-
 /// Default memory for kept files. It is reused as the copy catches up, so it only needs
 /// to cover what is in flight between scan and copy; more would only mean fresh memory,
 /// whose first touch costs about what reading the files again would.
@@ -187,15 +173,20 @@ fn hold_cap() -> u64 {
     (total / 8).clamp(64 << 20, 2 << 30)
 }
 
-/// Fills the file system of `w` (freshly formatted, then opened) with the tree at `src`.
-/// The root directory is written anew with the source root's entries and attributes
-/// (its owner from `opts.root_owner` when given); lost+found is kept.
-pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<PopulateReport> {
+/// Fills the file system of `w` (freshly formatted, then opened) with the tree of `src`
+/// (mkfs -d: a [`usfs_source::HostDir`]). The root directory is written anew with the
+/// source root's entries and attributes (its owner from `opts.root_owner` when given);
+/// lost+found is kept.
+pub fn populate(
+    w: &mut Writer,
+    src: &dyn Source,
+    opts: &PopulateOptions,
+) -> Result<PopulateReport> {
     let t0 = std::time::Instant::now();
     // Format's root block goes back first, so the new root and the files can take it.
     w.drop_blocks(ROOT_INO)?;
     let threads = if opts.threads == 0 {
-        default_threads()
+        usfs_source::default_threads()
     } else {
         opts.threads
     };
@@ -206,7 +197,7 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     };
     let bs = w.block_size() as u64;
     let (free_blocks, free_inodes) = (w.blocks.free_blocks(), w.inodes.free_inodes());
-    let owned = Tree::new(src, w.block_size(), hold);
+    let owned = Tree::new(Some(w.block_size()), hold);
     let mut report = PopulateReport::default();
     // Scan, placement and copy all run at once: placement takes each directory as soon
     // as it has been scanned, the copy takes batches of placed files (the device is
@@ -216,15 +207,15 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     let tree = &owned;
     let (scanned, placed, copied, ends) = std::thread::scope(|s| {
         let scanner = s.spawn(|| {
-            let r = tree.scan(threads);
+            let r = src.scan(tree, threads);
             (r, t0.elapsed())
         });
-        let copier = s.spawn(|| copy::copy(dev.as_ref(), tree, rx, copy_threads(threads)));
+        let copier = s.spawn(|| copy::copy(dev.as_ref(), src, tree, rx, copy_threads(threads)));
         // However placement ends (even by a panic), the scan must stop keeping files.
         let done = PlacementDone(tree);
         let mut batcher = Batcher::new(tx);
         w.defer_writes();
-        let placed = place(w, tree, opts, &mut report, &mut batcher)
+        let placed = place(w, src, tree, opts, &mut report, &mut batcher)
             .and_then(|()| send_deferred(w, &mut batcher));
         batcher.finish();
         drop(done);
@@ -260,12 +251,12 @@ pub fn populate(w: &mut Writer, src: &Path, opts: &PopulateOptions) -> Result<Po
     Ok(report)
 }
 
-/// Calls [`Tree::placement_done`] when dropped.
+/// Calls [`Tree::consumer_done`] when dropped (placement is the tree's consumer).
 struct PlacementDone<'a>(&'a Tree);
 
 impl Drop for PlacementDone<'_> {
     fn drop(&mut self) {
-        self.0.placement_done();
+        self.0.consumer_done();
     }
 }
 
@@ -331,6 +322,7 @@ fn file_type_code(k: &Kind, mode: u32) -> u8 {
 /// Phase 2.
 fn place(
     w: &mut Writer,
+    src: &dyn Source,
     tree: &Tree,
     opts: &PopulateOptions,
     report: &mut PopulateReport,
@@ -403,7 +395,7 @@ fn place(
                     report.files += 1;
                     let goal = w.data_goal(ino, false);
                     let maps = plan_extents(&mut w.blocks, ino, goal, &data.blocks)
-                        .map_err(|e| no_space(&tree.path(k).display().to_string(), e))?;
+                        .map_err(|e| no_space(&src.path(tree, k).display().to_string(), e))?;
                     w.set_extents(ino, &maps)?;
                     w.inode_mut(ino).set_size(n.meta.size);
                     report.extents += maps.len() as u64;
@@ -420,7 +412,7 @@ fn place(
                 Kind::Symlink(t) => {
                     report.symlinks += 1;
                     w.write_symlink(ino, t).map_err(|e| {
-                        Error::Incompatible(format!("{}: {e}", tree.path(k).display()))
+                        Error::Incompatible(format!("{}: {e}", src.path(tree, k).display()))
                     })?;
                 }
                 Kind::Special => {

@@ -1,6 +1,6 @@
 //! Memory for the bytes of kept files: anonymous mappings of [`CHUNK_BYTES`]. First touch
 //! is the expensive part (the kernel zeroes the pages, and on a virtual machine the host
-//! backs them then), which is why [`super::hold`] recycles chunks instead of mapping new
+//! backs them then), which is why [`crate::hold`] recycles chunks instead of mapping new
 //! ones.
 
 use std::io;
@@ -8,17 +8,17 @@ use usfs_dev::Pages;
 
 /// Size of one chunk: small enough that the partly filled chunks of all scan workers
 /// are a small part of the memory budget.
-pub(super) const CHUNK_BYTES: usize = 256 << 10;
+pub(crate) const CHUNK_BYTES: usize = 256 << 10;
 
 /// One zero-filled chunk of [`CHUNK_BYTES`], owned.
-pub(super) struct Chunk {
+pub(crate) struct Chunk {
     pages: Pages,
 }
 
 impl Chunk {
     /// Maps a new zeroed chunk, populated at once (one call instead of a fault per
     /// page).
-    pub(super) fn new() -> io::Result<Chunk> {
+    pub(crate) fn new() -> io::Result<Chunk> {
         Ok(Chunk {
             pages: Pages::new(CHUNK_BYTES, true)?,
         })
@@ -26,7 +26,7 @@ impl Chunk {
 
     /// Bytes `off..off + len` (panics past the chunk). The caller must not read a range
     /// another thread is writing through [`Chunk::range_mut`].
-    pub(super) fn range(&self, off: usize, len: usize) -> &[u8] {
+    pub(crate) fn range(&self, off: usize, len: usize) -> &[u8] {
         self.pages.range(off, len)
     }
 
@@ -34,9 +34,9 @@ impl Chunk {
     ///
     /// # Safety
     /// Nobody else may read or write that range while the slice lives: the chunk's
-    /// users hand ranges out exclusively ([`super::hold`]).
+    /// users hand ranges out exclusively ([`crate::hold`]).
     #[allow(clippy::mut_from_ref)]
-    pub(super) unsafe fn range_mut(&self, off: usize, len: usize) -> &mut [u8] {
+    pub(crate) unsafe fn range_mut(&self, off: usize, len: usize) -> &mut [u8] {
         // SAFETY: exclusivity is the caller's promise, passed on.
         unsafe { self.pages.range_mut(off, len) }
     }

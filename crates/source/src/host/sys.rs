@@ -1,4 +1,4 @@
-//! The source tree's system calls (populate's OS boundary). A directory is opened once
+//! The host directory source's system calls (the scanner's OS boundary). A directory is opened once
 //! and everything in it is reached relative to its descriptor, so each call walks one
 //! path component: entries come from getdents64 (with their types), other entries are
 //! stat-ed with fstatat, regular files are opened with openat and then stat-ed, listed
@@ -30,18 +30,20 @@ fn open_noatime(open: impl Fn(libc::c_int) -> libc::c_int) -> io::Result<OwnedFd
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn path_cstr(path: &Path) -> io::Result<std::ffi::CString> {
+/// `path` as a C string (an error when it holds a NUL byte).
+pub(crate) fn path_cstr(path: &Path) -> io::Result<std::ffi::CString> {
     std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
+/// A `struct stat` to be filled in.
 fn zeroed_stat() -> libc::stat {
     // SAFETY: struct stat is plain old data; all zeros is a valid value.
     unsafe { std::mem::zeroed() }
 }
 
 /// `fstat` of an open descriptor.
-pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     let mut st = zeroed_stat();
     // SAFETY: fd is open for the duration of the call; st is a writable struct stat.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
@@ -51,20 +53,22 @@ pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
 }
 
 /// A source directory, open for reading its entries and reaching them.
-pub(super) struct Dir {
+pub(crate) struct Dir {
     fd: OwnedFd,
 }
 
 /// One directory entry: its name and its `d_type` (`DT_UNKNOWN` when the file system
 /// does not say).
-pub(super) struct DirEnt {
-    pub name: Vec<u8>,
-    pub d_type: u8,
+pub(crate) struct DirEnt {
+    /// The name (no NUL).
+    pub(crate) name: Vec<u8>,
+    /// `DT_*`.
+    pub(crate) d_type: u8,
 }
 
 impl Dir {
     /// Opens the directory at `path` (not following a final symlink).
-    pub(super) fn open(path: &Path) -> io::Result<Dir> {
+    pub(crate) fn open(path: &Path) -> io::Result<Dir> {
         let c = path_cstr(path)?;
         let fd = open_noatime(|extra| {
             // SAFETY: c is a valid NUL-terminated path.
@@ -74,13 +78,13 @@ impl Dir {
     }
 
     /// The directory's descriptor.
-    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// Appends the entries (without `.` and `..`) to `out`, reading with `buf` as the
     /// getdents64 buffer.
-    pub(super) fn entries(&self, buf: &mut [u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
+    pub(crate) fn entries(&self, buf: &mut [u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
         loop {
             // SAFETY: the descriptor is an open directory; buf is writable for its length.
             let n = unsafe {
@@ -106,7 +110,7 @@ impl Dir {
     }
 
     /// `fstatat` of entry `name`, not following a symlink.
-    pub(super) fn stat_at(&self, name: &CStr) -> io::Result<libc::stat> {
+    pub(crate) fn stat_at(&self, name: &CStr) -> io::Result<libc::stat> {
         let mut st = zeroed_stat();
         // SAFETY: valid descriptor and C string; st is a writable struct stat.
         let r = unsafe {
@@ -126,7 +130,7 @@ impl Dir {
     /// Opens entry `name` for reading, not following a symlink and never blocking (a
     /// fifo that replaced a file opens without waiting for a writer; the caller checks
     /// the type with [`fstat`]).
-    pub(super) fn open_file(&self, name: &CStr) -> io::Result<File> {
+    pub(crate) fn open_file(&self, name: &CStr) -> io::Result<File> {
         let fd = open_noatime(|extra| {
             // SAFETY: valid descriptor and C string.
             unsafe {
@@ -141,7 +145,7 @@ impl Dir {
     }
 
     /// The target of symlink `name`.
-    pub(super) fn read_link(&self, name: &CStr) -> io::Result<Vec<u8>> {
+    pub(crate) fn read_link(&self, name: &CStr) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; 256];
         loop {
             // SAFETY: valid descriptor and C string; buf is writable for its length.
@@ -199,96 +203,9 @@ fn parse_dirents(mut b: &[u8], out: &mut Vec<DirEnt>) -> io::Result<()> {
     Ok(())
 }
 
-/// The extended attributes of an open file or directory.
-pub(super) fn xattrs_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let fd = fd.as_raw_fd();
-    read_xattrs(
-        // SAFETY: fd is open; the buffer is writable for the given length.
-        |buf| unsafe { libc::flistxattr(fd, buf.as_mut_ptr().cast(), buf.len()) },
-        // SAFETY: as above, and name is a valid C string.
-        |name, buf| unsafe {
-            libc::fgetxattr(fd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
-        },
-    )
-}
-
-/// The extended attributes of `path`, not following a symlink (for symlinks and device
-/// nodes, which are not opened).
-pub(super) fn xattrs_path(path: &Path) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let c = path_cstr(path)?;
-    read_xattrs(
-        // SAFETY: c is a valid C string; the buffer is writable for the given length.
-        |buf| unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) },
-        // SAFETY: as above, and name is a valid C string.
-        |name, buf| unsafe {
-            libc::lgetxattr(
-                c.as_ptr(),
-                name.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        },
-    )
-}
-
-/// Lists names with `list` and reads each value with `get`, growing buffers on ERANGE
-/// (up to 1 MiB). A file system without xattrs (ENOTSUP) gives none.
-fn read_xattrs(
-    list: impl Fn(&mut [u8]) -> isize,
-    get: impl Fn(&CStr, &mut [u8]) -> isize,
-) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut small = [0u8; 512];
-    let mut big = Vec::new();
-    let names: &[u8] = loop {
-        let buf: &mut [u8] = if big.is_empty() { &mut small } else { &mut big };
-        let n = list(buf);
-        if n >= 0 {
-            let n = n as usize;
-            break if big.is_empty() {
-                &small[..n]
-            } else {
-                &big[..n]
-            };
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ERANGE) if big.len() < 1 << 20 => {
-                big.resize((big.len() * 4).max(4096), 0);
-            }
-            Some(libc::ENOTSUP) => return Ok(Vec::new()),
-            _ => return Err(e),
-        }
-    };
-    let mut out = Vec::new();
-    for name in names.split_inclusive(|&b| b == 0) {
-        let Ok(cn) = CStr::from_bytes_with_nul(name) else {
-            continue; // an empty or unterminated piece
-        };
-        if cn.is_empty() {
-            continue;
-        }
-        let mut val = vec![0u8; 256];
-        let len = loop {
-            let r = get(cn, &mut val);
-            if r >= 0 {
-                break r as usize;
-            }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ERANGE) && val.len() < 1 << 20 {
-                val.resize(val.len() * 8, 0);
-                continue;
-            }
-            return Err(e);
-        };
-        val.truncate(len);
-        out.push((cn.to_bytes().to_vec(), val));
-    }
-    Ok(out)
-}
-
 /// Data ranges `(start, end)` in bytes of a file with holes, by SEEK_DATA / SEEK_HOLE
 /// (the whole file when the file system cannot tell).
-pub(super) fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
+pub(crate) fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
     let fd = f.as_raw_fd();
     let mut out = Vec::new();
     let mut pos: i64 = 0;
@@ -310,8 +227,9 @@ pub(super) fn data_ranges(f: &File, size: u64) -> Vec<(u64, u64)> {
     out
 }
 
-/// Reads until `buf` is full or end of file; returns the bytes read.
-pub(super) fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+/// Reads `f` from byte `off` until `buf` is full or the file ends (retrying interrupted
+/// reads); returns the bytes read.
+pub fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read_at(&mut buf[n..], off + n as u64) {
@@ -322,6 +240,28 @@ pub(super) fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize>
         }
     }
     Ok(n)
+}
+
+/// How much less CPU priority (nice) scan workers take than the threads consuming the
+/// tree.
+const SCAN_NICENESS: i32 = 5;
+
+/// Lowers the calling thread's CPU priority by [`SCAN_NICENESS`]. The scan feeds its
+/// consumers (mkfs.ext4: placement, one thread, and the copy): when the CPUs are busy,
+/// those should run first, or placement falls behind the many scan workers and finishes
+/// alone after them (and kept files wait longer for the copy). A failure leaves the
+/// priority as it was.
+pub(crate) fn lower_priority() {
+    // SAFETY: gettid, getpriority and setpriority take integers only; on Linux
+    // PRIO_PROCESS with a thread id applies to that thread alone.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let cur = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, tid, (cur + SCAN_NICENESS).min(19));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Memory for the bytes of small files between the scan that reads them and the copy
-//! that writes them to the image, shared by the scan workers, placement and the copy
-//! workers running at the same time.
+//! that writes them to the image (mkfs.ext4), shared by the scan workers, placement (the
+//! tree's consumer) and the copy workers running at the same time.
 //!
 //! Workers fill chunks ([`Chunk`]) front to back; every kept file holds a reference on
 //! its chunk until the copy has written it ([`Hold::release`]), and the worker filling a
@@ -15,7 +15,7 @@
 //! chunk, or placement is over ([`Hold::close`]), the file is not kept and the copy
 //! reads it again.
 
-use super::chunk::{Chunk, CHUNK_BYTES};
+use crate::chunk::{Chunk, CHUNK_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -26,8 +26,10 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Where a kept file's bytes are: chunk `chunk`, from byte `off` (the length is the
 /// file's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Held {
+pub struct Held {
+    /// The chunk.
     pub chunk: u32,
+    /// The first byte in it.
     pub off: u32,
 }
 
@@ -46,7 +48,7 @@ struct FreeList {
 }
 
 /// The chunks, shared by every thread of a populate.
-pub(super) struct Hold {
+pub struct Hold {
     slots: boxcar::Vec<Slot>,
     /// Chunks with no reference left, ready to be filled again.
     free: Mutex<FreeList>,
@@ -68,7 +70,7 @@ pub(super) struct Hold {
 impl Hold {
     /// A pool of chunks: up to `soft` bytes are mapped freely, then a scan worker waits
     /// for a free chunk (see the module text) before mapping more, up to `hard` bytes.
-    pub(super) fn new(soft: u64, hard: u64) -> Hold {
+    pub fn new(soft: u64, hard: u64) -> Hold {
         let chunks = |b: u64| b / CHUNK_BYTES as u64;
         Hold {
             slots: boxcar::Vec::new(),
@@ -84,14 +86,14 @@ impl Hold {
 
     /// Nothing more is kept from now on (placement ended: the copy will release no
     /// chunk that is not already placed); waiting workers stop waiting.
-    pub(super) fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.wake_all();
     }
 
     /// Placement is (`true`) or is no longer waiting for the scan. While it is, scan
     /// workers do not wait for chunks.
-    pub(super) fn set_starved(&self, starved: bool) {
+    pub(crate) fn set_starved(&self, starved: bool) {
         self.starved.store(starved, Ordering::Release);
         if starved {
             self.wake_all();
@@ -161,12 +163,12 @@ impl Hold {
     }
 
     /// Bytes of chunks mapped so far.
-    pub(super) fn bytes_mapped(&self) -> u64 {
+    pub fn bytes_mapped(&self) -> u64 {
         (self.slots.count() * CHUNK_BYTES) as u64
     }
 
     /// The bytes of a kept file of `len` bytes.
-    pub(super) fn bytes(&self, h: Held, len: u64) -> &[u8] {
+    pub fn bytes(&self, h: Held, len: u64) -> &[u8] {
         self.slots[h.chunk as usize]
             .chunk
             .range(h.off as usize, len as usize)
@@ -174,27 +176,28 @@ impl Hold {
 
     /// The copy is done with a kept file: its chunk may be reused once the others in it
     /// are done too. Call once per kept file; the bytes must not be read afterwards.
-    pub(super) fn release(&self, h: Held) {
+    pub fn release(&self, h: Held) {
         self.unref(h.chunk);
     }
 }
 
 /// A scan worker's chunk being filled.
-pub(super) struct Filler<'a> {
+pub(crate) struct Filler<'a> {
     hold: &'a Hold,
     /// Chunk id and bytes used.
     cur: Option<(u32, usize)>,
 }
 
 impl<'a> Filler<'a> {
-    pub(super) fn new(hold: &'a Hold) -> Filler<'a> {
+    /// A filler with no chunk yet.
+    pub(crate) fn new(hold: &'a Hold) -> Filler<'a> {
         Filler { hold, cur: None }
     }
 
     /// Room for a file of `len` (<= CHUNK_BYTES) bytes, referenced until
     /// [`Hold::release`] or [`Filler::unreserve`]; `None` when no memory is left. The
     /// bytes are not zeroed (a reused chunk holds old files).
-    pub(super) fn reserve(&mut self, len: usize) -> Option<(Held, &mut [u8])> {
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<(Held, &mut [u8])> {
         if !matches!(self.cur, Some((_, used)) if used + len <= CHUNK_BYTES) {
             self.retire();
             self.cur = Some((self.hold.take()?, 0));
@@ -219,7 +222,7 @@ impl<'a> Filler<'a> {
 
     /// Gives back the room just reserved for `len` bytes (a file that turned out to
     /// have no data to keep).
-    pub(super) fn unreserve(&mut self, h: Held, len: usize) {
+    pub(crate) fn unreserve(&mut self, h: Held, len: usize) {
         if let Some((id, used)) = self.cur.as_mut() {
             if *id == h.chunk && *used == h.off as usize + len {
                 *used = h.off as usize;
@@ -229,7 +232,7 @@ impl<'a> Filler<'a> {
     }
 
     /// Lets go of the chunk being filled (a worker about to idle).
-    pub(super) fn retire(&mut self) {
+    pub(crate) fn retire(&mut self) {
         if let Some((id, _)) = self.cur.take() {
             self.hold.unref(id);
         }

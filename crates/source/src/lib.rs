@@ -27,7 +27,7 @@ pub use entry::{DirScan, FileData, Kind, Meta, Node, Runs, Xattrs};
 pub use hold::{Held, Hold};
 pub use host::sys::read_full;
 pub use host::HostDir;
-pub use tree::{DirWorker, Listing, Tree};
+pub use tree::{DirWorker, Listing, ScanOptions, Tree};
 
 use std::path::{Path, PathBuf};
 use usfs_fs::{Error, Result};
@@ -61,6 +61,18 @@ pub trait Reader {
 
     /// The size file `node` has now (a file changed since the scan shows here).
     fn size(&mut self, node: usize) -> Result<u64>;
+
+    /// Appends up to `len` bytes of file `node` from byte `off` to `buf` (fewer when the
+    /// file ends first); returns the bytes appended. Sources override it to read into
+    /// `buf`'s spare capacity without zeroing it first (a builder reading every file's
+    /// bytes this way would otherwise clear all of them once more).
+    fn read_vec(&mut self, node: usize, off: u64, len: u64, buf: &mut Vec<u8>) -> Result<usize> {
+        let start = buf.len();
+        buf.resize(start + len as usize, 0);
+        let got = self.read_at(node, &mut buf[start..], off)?;
+        buf.truncate(start + got);
+        Ok(got)
+    }
 }
 
 /// Scan workers to use: on a source that is not in the page cache they wait on its disk

@@ -78,6 +78,20 @@ impl Progress {
 /// wake-up instead of sleeping and waking once per directory.
 const CONSUMER_LAG: u64 = 16;
 
+/// How a tree is to be scanned.
+pub struct ScanOptions {
+    /// Read every regular file in blocks of this size for its non-zero blocks
+    /// ([`crate::FileData`]), keeping small files' bytes in `hold` until they are
+    /// released; `None`: attributes only.
+    pub block_size: Option<u32>,
+    /// Memory for kept files (unused without `block_size`: `Hold::new(0, 0)`).
+    pub hold: Hold,
+    /// A consumer works at the same time (mkfs.ext4's placement and copy): scan workers
+    /// run at a lower CPU priority so it keeps up with them. Off, they run at the
+    /// caller's priority (a scan nobody waits on beside: mkfs.erofs's).
+    pub background: bool,
+}
+
 /// The source tree, filled in by a scan while consumers already use it.
 pub struct Tree {
     nodes: boxcar::Vec<Node>,
@@ -93,14 +107,18 @@ pub struct Tree {
     adding: Mutex<()>,
     /// Block size when regular files are read during the scan.
     block_size: Option<u32>,
+    /// Scan workers run at lower priority ([`ScanOptions::background`]).
+    background: bool,
 }
 
 impl Tree {
-    /// An empty tree (just its root, not scanned). With `block_size`, the scan reads
-    /// every regular file for its non-zero blocks of that size ([`crate::FileData`]) and
-    /// keeps small files' bytes in `hold` until they are released; without, it reads
-    /// attributes only (`hold` then is unused: `Hold::new(0, 0)`).
-    pub fn new(block_size: Option<u32>, hold: Hold) -> Tree {
+    /// An empty tree (just its root, not scanned), to be scanned as `opts` say.
+    pub fn new(opts: ScanOptions) -> Tree {
+        let ScanOptions {
+            block_size,
+            hold,
+            background,
+        } = opts;
         let nodes = boxcar::Vec::new();
         nodes.push(Node::unscanned_dir(Vec::new(), 0));
         Tree {
@@ -122,12 +140,18 @@ impl Tree {
             ready_cv: Condvar::new(),
             adding: Mutex::new(()),
             block_size,
+            background,
         }
     }
 
     /// The block size files are read in during the scan (`None`: they are not read).
     pub fn block_size(&self) -> Option<u32> {
         self.block_size
+    }
+
+    /// Whether scan workers run at lower priority ([`ScanOptions::background`]).
+    pub fn background(&self) -> bool {
+        self.background
     }
 
     /// Node `i` (any index the tree handed out).

@@ -151,15 +151,16 @@ fn read_job(
     }
 }
 
-/// Reads bytes `range` of node `i`'s file.
+/// Reads bytes `range` of node `i`'s file, into fresh capacity that is not zeroed first.
 fn read_range(
     r: &mut dyn Reader,
     tree: &Tree<'_>,
     i: usize,
     range: &Range<u64>,
 ) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; (range.end - range.start) as usize];
-    if r.read_at(tree.nodes[i].src, &mut buf, range.start)? != buf.len() {
+    let len = range.end - range.start;
+    let mut buf = Vec::with_capacity(len as usize);
+    if r.read_vec(tree.nodes[i].src, range.start, len, &mut buf)? as u64 != len {
         return Err(changed_size(tree, i));
     }
     Ok(buf)

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use usfs_fs::{Error, FileType, Result};
-use usfs_source::{Hold, Kind, Meta, Reader, Source, Xattrs};
+use usfs_source::{Hold, Kind, Meta, Reader, ScanOptions, Source, Xattrs};
 
 /// A stored xattr: (name index, name suffix, value).
 pub(super) type Xattr = (u8, Vec<u8>, Vec<u8>);
@@ -64,7 +64,13 @@ impl Tree<'_> {
 
 /// Scans `source`: all of it, then its nodes in breadth-first order.
 pub(super) fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Tree<'s>> {
-    let entries = usfs_source::Tree::new(None, Hold::new(0, 0));
+    // Attributes only (the data phase reads files), at the caller's priority: nothing
+    // consumes the tree while it is scanned.
+    let entries = usfs_source::Tree::new(ScanOptions {
+        block_size: None,
+        hold: Hold::new(0, 0),
+        background: false,
+    });
     source
         .scan(&entries, usfs_source::default_threads())
         .map_err(|e| match e {

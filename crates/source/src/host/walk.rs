@@ -43,9 +43,11 @@ pub(super) struct Walker<'a> {
 
 impl<'a> Walker<'a> {
     /// A worker scanning `tree` from the directory `root`, made on its own thread
-    /// (whose priority it lowers: [`sys::lower_priority`]).
+    /// (whose priority it lowers for a background scan: [`sys::lower_priority`]).
     pub(super) fn new(root: &'a Path, tree: &'a Tree) -> Walker<'a> {
-        sys::lower_priority();
+        if tree.background() {
+            sys::lower_priority();
+        }
         Walker {
             root,
             bs: tree.block_size().map(|b| b as usize),

@@ -31,7 +31,7 @@ use crate::format::inode::ROOT_INO;
 use copy::{pieces, Batcher, CopyJob};
 use std::collections::HashMap;
 use usfs_fs::{Error, Result};
-use usfs_source::{FileData, Hold, Kind, Meta, Source, Tree};
+use usfs_source::{FileData, Hold, Kind, Meta, ScanOptions, Source, Tree};
 
 /// How to populate.
 #[derive(Clone, Debug, Default)]
@@ -197,7 +197,11 @@ pub fn populate(
     };
     let bs = w.block_size() as u64;
     let (free_blocks, free_inodes) = (w.blocks.free_blocks(), w.inodes.free_inodes());
-    let owned = Tree::new(Some(w.block_size()), hold);
+    let owned = Tree::new(ScanOptions {
+        block_size: Some(w.block_size()),
+        hold,
+        background: true,
+    });
     let mut report = PopulateReport::default();
     // Scan, placement and copy all run at once: placement takes each directory as soon
     // as it has been scanned, the copy takes batches of placed files (the device is

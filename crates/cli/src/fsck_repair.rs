@@ -73,9 +73,18 @@ pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliRes
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
             return Ok(ExitCode::from(EXIT_UNCORRECTED));
         }
-        let mut names: Vec<&str> = out.unfixable.iter().map(|p| p.code.def().name).collect();
-        names.dedup();
-        println!("\nusfs fsck: no repair yet for: {}", names.join(", "));
+        match &out.failed {
+            Some((p, why)) => println!(
+                "\nusfs fsck: repairing \"{}\" failed ({why}); that round changed nothing",
+                p.message()
+            ),
+            None => {
+                let mut names: Vec<&str> =
+                    out.unfixable.iter().map(|p| p.code.def().name).collect();
+                names.dedup();
+                println!("\nusfs fsck: no repair yet for: {}", names.join(", "));
+            }
+        }
     }
     if !out.rounds.is_empty() {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");

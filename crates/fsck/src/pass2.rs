@@ -8,11 +8,13 @@
 use crate::ctx::{Ctx, DirBlock, Worker};
 use crate::dirio;
 use crate::htree::HtreeFact;
-use crate::problem::{Code, Problem};
+use crate::problem::{Code, EntryAt, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
-use usfs_ext4::format::dirent::{self, file_type_from_dirent, DirentFault, Dirents, TailFault};
+use usfs_ext4::format::dirent::{
+    self, dirent_file_type, file_type_from_dirent, DirentFault, Dirents, TailFault,
+};
 use usfs_ext4::format::dx_hash::{dx_hash, HashVersion};
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::{flags, ROOT_INO};
@@ -192,7 +194,11 @@ fn walk_entries(
         if first_block && index < 2 {
             walk.dot_entry(w, index, e.ino, e.name);
         } else if e.ino != 0 {
-            walk.entry(w, e.ino, e.file_type, e.name);
+            let at = EntryAt {
+                lblk: b.lblk,
+                off: (base + e.off) as u32,
+            };
+            walk.entry(w, e.ino, e.file_type, e.name, at);
         }
     }
     walk.finish(w, how)
@@ -213,7 +219,7 @@ struct EntryWalk<'a> {
     names: HashSet<&'a [u8]>,
     /// Entries whose target pass 1 must have judged: checked together at the end, now if
     /// every target's group is done, else all after pass 1 (so none is checked twice).
-    refs: Vec<(u32, u8, &'a [u8])>,
+    refs: Vec<(u32, u8, &'a [u8], EntryAt)>,
     /// An htree leaf's hash version and the range of its names' hashes so far.
     hashes: Option<(HashVersion, &'a mut (u32, u32))>,
 }
@@ -259,7 +265,7 @@ impl<'a> EntryWalk<'a> {
     /// A named entry (inode `ino` != 0, dirent file type `ft`): the inode number's range,
     /// the name, duplicates, a link to the root; counts the reference and the hash, and
     /// keeps it for the checks that need pass 1's verdict.
-    fn entry(&mut self, w: &mut Worker, ino: u32, ft: u8, name: &'a [u8]) {
+    fn entry(&mut self, w: &mut Worker, ino: u32, ft: u8, name: &'a [u8], at: EntryAt) {
         let (b, geo) = (self.b, self.ctx.geo);
         let shown = || {
             format!(
@@ -271,7 +277,9 @@ impl<'a> EntryWalk<'a> {
         if ino > geo.inodes_count || (ino != ROOT_INO && ino < geo.first_ino) {
             if self.report {
                 w.report(
-                    Problem::new(Code::DirBadInode, format!("{} ({ino})", shown())).ino(b.dir),
+                    Problem::new(Code::DirBadInode, format!("{} ({ino})", shown()))
+                        .ino(b.dir)
+                        .at_entry(at),
                 );
             }
             return;
@@ -299,7 +307,7 @@ impl<'a> EntryWalk<'a> {
                 w.lost_found = Some(ino);
             }
         }
-        self.refs.push((ino, ft, name));
+        self.refs.push((ino, ft, name, at));
     }
 
     /// Runs the kept reference checks if pass 1 has judged every target (or this is the
@@ -314,9 +322,9 @@ impl<'a> EntryWalk<'a> {
         if !ready {
             return true;
         }
-        for (ino, ft, name) in self.refs {
+        for (ino, ft, name, at) in self.refs {
             let kind = self.ctx.shared.kind(ino);
-            check_reference(w, self.b.dir, ino, ft, name, kind, self.has_ft);
+            check_reference(w, self.b.dir, ino, (ft, name, at), kind, self.has_ft);
         }
         false
     }
@@ -340,8 +348,7 @@ fn check_reference(
     w: &mut Worker,
     dir: u32,
     ino: u32,
-    ft: u8,
-    name: &[u8],
+    (ft, name, at): (u8, &[u8], EntryAt),
     kind: InodeKind,
     has_ft: bool,
 ) {
@@ -353,16 +360,27 @@ fn check_reference(
     };
     match kind {
         InodeKind::InBadBlock => {
-            w.report(Problem::new(Code::DirBadBlockInode, format!("{} ({ino})", shown())).ino(dir));
+            w.report(
+                Problem::new(Code::DirBadBlockInode, format!("{} ({ino})", shown()))
+                    .ino(dir)
+                    .at_entry(at),
+            );
         }
         InodeKind::Unused => {
-            w.report(Problem::new(Code::DirUnusedInode, format!("{} ({ino})", shown())).ino(dir));
+            w.report(
+                Problem::new(Code::DirUnusedInode, format!("{} ({ino})", shown()))
+                    .ino(dir)
+                    .at_entry(at),
+            );
         }
         InodeKind::Used(t) => {
             // A zero file type is tolerated (e2fsck sets it silently).
             if has_ft && ft != 0 && file_type_from_dirent(ft) != Some(t) {
                 w.report(
-                    Problem::new(Code::DirBadFileType, format!("{} ({ino})", shown())).ino(dir),
+                    Problem::new(Code::DirBadFileType, format!("{} ({ino})", shown()))
+                        .ino(dir)
+                        .at_entry(at)
+                        .values(ft as u64, dirent_file_type(t) as u64),
                 );
             }
             if t == FileType::Directory {

@@ -5,6 +5,7 @@
 use crate::ctx::Worker;
 use crate::problem::{Code, Problem};
 use crate::state::{InodeKind, Shared};
+use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::ROOT_INO;
 use usfs_fs::FileType;
@@ -22,6 +23,7 @@ pub(crate) fn run(
     links: &[(u32, u16)],
 ) {
     let mut other = links.iter().peekable();
+    let mut nlink_reported = false;
     for ino in 1..=geo.inodes_count {
         if ino < geo.first_ino && ino != ROOT_INO {
             continue;
@@ -46,6 +48,10 @@ pub(crate) fn run(
             continue;
         }
         let counted = if ft == FileType::Directory && refs > LINK_MAX {
+            if !geo.features.has_ro_compat(ro_compat::DIR_NLINK) && !nlink_reported {
+                nlink_reported = true;
+                w.report(Problem::new(Code::DirNlinkFeature, "").ino(ino));
+            }
             1
         } else {
             refs

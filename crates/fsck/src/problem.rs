@@ -229,6 +229,8 @@ problems! {
     UnattachedInode = 0x04_0001, P4, Error, Reconnect, "Unattached inode {}";
     /// An inode's link count disagrees with the entries naming it.
     BadRefCount = 0x04_0002, P4, Error, SetField, "Inode {}";
+    /// A directory has more than 65000 links but the dir_nlink feature is off.
+    DirNlinkFeature = 0x04_0003, P4, Error, SetField, "Directory exceeds max links, but no DIR_NLINK feature in superblock";
 
     /// The block bitmap disagrees with the blocks in use.
     BlockBitmapDiff = 0x05_0001, P5, Error, FixSummary, "Block bitmap differences: {}";
@@ -250,6 +252,15 @@ problems! {
     BitmapPadding = 0x05_0009, P5, Error, FixSummary, "Padding at end of {} bitmap is not set";
 }
 
+/// Where a directory entry lies: its directory's logical block and the byte offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryAt {
+    /// Logical block of the directory.
+    pub lblk: u32,
+    /// Byte offset of the entry in the block.
+    pub off: u32,
+}
+
 /// One problem found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -266,6 +277,8 @@ pub struct Problem {
     pub found: Option<u64>,
     /// The value the fix sets it to.
     pub expected: Option<u64>,
+    /// The directory entry concerned (its directory is `ino`), for entry fixes.
+    pub entry: Option<EntryAt>,
     /// Details filled into the message.
     pub detail: String,
 }
@@ -280,8 +293,15 @@ impl Problem {
             group: None,
             found: None,
             expected: None,
+            entry: None,
             detail: detail.into(),
         }
+    }
+
+    /// Attaches the directory entry's place.
+    pub fn at_entry(mut self, at: EntryAt) -> Problem {
+        self.entry = Some(at);
+        self
     }
 
     /// Attaches the value found and the value expected (a field the fix sets).

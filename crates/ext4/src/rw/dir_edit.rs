@@ -259,6 +259,30 @@ impl<'a> DirEdit<'a> {
         self.write_leaf(pblk, buf)
     }
 
+    /// Removes the entry at byte `off` of logical block `lblk`: a checker's fix of an
+    /// entry it names by place, so the chain before it need not be sound for lookups, only
+    /// walkable. The block's checksum tail is set.
+    pub fn remove_at(&mut self, lblk: u64, off: usize) -> Result<()> {
+        let (pblk, mut buf) = self.read_raw(lblk)?;
+        let usable = self.fmt.usable();
+        let area = &mut buf[..usable];
+        let mut prev = None;
+        let mut found = None;
+        for e in dirent::Dirents::lenient(area, self.fmt.bs, self.fmt.has_ft) {
+            let Ok(e) = e else { break };
+            if e.off == off {
+                found = Some(e.rec_len);
+                break;
+            }
+            prev = Some((e.off, e.rec_len));
+        }
+        let Some(rec_len) = found else {
+            return Err(self.corrupt(lblk, format!("no entry at offset {off}")));
+        };
+        self.fmt.delete(area, off, rec_len, prev);
+        self.write_leaf(pblk, buf)
+    }
+
     /// Does the directory hold nothing but `.` and `..`?
     pub fn is_empty(&mut self) -> Result<bool> {
         let indexed = self.indexed();

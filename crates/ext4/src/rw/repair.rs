@@ -109,6 +109,23 @@ impl Volume {
         self.put_inode(&mut d)
     }
 
+    /// Removes the entry at byte `off` of block `lblk` of directory `dir` (e2fsck's
+    /// clearing of an entry in pass 2).
+    pub fn remove_entry(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        // (As e2fsck, the directory's times stay.)
+        self.dir_edit(&mut d, |e| e.remove_at(lblk, off))?;
+        self.put_inode(&mut d)
+    }
+
+    /// Turns on read-only-compatible feature `flag` (e2fsck's fix of a file system that
+    /// uses it without saying so, e.g. dir_nlink).
+    pub fn add_ro_compat(&mut self, flag: u32) {
+        let f = self.fs.core.sb.s_feature_ro_compat();
+        self.fs.core.sb.set_s_feature_ro_compat(f | flag);
+        self.sb_dirty = true;
+    }
+
     /// Points directory `ino`'s `..` at `parent`.
     pub fn set_dotdot(&mut self, ino: u32, parent: u32) -> Result<()> {
         let mut rec = self.inode_any(ino)?;

@@ -139,7 +139,7 @@ impl Volume {
     }
 
     /// Runs `f` on directory `dir` opened for changes.
-    fn dir_edit<T>(
+    pub(crate) fn dir_edit<T>(
         &mut self,
         dir: &mut InodeRec,
         f: impl FnOnce(&mut DirEdit) -> Result<T>,

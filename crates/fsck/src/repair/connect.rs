@@ -1,8 +1,10 @@
 //! The namespace fixes of passes 3 and 4: `/lost+found` made when missing, directories
 //! and inodes no entry reaches connected to it (or, for an empty file or directory,
-//! cleared, as e2fsck offers), and `..` set to the directory that names it.
+//! cleared, as e2fsck offers), `..` set to the directory that names it, and dir_nlink
+//! turned on for directories past 65000 links.
 
 use crate::problem::{Code, Problem};
+use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::inode::Inode;
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
@@ -14,6 +16,10 @@ const XATTR_MAGIC: u32 = 0xEA02_0000;
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
     match (p.code, p.ino) {
         (Code::NoLostFound, _) => v.lost_found().map(|_| ()),
+        (Code::DirNlinkFeature, _) => {
+            v.add_ro_compat(ro_compat::DIR_NLINK);
+            Ok(())
+        }
         (Code::UnconnectedDir, Some(ino)) => v.reconnect(ino),
         (Code::UnattachedInode, Some(ino)) => {
             if zero_length(

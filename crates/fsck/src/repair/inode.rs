@@ -10,6 +10,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
     let (Some(ino), want) = (p.ino, p.expected) else {
         return Ok(());
     };
+    let inode_size = v.reader().geometry().inode_size;
+    let want_extra = v.reader().superblock().s_want_extra_isize();
     // Every problem of these codes carries the value its check computed.
     let needs_value = || want.ok_or(Error::Invalid);
     let now = v.now().sec as u32;
@@ -30,6 +32,42 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         Code::InodeZeroDtime => v.repair_inode(ino, |r| r.set_i_dtime(now)),
         // Rewritten as it is: its checksum is set on the way.
         Code::InodeChecksum => v.repair_inode(ino, |_| {}),
+        // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
+        // and bitmap bit are free in what the check found; entries naming it go in the
+        // next round).
+        Code::InodeBadMode => v.repair_inode(ino, |r| {
+            r.set_i_links_count(0);
+            r.set_i_dtime(now);
+        }),
+        Code::BadExtraIsize => v.repair_inode(ino, |r| {
+            r.set_i_extra_isize(fixed_extra_isize(r.i_extra_isize(), inode_size, want_extra))
+        }),
         _ => Ok(()),
+    }
+}
+
+/// The i_extra_isize e2fsck gives an inode whose value is invalid: the superblock's wanted
+/// size when it lies outside what the inode can hold (at least i_extra_isize and
+/// i_checksum_hi), else rounded up to a multiple of 4.
+fn fixed_extra_isize(extra: u16, inode_size: u32, want: u16) -> u16 {
+    let (min, max) = (4, inode_size.saturating_sub(128) as u16);
+    if extra < min || extra > max {
+        want
+    } else {
+        (extra + 3) & !3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixed_extra_isize;
+
+    #[test]
+    fn extra_isize_as_e2fsck_fixes_it() {
+        assert_eq!(fixed_extra_isize(2, 256, 32), 32);
+        assert_eq!(fixed_extra_isize(200, 256, 32), 32);
+        assert_eq!(fixed_extra_isize(30, 256, 32), 32);
+        assert_eq!(fixed_extra_isize(29, 256, 32), 32);
+        assert_eq!(fixed_extra_isize(6, 256, 32), 8);
     }
 }

@@ -9,8 +9,16 @@
 //! assumption that the other problems were fixed too (a corrupt image is never made
 //! worse). Preening (`-p`) fixes only what e2fsck's preen fixes (its PR_PREEN_OK
 //! problems).
+//!
+//! The fixes so far: group summaries (bitmaps, their checksums and padding, free and
+//! directory counts, the superblock's totals and checksum, descriptor checksums) written
+//! from what passes 1-4 found; inode fields (`inode`: link counts, i_size, i_blocks,
+//! dtime, extra size, checksums; a bad mode clears the inode); directory entries
+//! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
+//! `..`).
 
 mod connect;
+mod entry;
 mod inode;
 
 use crate::problem::{Code, Problem};
@@ -51,6 +59,8 @@ pub struct Outcome {
     /// Errors of the last check that have no fix here (or, preening, that preen may not
     /// fix): the round they were found in changed nothing.
     pub unfixable: Vec<Problem>,
+    /// A fix that failed (the problem and why): its round changed nothing.
+    pub failed: Option<(Problem, String)>,
 }
 
 /// Does `code` have a fix here, and may preen apply it (e2fsck's PR_PREEN_OK)?
@@ -62,7 +72,9 @@ fn fix_of(code: Code) -> Option<bool> {
         | SuperblockChecksum | GroupDescChecksum => true,
         BadRefCount | BadISize | BadIBlocks | InodeDtimeSet | InodeZeroDtime | InodeChecksum
         | NoLostFound | SuperblockCounts => true,
-        UnconnectedDir | UnattachedInode | BadDotDot => false,
+        DirUnusedInode => true,
+        UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
+        | DirNlinkFeature => false,
         _ => return None,
     })
 }
@@ -98,9 +110,17 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 rounds,
                 last: report,
                 unfixable,
+                failed: None,
             });
         }
-        apply(&dev, &report, &fixed)?;
+        if let Err(failed) = apply(&dev, &report, &fixed)? {
+            return Ok(Outcome {
+                rounds,
+                last: report,
+                unfixable: vec![failed.0.clone()],
+                failed: Some(failed),
+            });
+        }
         rounds.push(Round { report, fixed });
     }
 }
@@ -126,22 +146,32 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
     }
 }
 
+/// A fix that failed: the problem, and why.
+type Failed = (Problem, String);
+
 /// Applies `fixed` (problems of `report`) in one transaction. A fix that fails leaves
-/// the image as it was: nothing reached it but the superblock's in-use mark, which is
-/// put back.
-fn apply(dev: &Arc<dyn Device>, report: &Report, fixed: &[Problem]) -> usfs_fs::Result<()> {
+/// the image as it was (nothing reached it but the superblock's in-use mark, which is
+/// put back) and is returned.
+fn apply(
+    dev: &Arc<dyn Device>,
+    report: &Report,
+    fixed: &[Problem],
+) -> usfs_fs::Result<Result<(), Failed>> {
     let mut sb = vec![0u8; 1024];
     dev.read_at(&mut sb, 1024)?;
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
     let fixes = fixed.iter().try_for_each(|p| {
-        inode::apply(&mut v, p)?;
-        connect::apply(&mut v, p)
+        let r = inode::apply(&mut v, p)
+            .and_then(|()| entry::apply(&mut v, p))
+            .and_then(|()| connect::apply(&mut v, p));
+        r.map_err(|e| (p.clone(), e.to_string()))
     });
-    if let Err(e) = fixes {
+    if let Err(failed) = fixes {
         drop(v);
         dev.write_at(&sb, 1024)?;
         dev.flush()?;
-        return Err(e);
+        return Ok(Err(failed));
     }
-    v.close_repaired()
+    v.close_repaired()?;
+    Ok(Ok(()))
 }

@@ -1,0 +1,23 @@
+//! Pass 2's fixes of single directory entries, named by their place (directory, block,
+//! offset): an entry naming an inode that is out of range, unused or stored in a bad
+//! block is removed, as e2fsck clears it. (A wrong file type is not fixed yet: e2fsck
+//! decides first whether the inode's mode is the wrong one, e.g. a "socket" whose blocks
+//! hold a directory, which the checker does not look for yet.)
+
+use crate::problem::{Code, Problem};
+use usfs_ext4::rw::Volume;
+use usfs_fs::Result;
+
+/// Applies `p`'s fix if it is an entry's.
+pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
+    let (Some(dir), Some(at)) = (p.ino, p.entry) else {
+        return Ok(());
+    };
+    let (lblk, off) = (at.lblk as u64, at.off as usize);
+    match p.code {
+        Code::DirUnusedInode | Code::DirBadInode | Code::DirBadBlockInode => {
+            v.remove_entry(dir, lblk, off)
+        }
+        _ => Ok(()),
+    }
+}

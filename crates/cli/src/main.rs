@@ -84,8 +84,9 @@ enum Cmd {
     },
     /// Extract the whole tree of an image into a directory.
     Export(export::ExportArgs),
-    /// Check an ext4 image in parallel, like `e2fsck -fn` (check mode; e2fsck's exit
-    /// codes: 0 clean, 4 errors left, 8 operational error, 16 usage).
+    /// Check an ext4 image in parallel, like `e2fsck -fn`, or repair it with -y / -p
+    /// (the fixes so far: see the README); e2fsck's exit codes: 0 clean, 1 errors
+    /// corrected, 4 errors left, 8 operational error, 16 usage.
     Fsck(cmd_fsck::FsckArgs),
     /// Build an EROFS image from a directory (mkfs.erofs's options; LZ4/LZ4HC with
     /// fixed-size output compression).

@@ -118,7 +118,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 rounds,
                 last: report,
                 unfixable: vec![failed.0.clone()],
-                failed: Some(failed),
+                failed: Some(*failed),
             });
         }
         rounds.push(Round { report, fixed });
@@ -146,8 +146,8 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
     }
 }
 
-/// A fix that failed: the problem, and why.
-type Failed = (Problem, String);
+/// A fix that failed: the problem, and why (boxed: a problem is large).
+type Failed = Box<(Problem, String)>;
 
 /// Applies `fixed` (problems of `report`) in one transaction. A fix that fails leaves
 /// the image as it was (nothing reached it but the superblock's in-use mark, which is
@@ -164,7 +164,7 @@ fn apply(
         let r = inode::apply(&mut v, p)
             .and_then(|()| entry::apply(&mut v, p))
             .and_then(|()| connect::apply(&mut v, p));
-        r.map_err(|e| (p.clone(), e.to_string()))
+        r.map_err(|e| Box::new((p.clone(), e.to_string())))
     });
     if let Err(failed) = fixes {
         drop(v);

@@ -38,6 +38,11 @@ pub(crate) struct FsckArgs {
     /// Worker threads (default: CPU count).
     #[arg(short = 'j', long = "threads")]
     threads: Option<usize>,
+    /// With -y or -p: save every block the repair overwrites to this undo file first
+    /// (e2fsprogs' E2UNDO02 format: `e2undo FILE IMAGE` or `usfs undo FILE IMAGE` puts the
+    /// image back).
+    #[arg(short = 'z', value_name = "UNDO_FILE")]
+    pub(crate) undo: Option<PathBuf>,
     /// Show a progress bar on standard error (the argument, a file descriptor, is
     /// accepted for e2fsck compatibility and ignored).
     #[arg(short = 'C', num_args = 0..=1, default_missing_value = "0")]

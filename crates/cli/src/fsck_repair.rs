@@ -8,6 +8,7 @@ use crate::image::CliResult;
 use std::process::ExitCode;
 use std::sync::Arc;
 use usfs_dev::Device;
+use usfs_ext4::undo::UndoDevice;
 use usfs_fsck::repair::{repair, Mode};
 
 /// Errors were corrected.
@@ -20,13 +21,50 @@ const ERROR_FS: u16 = 0x2;
 /// Runs a repair of `a.image` in `mode`.
 pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliResult {
     let path = a.image.display().to_string();
-    let dev: Arc<dyn Device> = match usfs_dev::FileDevice::open(&a.image, true) {
-        Ok(d) => Arc::new(d),
+    let (dev, undo) = match open(a) {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("usfs fsck: {path}: {e}");
             return Ok(ExitCode::from(EXIT_OPERATIONAL));
         }
     };
+    let code = repair_image(a, mode, opts, &path, dev)?;
+    if let Some(u) = undo {
+        if let Err(e) = u.finish() {
+            eprintln!("usfs fsck: undo file: {e}");
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    }
+    Ok(code)
+}
+
+/// The image as the repair writes it, and the undo device it goes through (`-z`).
+type Opened = (Arc<dyn Device>, Option<Arc<UndoDevice>>);
+
+/// The image opened for writing, through an undo device when `-z` names a file.
+fn open(a: &FsckArgs) -> std::io::Result<Opened> {
+    let file = usfs_dev::FileDevice::open(&a.image, true)?;
+    let Some(z) = &a.undo else {
+        return Ok((Arc::new(file), None));
+    };
+    let mut sb = [0u8; 4];
+    file.read_at(&mut sb, 1024 + 0x18)?;
+    let log = u32::from_le_bytes(sb);
+    if log > 6 {
+        return Err(std::io::Error::other("not an ext2/3/4 image (block size)"));
+    }
+    let u = Arc::new(UndoDevice::create(Box::new(file), z, 1024 << log)?);
+    Ok((u.clone(), Some(u)))
+}
+
+/// The journal replay, the clean-image shortcut and the repair of `dev`.
+fn repair_image(
+    a: &FsckArgs,
+    mode: Mode,
+    opts: &usfs_fsck::Options,
+    path: &str,
+    dev: Arc<dyn Device>,
+) -> CliResult {
     let fail = |what: &str, e: usfs_fs::Error| {
         eprintln!("usfs fsck: {path}: {what}{e}");
         Ok(ExitCode::from(EXIT_OPERATIONAL))
@@ -39,7 +77,7 @@ pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliRes
         Ok(f) => f,
         Err(e) => return fail("", e),
     };
-    let name = display_name(fs.superblock().label(), &path);
+    let name = display_name(fs.superblock().label(), path);
     if replayed {
         println!("{name}: recovering journal");
     }

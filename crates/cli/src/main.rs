@@ -9,6 +9,7 @@ mod cmd_mkfs_ext4;
 mod cmd_mount;
 mod cmd_run;
 mod cmd_stat;
+mod cmd_undo;
 mod display;
 mod edit;
 mod export;
@@ -88,6 +89,9 @@ enum Cmd {
     /// (the fixes so far: see the README); e2fsck's exit codes: 0 clean, 1 errors
     /// corrected, 4 errors left, 8 operational error, 16 usage.
     Fsck(cmd_fsck::FsckArgs),
+    /// Put an image back from an undo file (`usfs fsck -z`, e2fsck/tune2fs/resize2fs
+    /// -z), as e2undo does: `usfs undo fsck.e2undo disk.img`.
+    Undo(cmd_undo::UndoArgs),
     /// Build an EROFS image from a directory (mkfs.erofs's options; LZ4/LZ4HC with
     /// fixed-size output compression).
     #[command(name = "mkfs.erofs")]
@@ -164,6 +168,7 @@ fn main() -> ExitCode {
         } => cmd_stat::run(&image, &path, !no_follow, json),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
+        Cmd::Undo(args) => cmd_undo::run(&args),
         Cmd::MkfsErofs(args) => cmd_mkfs_erofs::run(&args),
         Cmd::Run(args) => cmd_run::run(&args),
         Cmd::Mount(args) => cmd_mount::run(&args),

@@ -6,6 +6,7 @@ pub mod format;
 pub mod journal;
 mod read;
 pub mod rw;
+pub mod undo;
 pub mod volume_core;
 pub mod walk;
 pub mod write;

@@ -119,6 +119,7 @@ fn repair_image(
             None => {
                 let mut names: Vec<&str> =
                     out.unfixable.iter().map(|p| p.code.def().name).collect();
+                names.sort_unstable();
                 names.dedup();
                 println!("\nusfs fsck: no repair yet for: {}", names.join(", "));
             }

@@ -82,10 +82,7 @@ pub fn apply(path: &Path, image: &dyn Device, force: bool) -> Result<Applied, St
 type ReadAt<'a> = dyn Fn(&mut [u8], u64) -> Result<(), String> + 'a;
 
 /// Every key of the file with the undo-file block its data starts at, key blocks checked.
-fn keys(
-    read: &ReadAt<'_>,
-    h: &Header,
-) -> Result<Vec<(Key, u64)>, String> {
+fn keys(read: &ReadAt<'_>, h: &Header) -> Result<Vec<(Key, u64)>, String> {
     let bs = h.block_size as u64;
     let per = keys_per_block(bs);
     let mut out = Vec::new();

@@ -624,8 +624,12 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     if found.hash {
         report(w, ": an entry's hash is invalid");
     }
-    if found.checksum {
-        report(w, ": checksum does not match");
+    if found.checksum && !found.hash {
+        w.report(
+            Problem::new(Code::XattrBlockChecksum, format!("{ino} ({blk})"))
+                .ino(ino)
+                .block(blk),
+        );
     }
     true
 }

@@ -159,6 +159,8 @@ problems! {
     BadXattrBlock = 0x01_000D, P1, Error, ClearEntry, "Inode {} has a bad extended attribute block";
     /// In-inode xattrs are malformed.
     BadXattrInInode = 0x01_000E, P1, Error, ClearEntry, "Inode {} has bad in-inode extended attributes";
+    /// An xattr block passes its checks but not its checksum.
+    XattrBlockChecksum = 0x01_0018, P1, Error, RecomputeChecksum, "Inode {} extended attribute block passes checks, but checksum does not match";
     /// An xattr block's reference count disagrees with its users.
     XattrRefcount = 0x01_000F, P1, Error, SetField, "Extended attribute block {}";
     /// A flag the inode's type or the features do not allow.

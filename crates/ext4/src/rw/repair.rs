@@ -4,6 +4,7 @@
 //! through the volume's transactions (journaled where the image has a journal), so a
 //! crash during a repair leaves the image as it was or repaired, never half of it.
 
+use super::meta::Meta;
 use super::volume::Volume;
 use crate::format::features::ro_compat;
 use crate::format::inode::Inode;
@@ -124,6 +125,18 @@ impl Volume {
         let f = self.fs.core.sb.s_feature_ro_compat();
         self.fs.core.sb.set_s_feature_ro_compat(f | flag);
         self.sb_dirty = true;
+    }
+
+    /// Sets the checksum of xattr block `blk` (metadata_csum; nothing without it).
+    pub fn fix_xattr_checksum(&mut self, blk: u64) -> Result<()> {
+        let Some(seed) = self.fs.core.csum_seed else {
+            return Ok(());
+        };
+        let mut b = self.read_meta(blk)?;
+        let c = crate::format::xattr::block_checksum(seed, blk, &b);
+        let at = crate::format::xattr::BLOCK_CHECKSUM_OFFSET;
+        b[at..at + 4].copy_from_slice(&c.to_le_bytes());
+        self.write_meta(blk, b)
     }
 
     /// Points directory `ino`'s `..` at `parent`.

@@ -39,6 +39,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             r.set_i_links_count(0);
             r.set_i_dtime(now);
         }),
+        // As e2fsck clears a bad xattr block: the inode lets go of it (i_blocks and the
+        // block's bit follow in the next round).
+        Code::BadXattrBlock => v.repair_inode(ino, |r| r.set_file_acl(0)),
+        Code::XattrBlockChecksum => v.fix_xattr_checksum(p.block.ok_or(Error::Invalid)?),
         Code::BadExtraIsize => v.repair_inode(ino, |r| {
             r.set_i_extra_isize(fixed_extra_isize(r.i_extra_isize(), inode_size, want_extra))
         }),

@@ -13,7 +13,8 @@
 //! The fixes so far: group summaries (bitmaps, their checksums and padding, free and
 //! directory counts, the superblock's totals and checksum, descriptor checksums) written
 //! from what passes 1-4 found; inode fields (`inode`: link counts, i_size, i_blocks,
-//! dtime, extra size, checksums; a bad mode clears the inode); directory entries
+//! dtime, extra size, checksums; a bad mode clears the inode; a bad xattr block is let
+//! go, a good one with a wrong checksum gets it set); directory entries
 //! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
 //! `..`).
 
@@ -74,7 +75,7 @@ fn fix_of(code: Code) -> Option<bool> {
         | NoLostFound | SuperblockCounts => true,
         DirUnusedInode => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
-        | DirNlinkFeature => false,
+        | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock => false,
         _ => return None,
     })
 }

@@ -59,6 +59,9 @@ const REPAIRED: &[&str] = &[
     "f_many_subdirs",
     "f_ea_bad_csum",
     "f_file_acl_high",
+    "f_extent_int_bad_csum",
+    "f_extent_leaf_bad_csum",
+    "f_htree_leaf_csum",
 ];
 
 fn corpus_dir() -> Option<PathBuf> {

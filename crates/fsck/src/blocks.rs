@@ -167,5 +167,9 @@ fn problem(ino: u32, extents: bool, issue: MapIssue) -> Problem {
             format!("{ino} (block {blk} at logical {lblk})"),
         ),
     };
-    Problem::new(code, detail).ino(ino)
+    let p = Problem::new(code, detail).ino(ino);
+    match issue {
+        MapIssue::Checksum { blk } => p.block(blk),
+        _ => p,
+    }
 }

@@ -139,6 +139,42 @@ impl Volume {
         self.write_meta(blk, b)
     }
 
+    /// Sets the checksum tail of extent block `blk` of inode `ino` (an extent block that
+    /// passes its checks but not its checksum; nothing without metadata_csum).
+    pub fn fix_extent_checksum(&mut self, ino: u32, blk: u64) -> Result<()> {
+        use crate::format::extent::{block_checksum, tail_offset};
+        let Some(seed) = self.fs.core.csum_seed else {
+            return Ok(());
+        };
+        let generation = self.fs.read_inode_raw(ino)?.i_generation();
+        let mut b = self.read_meta(blk)?;
+        let max = u16::from_le_bytes([b[4], b[5]]);
+        let t = tail_offset(max);
+        if t + 4 > b.len() {
+            return Err(usfs_fs::Error::corrupt(
+                usfs_fs::Structure::ExtentTree,
+                format!("extent block {blk}: eh_max {max} does not fit the block"),
+            ));
+        }
+        let c = block_checksum(seed, ino, generation, &b, max);
+        b[t..t + 4].copy_from_slice(&c.to_le_bytes());
+        self.write_meta(blk, b)
+    }
+
+    /// Sets the checksum in the tail of leaf block `blk` of directory `dir` (a block
+    /// that passes its checks but not its checksum; nothing without metadata_csum).
+    pub fn fix_dir_checksum(&mut self, dir: u32, blk: u64) -> Result<()> {
+        let Some(seed) = self.fs.core.csum_seed else {
+            return Ok(());
+        };
+        let generation = self.fs.read_inode_raw(dir)?.i_generation();
+        let mut b = self.read_meta(blk)?;
+        let c = crate::format::dirent::leaf_checksum(seed, dir, generation, &b);
+        let t = b.len() - 4;
+        b[t..].copy_from_slice(&c.to_le_bytes());
+        self.write_meta(blk, b)
+    }
+
     /// Points directory `ino`'s `..` at `parent`.
     pub fn set_dotdot(&mut self, ino: u32, parent: u32) -> Result<()> {
         let mut rec = self.inode_any(ino)?;

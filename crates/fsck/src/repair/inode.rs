@@ -43,6 +43,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // block's bit follow in the next round).
         Code::BadXattrBlock => v.repair_inode(ino, |r| r.set_file_acl(0)),
         Code::XattrBlockChecksum => v.fix_xattr_checksum(p.block.ok_or(Error::Invalid)?),
+        Code::ExtentChecksum => v.fix_extent_checksum(ino, p.block.ok_or(Error::Invalid)?),
+        Code::DirBlockChecksum => v.fix_dir_checksum(ino, p.block.ok_or(Error::Invalid)?),
         Code::BadExtraIsize => v.repair_inode(ino, |r| {
             r.set_i_extra_isize(fixed_extra_isize(r.i_extra_isize(), inode_size, want_extra))
         }),

@@ -62,6 +62,10 @@ const REPAIRED: &[&str] = &[
     "f_extent_int_bad_csum",
     "f_extent_leaf_bad_csum",
     "f_htree_leaf_csum",
+    "f_uninit_bad_free_inodes",
+    "f_uninit_blk_used_not_set",
+    "f_uninit_checksum_bad",
+    "f_uninit_set_inode_not_set",
 ];
 
 fn corpus_dir() -> Option<PathBuf> {

@@ -7,6 +7,7 @@
 use super::meta::Meta;
 use super::volume::Volume;
 use crate::format::features::ro_compat;
+use crate::format::group_desc::GroupDesc;
 use crate::format::inode::Inode;
 use crate::format::inode::ROOT_INO;
 use std::collections::BTreeMap;
@@ -173,6 +174,15 @@ impl Volume {
         let t = b.len() - 4;
         b[t..].copy_from_slice(&c.to_le_bytes());
         self.write_meta(blk, b)
+    }
+
+    /// Changes group `g`'s descriptor with `edit`; it is written (with its checksum and
+    /// the counts the allocators hold) at the commit.
+    pub fn repair_group(&mut self, g: u32, edit: impl FnOnce(&mut GroupDesc<[u8; 64]>)) {
+        if let Some(d) = self.fs.core.groups.get_mut(g as usize) {
+            edit(d);
+            self.txn.groups.insert(g);
+        }
     }
 
     /// Points directory `ino`'s `..` at `parent`.

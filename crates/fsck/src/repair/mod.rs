@@ -17,10 +17,11 @@
 //! go, a good one with a wrong checksum gets it set, as do extent and
 //! directory blocks); directory entries
 //! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
-//! `..`).
+//! `..`); group descriptors (`group`: unused-inodes counts, uninit flags).
 
 mod connect;
 mod entry;
+mod group;
 mod inode;
 
 use crate::problem::{Code, Problem};
@@ -74,7 +75,7 @@ fn fix_of(code: Code) -> Option<bool> {
         | SuperblockChecksum | GroupDescChecksum => true,
         BadRefCount | BadISize | BadIBlocks | InodeDtimeSet | InodeZeroDtime | InodeChecksum
         | NoLostFound | SuperblockCounts => true,
-        DirUnusedInode | DirBlockChecksum => true,
+        DirUnusedInode | DirBlockChecksum | GroupUnusedInodes => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
         _ => return None,
@@ -163,6 +164,7 @@ fn apply(
     dev.read_at(&mut sb, 1024)?;
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
     let fixes = fixed.iter().try_for_each(|p| {
+        group::apply(&mut v, p);
         let r = inode::apply(&mut v, p)
             .and_then(|()| entry::apply(&mut v, p))
             .and_then(|()| connect::apply(&mut v, p));

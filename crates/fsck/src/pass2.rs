@@ -424,7 +424,8 @@ fn check_dx_node(ctx: &Ctx, w: &mut Worker, b: &DirBlock, buf: &[u8], kind: DxKi
 fn dx_problem(b: &DirBlock, issue: DxIssue) -> Problem {
     let (dir, lblk) = (b.dir, b.lblk);
     let p = match issue {
-        DxIssue::Checksum => Problem::new(Code::HtreeChecksum, format!("{dir} (block #{lblk})")),
+        DxIssue::Checksum => Problem::new(Code::HtreeChecksum, format!("{dir} (block #{lblk})"))
+            .at_entry(EntryAt { lblk, off: 0 }),
         DxIssue::RootInfo {
             levels,
             hash_version,

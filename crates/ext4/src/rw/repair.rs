@@ -176,6 +176,34 @@ impl Volume {
         self.write_meta(blk, b)
     }
 
+    /// Sets the checksum tail of dx block `blk` (logical block `lblk`: 0 is the root) of
+    /// directory `dir` (an htree node that passes its checks but not its checksum).
+    pub fn fix_dx_checksum(&mut self, dir: u32, lblk: u64, blk: u64) -> Result<()> {
+        use crate::format::dx::{check_header, node_checksum, DX_ENTRY_SIZE};
+        use crate::walk::dx::DxKind;
+        let Some(seed) = self.fs.core.csum_seed else {
+            return Ok(());
+        };
+        let generation = self.fs.read_inode_raw(dir)?.i_generation();
+        let mut b = self.read_meta(blk)?;
+        let kind = if lblk == 0 {
+            DxKind::Root
+        } else {
+            DxKind::Node
+        };
+        let co = kind.count_offset();
+        let (count, limit) = check_header(&b, co, true).map_err(|f| {
+            usfs_fs::Error::corrupt(
+                usfs_fs::Structure::Htree,
+                format!("directory {dir} block {lblk}: {f:?}"),
+            )
+        })?;
+        let end = co + limit * DX_ENTRY_SIZE;
+        let c = node_checksum(seed, dir, generation, &b, co, count, end);
+        b[end + 4..end + 8].copy_from_slice(&c.to_le_bytes());
+        self.write_meta(blk, b)
+    }
+
     /// Changes group `g`'s descriptor with `edit`; it is written (with its checksum and
     /// the counts the allocators hold) at the commit.
     pub fn repair_group(&mut self, g: u32, edit: impl FnOnce(&mut GroupDesc<[u8; 64]>)) {

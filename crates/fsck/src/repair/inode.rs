@@ -45,6 +45,12 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         Code::XattrBlockChecksum => v.fix_xattr_checksum(p.block.ok_or(Error::Invalid)?),
         Code::ExtentChecksum => v.fix_extent_checksum(ino, p.block.ok_or(Error::Invalid)?),
         Code::DirBlockChecksum => v.fix_dir_checksum(ino, p.block.ok_or(Error::Invalid)?),
+        // (e2fsck clears the index and rebuilds it; the node is sound but for its
+        // checksum, so usfs keeps it and sets the checksum.)
+        Code::HtreeChecksum => {
+            let lblk = p.entry.ok_or(Error::Invalid)?.lblk as u64;
+            v.fix_dx_checksum(ino, lblk, p.block.ok_or(Error::Invalid)?)
+        }
         Code::BadExtraIsize => v.repair_inode(ino, |r| {
             r.set_i_extra_isize(fixed_extra_isize(r.i_extra_isize(), inode_size, want_extra))
         }),

@@ -14,8 +14,8 @@
 //! directory counts, the superblock's totals and checksum, descriptor checksums) written
 //! from what passes 1-4 found; inode fields (`inode`: link counts, i_size, i_blocks,
 //! dtime, extra size, checksums; a bad mode clears the inode; a bad xattr block is let
-//! go, a good one with a wrong checksum gets it set, as do extent and
-//! directory blocks); directory entries
+//! go, a good one with a wrong checksum gets it set, as do extent,
+//! directory and htree blocks); directory entries
 //! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
 //! `..`); group descriptors (`group`: unused-inodes counts, uninit flags).
 
@@ -75,7 +75,7 @@ fn fix_of(code: Code) -> Option<bool> {
         | SuperblockChecksum | GroupDescChecksum => true,
         BadRefCount | BadISize | BadIBlocks | InodeDtimeSet | InodeZeroDtime | InodeChecksum
         | NoLostFound | SuperblockCounts => true,
-        DirUnusedInode | DirBlockChecksum | GroupUnusedInodes => true,
+        DirUnusedInode | DirBlockChecksum | GroupUnusedInodes | HtreeChecksum => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
         _ => return None,

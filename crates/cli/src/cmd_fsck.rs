@@ -31,9 +31,9 @@ pub(crate) struct FsckArgs {
     /// image unchanged, exit 4).
     #[arg(short = 'y', conflicts_with = "no")]
     yes: bool,
-    /// Preen: repair what e2fsck's preen repairs; anything else stops with "UNEXPECTED
-    /// INCONSISTENCY" and exit 4, the image unchanged.
-    #[arg(short = 'p', conflicts_with = "no")]
+    /// Preen (also -a, as e2fsck): repair what e2fsck's preen repairs; anything else
+    /// stops with "UNEXPECTED INCONSISTENCY" and exit 4, the image unchanged.
+    #[arg(short = 'p', short_alias = 'a', conflicts_with = "no")]
     preen: bool,
     /// Worker threads (default: CPU count).
     #[arg(short = 'j', long = "threads")]

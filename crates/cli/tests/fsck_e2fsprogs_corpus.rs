@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,19 +24,9 @@ const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[
     ("f_uninit_enable", "as f_bad_gdt_csum: a bad descriptor checksum that e2fsck -n lets pass"),
 ];
 
-fn corpus_dir() -> Option<PathBuf> {
-    let p = std::env::var_os("USFS_E2FSPROGS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/corpus/e2fsprogs-1.47.0-tests")
-        });
-    p.is_dir().then_some(p)
-}
-
 #[test]
 fn usfs_fsck_agrees_with_e2fsck_on_e2fsprogs_images() {
-    let Some(dir) = corpus_dir() else {
+    let Some(dir) = e2fsprogs_corpus() else {
         eprintln!("SKIP e2fsprogs corpus: not found (set USFS_E2FSPROGS_CORPUS or provide ../shared/corpus)");
         return;
     };
@@ -46,25 +35,10 @@ fn usfs_fsck_agrees_with_e2fsck_on_e2fsprogs_images() {
     }
     let s = Scratch::new("e2fsprogs-corpus");
     let img = s.path("image");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    names.sort();
     let (mut total, mut agree, mut refused, mut known) = (0, 0, 0, 0);
     let mut failures = Vec::new();
-    for case in names {
-        let name = case.file_name().unwrap().to_string_lossy().into_owned();
-        let gz = case.join("image.gz");
-        if !name.starts_with("f_") || !gz.is_file() {
-            continue;
-        }
-        let out = Command::new("gzip").arg("-dc").arg(&gz).output().unwrap();
-        if !out.status.success() {
-            continue;
-        }
-        std::fs::write(&img, &out.stdout).unwrap();
+    for (name, _, bytes) in e2fsprogs_images(&dir) {
+        std::fs::write(&img, &bytes).unwrap();
         total += 1;
         let (e2_code, e2_stdout, _) = run_limited(
             Command::new("e2fsck").arg("-fn").arg(&img),

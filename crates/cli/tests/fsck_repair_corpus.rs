@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -68,16 +68,6 @@ const REPAIRED: &[&str] = &[
     "f_uninit_set_inode_not_set",
 ];
 
-fn corpus_dir() -> Option<PathBuf> {
-    let p = std::env::var_os("USFS_E2FSPROGS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/corpus/e2fsprogs-1.47.0-tests")
-        });
-    p.is_dir().then_some(p)
-}
-
 /// e2fsck's exit status on the first run, from the case's expect.1.
 fn expected_exit(case: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(case.join("expect.1")).ok()?;
@@ -94,7 +84,7 @@ fn run(cmd: &mut Command, secs: u64) -> (Option<i32>, String, String) {
 
 #[test]
 fn usfs_fsck_repairs_e2fsprogs_images() {
-    let Some(dir) = corpus_dir() else {
+    let Some(dir) = e2fsprogs_corpus() else {
         eprintln!("SKIP e2fsprogs corpus repair: not found (set USFS_E2FSPROGS_CORPUS or provide ../shared/corpus)");
         return;
     };
@@ -105,27 +95,12 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
     }
     let s = Scratch::new("e2fsprogs-repair");
     let img = s.path("image");
-    let mut cases: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    cases.sort();
     let (mut total, mut repaired, mut clean, mut left, mut refused, mut known, mut same_exit) =
         (0, 0, 0, 0, 0, 0, 0);
     let mut failures = Vec::new();
     let mut preened = [0usize; 3];
-    for case in cases {
-        let name = case.file_name().unwrap().to_string_lossy().into_owned();
-        let gz = case.join("image.gz");
-        if !name.starts_with("f_") || !gz.is_file() {
-            continue;
-        }
-        let out = Command::new("gzip").arg("-dc").arg(&gz).output().unwrap();
-        if !out.status.success() {
-            continue;
-        }
-        std::fs::write(&img, &out.stdout).unwrap();
+    for (name, case, bytes) in e2fsprogs_images(&dir) {
+        std::fs::write(&img, &bytes).unwrap();
         total += 1;
         let (code, stdout, stderr) = run(
             Command::new(usfs())
@@ -176,7 +151,7 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
                 left += 1;
                 let touched =
                     stdout.contains("WAS MODIFIED") || stdout.contains("recovering journal");
-                if !touched && std::fs::read(&img).unwrap() != out.stdout {
+                if !touched && std::fs::read(&img).unwrap() != bytes {
                     failures.push(format!(
                         "{name}: exit 4 without a repair, but the image changed:\n{stdout}"
                     ));
@@ -184,8 +159,8 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
             }
             Some(c) => failures.push(format!("{name}: usfs fsck -fy exited {c}: {stderr}")),
         }
-        std::fs::write(&img, &out.stdout).unwrap();
-        if let Err(f) = preen(&name, &img, &out.stdout, &mut preened) {
+        std::fs::write(&img, &bytes).unwrap();
+        if let Err(f) = preen(&name, &img, &bytes, &mut preened) {
             failures.push(f);
         }
     }

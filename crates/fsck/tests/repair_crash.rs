@@ -129,16 +129,6 @@ fn a_crash_during_a_journaled_repair_is_finished_by_a_rerun() {
     assert!(n >= 50, "too few crash states: {n}");
 }
 
-fn corpus_dir() -> Option<PathBuf> {
-    let p = std::env::var_os("USFS_E2FSPROGS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/corpus/e2fsprogs-1.47.0-tests")
-        });
-    p.is_dir().then_some(p)
-}
-
 /// Replays the journal of the image at `img` and repairs it, as `usfs fsck -y` does.
 fn rerun(img: &Path) -> Result<(), String> {
     let dev: Arc<dyn Device> = Arc::new(FileDevice::open(img, true).map_err(|e| e.to_string())?);
@@ -181,7 +171,7 @@ fn e2fsck_repairs(img: &Path, no_room: &mut usize) -> Result<(), String> {
 
 #[test]
 fn a_crash_during_a_repair_without_journal_leaves_a_repairable_image() {
-    let Some(dir) = corpus_dir() else {
+    let Some(dir) = usfs_testkit::corpus::e2fsprogs_dir() else {
         println!("SKIP: e2fsprogs corpus not found (set USFS_E2FSPROGS_CORPUS)");
         return;
     };

@@ -22,6 +22,7 @@
 
 mod cmp;
 mod content;
+pub mod corpus;
 pub mod crash;
 pub mod exercise;
 mod gen;

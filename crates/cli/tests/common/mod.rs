@@ -219,3 +219,28 @@ pub(crate) fn mke2fs(image: &Path, size: &str, args: &[&str], src: Option<&Path>
         .env("MKE2FS_CONFIG", "/etc/mke2fs.conf");
     run_ok(&mut c);
 }
+
+/// e2fsprogs' own test images (tests/f_* of 1.47.0): see [`usfs_testkit::corpus`].
+pub(crate) fn e2fsprogs_corpus() -> Option<PathBuf> {
+    usfs_testkit::corpus::e2fsprogs_dir()
+}
+
+/// The f_* cases of the corpus at `dir` that hold a readable image, in name order:
+/// (name, case directory, image bytes).
+pub(crate) fn e2fsprogs_images(dir: &Path) -> impl Iterator<Item = (String, PathBuf, Vec<u8>)> {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    cases.sort();
+    cases.into_iter().filter_map(|case| {
+        let name = case.file_name()?.to_string_lossy().into_owned();
+        let gz = case.join("image.gz");
+        if !name.starts_with("f_") || !gz.is_file() {
+            return None;
+        }
+        let out = Command::new("gzip").arg("-dc").arg(&gz).output().ok()?;
+        out.status.success().then_some((name, case, out.stdout))
+    })
+}

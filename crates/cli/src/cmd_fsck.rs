@@ -52,7 +52,7 @@ pub(crate) struct FsckArgs {
     json: bool,
     /// Print per-stage times and thread allocation over time to standard error.
     #[arg(long)]
-    trace: bool,
+    pub(crate) trace: bool,
     /// Resource-aware: workers at SCHED_IDLE, core budget from idle CPUs (/proc/stat).
     #[arg(long)]
     nice: bool,
@@ -233,7 +233,7 @@ pub(crate) fn display_name(label: &[u8], path: &str) -> String {
 
 fn print_text(name: &str, report: &usfs_fsck::Report) {
     println!("usfs fsck {} (check only)", env!("CARGO_PKG_VERSION"));
-    print_problem_lines(report, |_| "");
+    print_problem_lines(&report.problems, |_| "");
     if report.has_errors() {
         println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
     }
@@ -243,7 +243,7 @@ fn print_text(name: &str, report: &usfs_fsck::Report) {
 /// The pass headings and each problem's message under its pass, as e2fsck prints them,
 /// each followed by what `answer` says was done about it.
 pub(crate) fn print_problem_lines(
-    report: &usfs_fsck::Report,
+    problems: &[usfs_fsck::problem::Problem],
     answer: impl Fn(&usfs_fsck::problem::Problem) -> &'static str,
 ) {
     let headings = [
@@ -259,8 +259,7 @@ pub(crate) fn print_problem_lines(
         if let Some(h) = heading {
             println!("{h}");
         }
-        let mut in_pass = report
-            .problems
+        let mut in_pass = problems
             .iter()
             .filter(|p| p.code.def().pass == pass)
             .peekable();

@@ -14,9 +14,9 @@ use usfs_fsck::repair::{repair, Mode};
 /// Errors were corrected.
 const EXIT_CORRECTED: u8 = 1;
 
-/// s_state bits: cleanly unmounted, errors detected.
-const VALID_FS: u16 = 0x1;
-const ERROR_FS: u16 = 0x2;
+use usfs_ext4::format::superblock::{
+    Superblock, STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS, SUPERBLOCK_OFFSET,
+};
 
 /// Runs a repair of `a.image` in `mode`.
 pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliResult {
@@ -47,9 +47,9 @@ fn open(a: &FsckArgs) -> std::io::Result<Opened> {
     let Some(z) = &a.undo else {
         return Ok((Arc::new(file), None));
     };
-    let mut sb = [0u8; 4];
-    file.read_at(&mut sb, 1024 + 0x18)?;
-    let log = u32::from_le_bytes(sb);
+    let mut raw = vec![0u8; 1024];
+    file.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    let log = Superblock::new(&raw[..]).map_or(u32::MAX, |sb| sb.s_log_block_size());
     if log > 6 {
         return Err(std::io::Error::other("not an ext2/3/4 image (block size)"));
     }
@@ -97,23 +97,27 @@ fn repair_image(
         Ok(o) => o,
         Err(e) => return fail("", e),
     };
+    if a.trace {
+        for (stage, secs) in &out.stages {
+            eprintln!("trace: repair {stage:<10} {secs:.3} s");
+        }
+    }
     for r in &out.rounds {
-        print_problem_lines(&r.report, |p| match (r.fixed.contains(p), mode) {
-            (false, _) => "",
-            (true, Mode::Preen) => " FIXED.",
-            (true, Mode::Yes) => " Fix? yes",
+        print_problem_lines(&r.problems, |_| match mode {
+            Mode::Preen => " FIXED.",
+            Mode::Yes => " Fix? yes",
         });
     }
     let modified = !out.rounds.is_empty() || replayed;
     if !out.unfixable.is_empty() {
-        print_problem_lines(&out.last, |_| "");
+        print_problem_lines(&out.last.problems, |_| "");
         if mode == Mode::Preen && out.rounds.is_empty() {
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
             return Ok(ExitCode::from(EXIT_UNCORRECTED));
         }
         match &out.failed {
             Some((p, why)) => println!(
-                "\nusfs fsck: repairing \"{}\" failed ({why}); that round changed nothing",
+                "\nusfs fsck: repairing \"{}\" failed ({why}); the rest of that round was not applied",
                 p.message()
             ),
             None => {

@@ -58,3 +58,4 @@ pub(crate) fn summarize(fs: &Ext4, geo: &Geometry, counters: &Counters) -> Summa
         fragmented_tenths,
     }
 }
+

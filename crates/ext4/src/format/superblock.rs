@@ -9,6 +9,10 @@ pub const SUPERBLOCK_OFFSET: u64 = 1024;
 pub const EXT4_MAGIC: u16 = 0xEF53;
 /// Offset of `s_checksum`.
 pub const SB_CHECKSUM_OFFSET: usize = 0x3FC;
+/// `s_state` bit: cleanly unmounted (EXT2_VALID_FS).
+pub const STATE_VALID_FS: u16 = 0x1;
+/// `s_state` bit: errors detected (EXT2_ERROR_FS).
+pub const STATE_ERROR_FS: u16 = 0x2;
 
 usfs_fs::layout! {
     /// The ext4 superblock (struct ext4_super_block), 1024 bytes at byte 1024 of the

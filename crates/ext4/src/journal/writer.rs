@@ -22,6 +22,7 @@
 use super::{commit, descriptor, feature, revoke, JournalInfo, JournalMap, JournalSuperblock};
 use super::{Log, JBD2_MAGIC};
 use crate::format::checksum::crc32_be;
+use std::borrow::Cow;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result, Structure};
 
@@ -192,7 +193,8 @@ impl JournalWriter {
         Ok(tid)
     }
 
-    /// Writes descriptors and copies from `*pos`; returns the csum v1 sum of them.
+    /// Writes descriptors and copies from `*pos`; returns the csum v1 sum of them (0
+    /// when the journal has no csum v1). A block is copied only to escape it.
     fn write_descriptors(
         &self,
         dev: &dyn Device,
@@ -200,33 +202,38 @@ impl JournalWriter {
         blocks: &[(u64, &[u8])],
         pos: &mut u32,
     ) -> Result<u32> {
+        let v1 = self.info.compat & feature::COMPAT_CHECKSUM != 0;
         let mut crc = !0u32;
         let magic = JBD2_MAGIC.to_be_bytes();
         for chunk in blocks.chunks(descriptor::tags_per_block(&self.info)) {
-            let copies: Vec<(u64, Vec<u8>, bool)> = chunk
+            let copies: Vec<(u64, Cow<[u8]>, bool)> = chunk
                 .iter()
                 .map(|&(b, d)| {
-                    let escaped = d[..4] == magic;
-                    let mut c = d.to_vec();
-                    if escaped {
-                        c[..4].fill(0);
+                    if d[..4] != magic {
+                        return (b, Cow::Borrowed(d), false);
                     }
-                    (b, c, escaped)
+                    let mut c = d.to_vec();
+                    c[..4].fill(0);
+                    (b, Cow::Owned(c), true)
                 })
                 .collect();
             let entries: Vec<(u64, &[u8], bool)> =
                 copies.iter().map(|(b, c, e)| (*b, &c[..], *e)).collect();
             let db = descriptor::build(&self.info, tid, &entries);
-            crc = crc32_be(crc, &db);
+            if v1 {
+                crc = crc32_be(crc, &db);
+            }
             self.log(dev).write(*pos, &db)?;
             *pos = self.info.next_block(*pos);
             for (_, c, _) in &copies {
-                crc = crc32_be(crc, c);
+                if v1 {
+                    crc = crc32_be(crc, c);
+                }
                 self.log(dev).write(*pos, c)?;
                 *pos = self.info.next_block(*pos);
             }
         }
-        Ok(crc)
+        Ok(if v1 { crc } else { 0 })
     }
 
     /// Points the journal superblock at the log when it was empty (s_start, s_sequence)

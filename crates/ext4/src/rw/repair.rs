@@ -27,10 +27,11 @@ pub struct Found {
     pub inode_bitmaps: BTreeMap<u32, (Vec<u8>, u32)>,
 }
 
-/// s_state: cleanly unmounted.
-const VALID_FS: u16 = 0x1;
-/// s_state: errors detected.
-const ERROR_FS: u16 = 0x2;
+use crate::format::superblock::{STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS};
+
+/// Changed blocks after which a repair commits (32 MiB of 4 KiB blocks): few commits,
+/// each costing four flushes, against the memory the running transaction holds.
+pub const REPAIR_TXN_BLOCKS: usize = 8192;
 
 impl Volume {
     /// Opens the image on `dev` (writable; its journal already replayed) for a repair:
@@ -226,6 +227,40 @@ impl Volume {
         let mut rec = self.inode_any(ino)?;
         rec.raw.set_i_links_count(0);
         self.release(&mut rec)
+    }
+
+    /// Applies one fix as an operation of its own: a fix that fails is undone, and the
+    /// rest of the transaction stays as it was.
+    pub fn apply_fix(&mut self, fix: impl FnOnce(&mut Volume) -> Result<()>) -> Result<()> {
+        self.begin_op();
+        match fix(self) {
+            Ok(()) => {
+                self.end_op();
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback()?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits the repair so far once its transaction is as large as one may be (half
+    /// the journal, which must hold a transaction whole, at most [`REPAIR_TXN_BLOCKS`]),
+    /// and writes it home at once: a repair writes each block about once, and keeping
+    /// committed blocks for a later checkpoint would only hold memory. Returns whether it
+    /// committed.
+    pub fn commit_when_full(&mut self) -> Result<bool> {
+        let cap = self
+            .journal
+            .as_ref()
+            .map_or(REPAIR_TXN_BLOCKS, |j| j.capacity() / 2);
+        if self.txn.dirty.len() < cap.clamp(16, REPAIR_TXN_BLOCKS) {
+            return Ok(false);
+        }
+        self.commit()?;
+        self.checkpoint()?;
+        Ok(true)
     }
 
     /// The clock repairs stamp times with (dtime of a deleted inode).

@@ -9,8 +9,7 @@ use crate::format::superblock::SUPERBLOCK_OFFSET;
 use usfs_dev::Device;
 use usfs_fs::Result;
 
-/// s_state: cleanly unmounted.
-const VALID_FS: u16 = 0x1;
+use crate::format::superblock::STATE_VALID_FS as VALID_FS;
 
 impl Volume {
     /// Does the file system have an (internal) journal?

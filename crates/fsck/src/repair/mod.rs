@@ -27,8 +27,10 @@ mod inode;
 use crate::problem::{Code, Problem};
 use crate::{check, Options, Report};
 use std::sync::Arc;
+use std::time::Instant;
 use usfs_dev::Device;
 use usfs_ext4::format::features::ro_compat::ORPHAN_PRESENT;
+use usfs_ext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use usfs_ext4::rw::Volume;
 
 /// Checks a repair runs at most before it stops with what is left.
@@ -43,13 +45,12 @@ pub enum Mode {
     Preen,
 }
 
-/// One round: a check and what was fixed after it.
+/// One round: the problems a check found, every one of which was fixed after it (a
+/// round runs only then).
 #[derive(Debug)]
 pub struct Round {
-    /// The check.
-    pub report: Report,
-    /// The problems fixed after it.
-    pub fixed: Vec<Problem>,
+    /// The problems, sorted by pass.
+    pub problems: Vec<Problem>,
 }
 
 /// The outcome of a repair.
@@ -62,8 +63,11 @@ pub struct Outcome {
     /// Errors of the last check that have no fix here (or, preening, that preen may not
     /// fix): the round they were found in changed nothing.
     pub unfixable: Vec<Problem>,
-    /// A fix that failed (the problem and why): its round changed nothing.
+    /// A fix that failed (the problem and why): the rest of its round was not applied.
     pub failed: Option<(Problem, String)>,
+    /// Seconds spent per stage, in order: `orphans`, then per round `check N`, `fix N`
+    /// (the fixes, with the commits of transactions that filled up) and `commit N`.
+    pub stages: Vec<(String, f64)>,
 }
 
 /// Does `code` have a fix here, and may preen apply it (e2fsck's PR_PREEN_OK)?
@@ -85,10 +89,19 @@ fn fix_of(code: Code) -> Option<bool> {
 /// Checks the image on `dev` (writable, its journal replayed) and repairs what the checks
 /// find, round by round (see the module header), as `mode` permits.
 pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Result<Outcome> {
+    let mut stages = Vec::new();
+    let mut clock = Instant::now();
+    let mut lap = |stages: &mut Vec<(String, f64)>, name: String| {
+        stages.push((name, clock.elapsed().as_secs_f64()));
+        clock = Instant::now();
+    };
     release_orphans(&dev)?;
+    lap(&mut stages, "orphans".into());
     let mut rounds = Vec::new();
     loop {
-        let report = check(Box::new(dev.clone()), opts)?;
+        let n = rounds.len() + 1;
+        let mut report = check(Box::new(dev.clone()), opts)?;
+        lap(&mut stages, format!("check {n}"));
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
@@ -102,29 +115,28 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
             .filter(|p| !allowed(p))
             .cloned()
             .collect();
-        let fixed: Vec<Problem> = report
-            .problems
-            .iter()
-            .filter(|p| allowed(p))
-            .cloned()
-            .collect();
-        if !unfixable.is_empty() || fixed.is_empty() || rounds.len() == ROUNDS {
+        if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
             return Ok(Outcome {
                 rounds,
                 last: report,
                 unfixable,
                 failed: None,
+                stages,
             });
         }
-        if let Err(failed) = apply(&dev, &report, &fixed)? {
+        let applied = apply(&dev, &report, &mut lap, &mut stages, n)?;
+        if let Err(failed) = applied {
             return Ok(Outcome {
                 rounds,
                 last: report,
                 unfixable: vec![failed.0.clone()],
                 failed: Some(*failed),
+                stages,
             });
         }
-        rounds.push(Round { report, fixed });
+        rounds.push(Round {
+            problems: std::mem::take(&mut report.problems),
+        });
     }
 }
 
@@ -133,12 +145,11 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
 /// orphan cleanup, when the image opens for writing (consistent bitmaps); otherwise the
 /// check reports the list and the repair stops there.
 fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
-    let mut sb = vec![0u8; 1024];
-    dev.read_at(&mut sb, 1024)?;
-    let le32 = |at: usize| u32::from_le_bytes(sb[at..at + 4].try_into().expect("4 bytes"));
-    const LAST_ORPHAN: usize = 0xE8;
-    const RO_COMPAT: usize = 0x64;
-    let present = le32(LAST_ORPHAN) != 0 || le32(RO_COMPAT) & ORPHAN_PRESENT != 0;
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    let present = Superblock::new(&raw[..]).is_some_and(|sb| {
+        sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0
+    });
     if !present {
         return Ok(());
     }
@@ -152,30 +163,45 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
 /// A fix that failed: the problem, and why (boxed: a problem is large).
 type Failed = Box<(Problem, String)>;
 
-/// Applies `fixed` (problems of `report`) in one transaction. A fix that fails leaves
-/// the image as it was (nothing reached it but the superblock's in-use mark, which is
-/// put back) and is returned.
+/// Fixes every problem of `report` in one transaction, or in several when it would not
+/// fit the journal (each commit a step nearer the repaired image; a re-run finishes what
+/// a crash interrupted). A fix that fails leaves the image as it was when nothing was
+/// committed yet (nothing reached it but the superblock's in-use mark, which is put
+/// back), else as the commits so far left it; it is returned. `lap` times the stages
+/// `fix N` and `commit N`.
 fn apply(
     dev: &Arc<dyn Device>,
     report: &Report,
-    fixed: &[Problem],
+    lap: &mut impl FnMut(&mut Vec<(String, f64)>, String),
+    stages: &mut Vec<(String, f64)>,
+    n: usize,
 ) -> usfs_fs::Result<Result<(), Failed>> {
     let mut sb = vec![0u8; 1024];
-    dev.read_at(&mut sb, 1024)?;
+    dev.read_at(&mut sb, SUPERBLOCK_OFFSET)?;
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
-    let fixes = fixed.iter().try_for_each(|p| {
-        group::apply(&mut v, p);
-        let r = inode::apply(&mut v, p)
-            .and_then(|()| entry::apply(&mut v, p))
-            .and_then(|()| connect::apply(&mut v, p));
-        r.map_err(|e| Box::new((p.clone(), e.to_string())))
-    });
-    if let Err(failed) = fixes {
-        drop(v);
-        dev.write_at(&sb, 1024)?;
-        dev.flush()?;
-        return Ok(Err(failed));
+    let mut committed = false;
+    for p in &report.problems {
+        let fix = v.apply_fix(|v| {
+            group::apply(v, p);
+            inode::apply(v, p)?;
+            entry::apply(v, p)?;
+            connect::apply(v, p)
+        });
+        if let Err(e) = fix {
+            let failed = Box::new((p.clone(), e.to_string()));
+            if committed {
+                v.close()?;
+            } else {
+                drop(v);
+                dev.write_at(&sb, SUPERBLOCK_OFFSET)?;
+                dev.flush()?;
+            }
+            return Ok(Err(failed));
+        }
+        committed |= v.commit_when_full()?;
     }
+    lap(stages, format!("fix {n}"));
     v.close_repaired()?;
+    lap(stages, format!("commit {n}"));
     Ok(Ok(()))
 }

@@ -5,7 +5,9 @@
 //! 1), both checkers must find it clean, unless listed below with the reason. When usfs
 //! stops with problems it cannot repair yet (exit 4) and says it changed nothing, the
 //! image must be byte for byte what it was. usfs never hangs or dies by a signal, and
-//! refuses (exit 8) only with a message. The counts are printed.
+//! refuses (exit 8) only with a message. An image usfs repairs must hold the tree
+//! `e2fsck -fy` makes of it (exported by `usfs export`, compared entry by entry), unless
+//! listed in [`TREE_DIFFERS`] with the reason. The counts are printed.
 
 mod common;
 
@@ -68,6 +70,46 @@ const REPAIRED: &[&str] = &[
     "f_uninit_set_inode_not_set",
 ];
 
+/// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of
+/// the same image, and why.
+const TREE_DIFFERS: &[(&str, &str)] = &[(
+    "f_journal",
+    "e2fsck moves a journal kept in a visible file (/journal, made by tune2fs on a mounted \
+     file system) to the reserved inode 8; usfs leaves it where it is",
+)];
+
+/// Does the tree of `repaired` (usfs's repair of `orig`) equal the tree of `orig`
+/// repaired by `e2fsck -fy`? Both exported by `usfs export` and compared entry by entry
+/// (names, lost+found's `#INO` included, types, modes, owners, sizes, contents, xattrs,
+/// file times; not atimes, nor directory mtimes, which adding to lost+found changes).
+fn same_tree_as_e2fsck(s: &Scratch, repaired: &Path, orig: &[u8]) -> Result<(), String> {
+    let theirs = s.path("e2fsck-repaired");
+    std::fs::write(&theirs, orig).unwrap();
+    let (code, out, _) = run(Command::new("e2fsck").arg("-fy").arg(&theirs), 30);
+    if !matches!(code, Some(0..=3)) {
+        return Err(format!("e2fsck -fy exit {code:?}:\n{out}"));
+    }
+    let (a, b) = (s.path("tree-usfs"), s.path("tree-e2fsck"));
+    for (img, dir) in [(repaired, &a), (theirs.as_path(), &b)] {
+        let _ = std::fs::remove_dir_all(dir);
+        let (code, _, err) = run(Command::new(usfs()).arg("export").arg(img).arg(dir), 30);
+        if code != Some(0) {
+            return Err(format!(
+                "usfs export {}: exit {code:?}: {err}",
+                img.display()
+            ));
+        }
+    }
+    let opts = usfs_testkit::CmpOptions {
+        atime: false,
+        ignore_dir_mtime: true,
+        ..Default::default()
+    };
+    usfs_testkit::compare(&a, &b, &opts)
+        .map(|_| ())
+        .map_err(|d| d.to_string())
+}
+
 /// e2fsck's exit status on the first run, from the case's expect.1.
 fn expected_exit(case: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(case.join("expect.1")).ok()?;
@@ -97,6 +139,7 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
     let img = s.path("image");
     let (mut total, mut repaired, mut clean, mut left, mut refused, mut known, mut same_exit) =
         (0, 0, 0, 0, 0, 0, 0);
+    let mut same_tree = 0;
     let mut failures = Vec::new();
     let mut preened = [0usize; 3];
     for (name, case, bytes) in e2fsprogs_images(&dir) {
@@ -135,6 +178,17 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
                         if !listed {
                             eprintln!("{name}: repaired now: add it to REPAIRED");
                         }
+                        match same_tree_as_e2fsck(&s, &img, &bytes) {
+                            Ok(()) => same_tree += 1,
+                            Err(e) => match TREE_DIFFERS.iter().find(|(n, _)| *n == name) {
+                                Some((_, why)) => {
+                                    eprintln!("{name}: known: the tree differs from e2fsck -fy's: {why}");
+                                }
+                                None => failures.push(format!(
+                                    "{name}: the repaired tree differs from e2fsck -fy's: {e}"
+                                )),
+                            },
+                        }
                     }
                     (true, None) => clean += 1,
                     (true, Some(_)) => failures.push(format!("{name}: listed in KNOWN_LEFT but e2fsck finds it clean now: remove it")),
@@ -167,6 +221,9 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
     eprintln!(
         "e2fsprogs corpus repair: {total} images: {repaired} repaired and clean for e2fsck, {clean} clean to start with, {left} left with problems usfs cannot repair yet (unchanged unless it repaired some), {refused} refused by name, {known} known differences; exit status as e2fsck's expect.1 on {same_exit}; {} failures",
         failures.len()
+    );
+    eprintln!(
+        "of the {repaired} repaired, {same_tree} hold the tree e2fsck -fy makes of the image (usfs export of both)"
     );
     eprintln!(
         "preen (-p): {} repaired, {} stopped with UNEXPECTED INCONSISTENCY (unchanged), {} clean",
@@ -208,7 +265,7 @@ fn preen(name: &str, img: &Path, orig: &[u8], n: &mut [usize; 3]) -> Result<(), 
         }
         Some(0) => n[2] += 1,
         None => return Err(format!("{name}: usfs fsck -fp hung or died by a signal")),
-        _ => {}
+        Some(c) => eprintln!("{name}: usfs fsck -fp exit {c}"),
     }
     Ok(())
 }

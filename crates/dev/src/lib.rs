@@ -11,20 +11,24 @@
 
 mod aligned;
 mod file;
+mod hash;
 mod mem;
 mod mmap;
 mod overlay;
 mod pages;
 pub mod record;
+mod runs;
 mod stats;
 
 pub use aligned::{AlignedBuf, ALIGN};
 pub use file::FileDevice;
+pub use hash::{BlockHasher, BlockMap};
 pub use mem::MemDevice;
 pub use mmap::MmapDevice;
 pub use overlay::Overlay;
 pub use pages::Pages;
 pub use record::Recorder;
+pub use runs::write_runs;
 pub use stats::{IoSnapshot, IoStats};
 
 use std::io;

@@ -11,8 +11,7 @@
 //! Writes through [`Device::write_at`] go to the base device and update any overlay block
 //! they cover, so the overlay never hides newer bytes.
 
-use crate::{Device, IoStats};
-use std::collections::HashMap;
+use crate::{BlockMap, Device, IoStats};
 use std::io;
 use std::sync::{Arc, RwLock};
 
@@ -20,7 +19,7 @@ use std::sync::{Arc, RwLock};
 pub struct Overlay {
     base: Box<dyn Device>,
     block_size: u32,
-    blocks: RwLock<HashMap<u64, Arc<[u8]>>>,
+    blocks: RwLock<BlockMap<Arc<[u8]>>>,
     stats: IoStats,
 }
 
@@ -34,7 +33,7 @@ impl Overlay {
         Overlay {
             base,
             block_size,
-            blocks: RwLock::new(HashMap::new()),
+            blocks: RwLock::new(BlockMap::default()),
             stats: IoStats::default(),
         }
     }
@@ -100,11 +99,11 @@ impl Overlay {
         v
     }
 
-    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<[u8]>>> {
+    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, BlockMap<Arc<[u8]>>> {
         self.blocks.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<u64, Arc<[u8]>>> {
+    fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, BlockMap<Arc<[u8]>>> {
         self.blocks.write().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -7,7 +7,9 @@ use crate::sched::Queues;
 use crate::state::Shared;
 use std::collections::HashMap;
 use usfs_ext4::format::dx_hash::HashVersion;
+use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::geometry::Geometry;
+use usfs_ext4::format::group_desc::BG_INODE_UNINIT;
 use usfs_ext4::format::inode::Inode;
 use usfs_ext4::Ext4;
 
@@ -48,6 +50,32 @@ impl Ctx<'_> {
     /// descriptor's checksum fails, as e2fsck -n does.)
     pub(crate) fn group_flag(&self, g: u32, flag: u16) -> bool {
         self.fs.group(g).has_flag(flag)
+    }
+
+    /// Inodes of group `g` in use as its descriptor says (the ones pass 1 reads): all of
+    /// them unless the descriptors carry checksums (which make INODE_UNINIT and
+    /// itable_unused trustworthy), then none with INODE_UNINIT, else all but the
+    /// itable_unused tail.
+    pub(crate) fn inodes_in_use_area(&self, g: u32) -> u32 {
+        let ipg = self.geo.inodes_per_group;
+        let trusted =
+            self.fs.csum_seed().is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
+        if !trusted {
+            ipg
+        } else if self.group_flag(g, BG_INODE_UNINIT) {
+            0
+        } else {
+            ipg.saturating_sub(self.fs.group(g).itable_unused())
+        }
+    }
+
+    /// The group of inode `ino` when the inode lies past the area its descriptor says
+    /// is in use ([`Self::inodes_in_use_area`]), with whether the group is INODE_UNINIT.
+    pub(crate) fn in_unused_area(&self, ino: u32) -> Option<(u32, bool)> {
+        let ipg = self.geo.inodes_per_group;
+        let (g, idx) = ((ino.checked_sub(1)?) / ipg, (ino - 1) % ipg);
+        (g < self.geo.group_count && idx >= self.inodes_in_use_area(g))
+            .then(|| (g, self.group_flag(g, BG_INODE_UNINIT)))
     }
 }
 

@@ -324,7 +324,14 @@ impl<'a> EntryWalk<'a> {
         }
         for (ino, ft, name, at) in self.refs {
             let kind = self.ctx.shared.kind(ino);
-            check_reference(w, self.b.dir, ino, (ft, name, at), kind, self.has_ft);
+            let hidden = match kind {
+                InodeKind::Unused => self.ctx.in_unused_area(ino),
+                _ => None,
+            };
+            match hidden {
+                Some(area) => hidden_reference(w, self.b.dir, ino, (name, at), area),
+                None => check_reference(w, self.b.dir, ino, (ft, name, at), kind, self.has_ft),
+            }
         }
         false
     }
@@ -341,6 +348,33 @@ fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
         DirentFault::TruncatedHeader | DirentFault::Inode { .. } => at,
     };
     Problem::new(Code::DirCorruptEntry, detail).ino(b.dir)
+}
+
+/// An entry naming inode `ino`, which pass 1 did not read because it lies in group
+/// `g`'s unused area (`uninit`: the group is INODE_UNINIT; else past itable_unused).
+/// e2fsck's fix makes the descriptor stop hiding the inode; the next check reads it, and
+/// the entry stays if the inode is in use.
+fn hidden_reference(
+    w: &mut Worker,
+    dir: u32,
+    ino: u32,
+    (name, at): (&[u8], EntryAt),
+    (g, uninit): (u32, bool),
+) {
+    let (code, area) = match uninit {
+        true => (Code::DirInodeUninitGroup, "uninitialized inode"),
+        false => (Code::DirInodeInUnusedArea, "unused inodes"),
+    };
+    let name = String::from_utf8_lossy(name);
+    w.report(
+        Problem::new(
+            code,
+            format!("'{name}' in directory inode {dir} references inode {ino} found in group {g}'s {area} area"),
+        )
+        .ino(dir)
+        .group(g)
+        .at_entry(at),
+    );
 }
 
 /// The checks that need pass 1's verdict on the named inode.
@@ -373,6 +407,7 @@ fn check_reference(
                     .at_entry(at),
             );
         }
+
         InodeKind::Used(t) => {
             // A zero file type is tolerated (e2fsck sets it silently).
             if has_ft && ft != 0 && file_type_from_dirent(ft) != Some(t) {

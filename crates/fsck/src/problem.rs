@@ -211,6 +211,10 @@ problems! {
     HtreeChecksum = 0x02_000D, P2, Error, RecomputeChecksum, "Problem in HTREE directory inode {}: node fails checksum";
     /// An entry names an inode stored in a bad inode-table block.
     DirBadBlockInode = 0x02_0010, P2, Error, ClearEntry, "Entry {} points to an inode located in a bad block";
+    /// An entry names an inode past its group's itable_unused (pass 1 did not read it).
+    DirInodeInUnusedArea = 0x02_0011, P2, Error, SetField, "Entry {}";
+    /// An entry names an inode of an INODE_UNINIT group (pass 1 did not read it).
+    DirInodeUninitGroup = 0x02_0012, P2, Error, SetField, "Entry {}";
     /// A hole in a directory.
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";
     /// An entry in a directory names the directory's ancestor root wrongly, or root entry.

@@ -228,22 +228,9 @@ pub(crate) fn run_worker(ctx: &Ctx, w: &mut Worker, index: usize, start: Instant
 /// groups with INODE_UNINIT are skipped, and so is the itable_unused tail (when the
 /// group descriptors carry checksums that make these fields trustworthy).
 pub(crate) fn plan_chunks(ctx: &Ctx, per_chunk: u32) -> Vec<InodeChunk> {
-    let geo = ctx.geo;
-    let trust_unused = ctx.fs.csum_seed().is_some()
-        || geo
-            .features
-            .has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM);
     let mut out = Vec::new();
-    for g in 0..geo.group_count {
-        let d = ctx.fs.group(g);
-        let mut used = geo.inodes_per_group;
-        if trust_unused {
-            if ctx.group_flag(g, usfs_ext4::format::group_desc::BG_INODE_UNINIT) {
-                used = 0;
-            } else {
-                used = used.saturating_sub(d.itable_unused());
-            }
-        }
+    for g in 0..ctx.geo.group_count {
+        let used = ctx.inodes_in_use_area(g);
         ctx.shared.plan_group(g, used.div_ceil(per_chunk));
         let mut start = 0;
         while start < used {

@@ -58,4 +58,3 @@ pub(crate) fn summarize(fs: &Ext4, geo: &Geometry, counters: &Counters) -> Summa
         fragmented_tenths,
     }
 }
-

@@ -178,7 +178,8 @@ pub(crate) struct Log<'a> {
 }
 
 impl Log<'_> {
-    fn offset(&self, jblk: u32) -> Result<u64> {
+    /// The byte offset on the device of journal block `jblk`.
+    pub(crate) fn offset(&self, jblk: u32) -> Result<u64> {
         if jblk >= self.total_len {
             return Err(Error::corrupt(
                 Structure::Journal,

@@ -220,18 +220,16 @@ impl JournalWriter {
             let entries: Vec<(u64, &[u8], bool)> =
                 copies.iter().map(|(b, c, e)| (*b, &c[..], *e)).collect();
             let db = descriptor::build(&self.info, tid, &entries);
-            if v1 {
-                crc = crc32_be(crc, &db);
-            }
-            self.log(dev).write(*pos, &db)?;
-            *pos = self.info.next_block(*pos);
-            for (_, c, _) in &copies {
+            let log = self.log(dev);
+            let mut writes = Vec::with_capacity(copies.len() + 1);
+            for bytes in std::iter::once(&db[..]).chain(copies.iter().map(|(_, c, _)| &c[..])) {
                 if v1 {
-                    crc = crc32_be(crc, c);
+                    crc = crc32_be(crc, bytes);
                 }
-                self.log(dev).write(*pos, c)?;
+                writes.push((log.offset(*pos)?, bytes));
                 *pos = self.info.next_block(*pos);
             }
+            usfs_dev::write_runs(dev, writes)?;
         }
         Ok(if v1 { crc } else { 0 })
     }

@@ -46,9 +46,10 @@ impl Volume {
         }
         let base = self.overlay.base();
         let bs_log = self.fs.core.geo.block_size_log;
-        for (&b, d) in &self.pinned {
-            base.write_at(d, b << bs_log)?;
-        }
+        usfs_dev::write_runs(
+            base,
+            self.pinned.iter().map(|(&b, d)| (b << bs_log, &d[..])),
+        )?;
         base.flush()?;
         j.checkpointed(base)?;
         for (b, d) in std::mem::take(&mut self.pinned) {

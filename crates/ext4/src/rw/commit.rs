@@ -105,11 +105,11 @@ impl Volume {
         let bs_log = self.fs.core.geo.block_size_log;
         let dirty = std::mem::take(&mut self.txn.dirty);
         let base = self.overlay.base();
-        for &b in &dirty {
-            if let Some(data) = self.overlay.get(b) {
-                base.write_at(&data, b << bs_log)?;
-            }
-        }
+        let held: Vec<(u64, std::sync::Arc<[u8]>)> = dirty
+            .iter()
+            .filter_map(|&b| self.overlay.get(b).map(|d| (b, d)))
+            .collect();
+        usfs_dev::write_runs(base, held.iter().map(|(b, d)| (b << bs_log, &d[..])))?;
         base.flush()?;
         for b in dirty {
             self.overlay.remove(b);

@@ -21,7 +21,7 @@ type PrevBlock = (Option<Arc<[u8]>>, bool);
 #[derive(Default)]
 pub(crate) struct Undo {
     /// Metadata blocks put: block -> (previous overlay copy, was it dirty before).
-    blocks: HashMap<u64, PrevBlock>,
+    blocks: usfs_dev::BlockMap<PrevBlock>,
     /// Blocks allocated.
     allocs: Vec<(u64, u64)>,
     /// Inodes allocated (number, directory?).

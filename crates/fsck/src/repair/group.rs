@@ -9,9 +9,18 @@ use usfs_ext4::rw::Volume;
 
 /// Applies `p`'s fix if it is a group descriptor's.
 pub(super) fn apply(v: &mut Volume, p: &Problem) {
-    let (Code::GroupUnusedInodes, Some(g)) = (p.code, p.group) else {
+    let Some(g) = p.group else {
         return;
     };
+    match p.code {
+        Code::GroupUnusedInodes => {}
+        // e2fsck's pass 2 fixes: the descriptor stops hiding the inodes an entry names.
+        Code::DirInodeInUnusedArea => return v.repair_group(g, |d| d.set_itable_unused(0)),
+        Code::DirInodeUninitGroup => {
+            return v.repair_group(g, |d| d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT))
+        }
+        _ => return,
+    }
     let f = &v.geometry().features;
     let csums = f.has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM)
         || f.has_ro_compat(usfs_ext4::format::features::ro_compat::METADATA_CSUM);

@@ -80,6 +80,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BadRefCount | BadISize | BadIBlocks | InodeDtimeSet | InodeZeroDtime | InodeChecksum
         | NoLostFound | SuperblockCounts => true,
         DirUnusedInode | DirBlockChecksum | GroupUnusedInodes | HtreeChecksum => true,
+        DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
         _ => return None,
@@ -102,6 +103,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
         lap(&mut stages, format!("check {n}"));
+        unhide_first(&mut report);
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
@@ -137,6 +139,24 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
         rounds.push(Round {
             problems: std::mem::take(&mut report.problems),
         });
+    }
+}
+
+/// When entries name inodes the group descriptors hide from pass 1 (past itable_unused,
+/// or in an INODE_UNINIT group), the round only unhides them, as e2fsck's pass 2 does
+/// before it restarts: what else the check found may stem from the hidden inodes (their
+/// entries taken for dangling), so nothing else is fixed; the next round's check reads
+/// the inodes. (The group summaries the volume writes with any fix are the check's,
+/// which counted the hidden inodes free; the next round counts them again.)
+fn unhide_first(report: &mut Report) {
+    let hides = |p: &Problem| {
+        matches!(
+            p.code,
+            Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup
+        )
+    };
+    if report.problems.iter().any(hides) {
+        report.problems.retain(hides);
     }
 }
 

@@ -23,8 +23,10 @@
 //!
 //! Then every case usfs finds damaged is repaired with `usfs fsck -fy`: no hang, panic or
 //! unexplained exit 8; a repair it reports (exit 1) must leave an image `e2fsck -fn` finds
-//! clean (unless the check already disagreed with e2fsck on the case); a stop without a
-//! repair (exit 4) must leave the image unchanged. The counts are printed.
+//! clean (unless the check already disagreed with e2fsck on the case), in which every
+//! regular file the corruption did not touch ([`touched`]: the inodes it names, owns the
+//! blocks of, or overwrites) has its contents, at its path or in lost+found; a stop
+//! without a repair (exit 4) must leave the image unchanged. The counts are printed.
 //!
 //! Reading e2fsck's output ([`e2fsck_passes`]): a problem belongs to the pass whose
 //! heading ("Pass N: ...") it follows; lines before "Pass 1", and what opening the file
@@ -51,7 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -280,6 +282,8 @@ const BASES: &[BaseSpec] = &[
 /// A base image: its bytes (copied sparsely into every case) and its inventory.
 struct Base {
     name: &'static str,
+    /// Regular file inode -> a hash of its contents (`usfs export` of the clean image).
+    files: BTreeMap<u32, u64>,
     bytes: Vec<u8>,
     /// Indexes of the 64 KiB chunks that are not all zeros.
     chunks: Vec<usize>,
@@ -1681,6 +1685,7 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
     let mut rng = Rng::new(c.seed);
     let mut setup_err = String::new();
     let mut desc = None;
+    let mut steps = Vec::new();
     for _attempt in 0..5 {
         let m = (kind.make)(base, &mut rng)?;
         base.write_copy(&img);
@@ -1710,6 +1715,7 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
             }
         }
         desc = Some(m.desc);
+        steps = m.steps;
         break;
     }
     let desc =
@@ -1835,7 +1841,7 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
         r_issue: String::new(),
     };
     if u_exit == Some(4) {
-        repair_case(&img, &mut o);
+        repair_case(&img, &mut o, base, &steps);
     }
     if !(fatal || verdict_ok && passes_ok) {
         o.known = KNOWN_DISAGREEMENTS
@@ -1860,9 +1866,11 @@ fn run_case(s: &Scratch, bases: &[Base], c: &CaseSpec, n: usize) -> Option<Outco
 }
 
 /// `usfs fsck -fy` on a case usfs found damaged: never a hang, a panic or an exit 8
-/// without a message; a repair it reports (exit 1) leaves an image e2fsck -fn finds clean;
-/// a stop without a repair (exit 4, nothing modified) leaves the image byte for byte.
-fn repair_case(img: &Path, o: &mut Outcome) {
+/// without a message; a repair it reports (exit 1) leaves an image e2fsck -fn finds clean
+/// in which every regular file the corruption did not touch (see [`touched`]) holds its
+/// contents (at its path or in lost+found); a stop without a repair (exit 4, nothing
+/// modified) leaves the image byte for byte.
+fn repair_case(img: &Path, o: &mut Outcome, base: &Base, steps: &[Step]) {
     let before = std::fs::read(img).unwrap();
     let (code, out, err) = run_limited(
         Command::new(usfs())
@@ -1877,7 +1885,9 @@ fn repair_case(img: &Path, o: &mut Outcome) {
         Some(1) => {
             let (e, eout, _) = run_limited(Command::new("e2fsck").arg("-fn").arg(img), LIMIT);
             match e {
-                Some(0) => String::new(),
+                Some(0) => untouched_files_kept(img, base, steps)
+                    .err()
+                    .unwrap_or_default(),
                 _ => format!(
                     "usfs fsck -fy repaired (exit 1) but e2fsck -fn exit {e:?}: {}",
                     e2fsck_excerpt(&String::from_utf8_lossy(&eout))
@@ -1895,6 +1905,154 @@ fn repair_case(img: &Path, o: &mut Outcome) {
         Some(8) if !err.is_empty() => String::new(),
         Some(c) => format!("usfs fsck -fy exit {c}"),
     };
+}
+
+/// A scratch directory for an exported tree named `name`: in /dev/shm when there is one
+/// (creating a few hundred files there costs nothing; on a busy disk, seconds).
+fn tree_dir(name: &str) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let root = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    root.join(format!("usfs-corpus-{}-{name}", std::process::id()))
+}
+
+/// Regular file inode -> a hash of its contents, for the image at `img` (exported into
+/// `tree`, a scratch directory, and listed with `usfs ls -R -i`).
+fn file_hashes(img: &Path, tree: &Path) -> Result<BTreeMap<u32, u64>, String> {
+    let _ = std::fs::remove_dir_all(tree);
+    let (code, _, err) = run_limited(Command::new(usfs()).arg("export").arg(img).arg(tree), LIMIT);
+    if code != Some(0) {
+        return Err(format!(
+            "usfs export exit {code:?}: {}",
+            String::from_utf8_lossy(&err)
+        ));
+    }
+    let (code, out, err) = run_limited(
+        Command::new(usfs()).args(["ls", "-R", "-i"]).arg(img),
+        LIMIT,
+    );
+    if code != Some(0) {
+        return Err(format!(
+            "usfs ls -R -i exit {code:?}: {}",
+            String::from_utf8_lossy(&err)
+        ));
+    }
+    let mut out_map = BTreeMap::new();
+    let mut dir = String::new();
+    for line in String::from_utf8_lossy(&out).lines() {
+        if let Some(d) = line.strip_suffix(':').filter(|d| d.starts_with('/')) {
+            dir = d.trim_end_matches('/').to_string();
+            continue;
+        }
+        let Some((ino, name)) = line.trim_start().split_once(' ') else {
+            continue;
+        };
+        let Ok(ino) = ino.parse::<u32>() else {
+            continue;
+        };
+        let path = tree.join(format!("{dir}/{name}").trim_start_matches('/'));
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        if regular && !out_map.contains_key(&ino) {
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&bytes, &mut h);
+            out_map.insert(ino, std::hash::Hasher::finish(&h));
+        }
+    }
+    let _ = std::fs::remove_dir_all(tree);
+    Ok(out_map)
+}
+
+/// The inodes a corruption touched: those its debugfs commands name (`<N>`), the owners
+/// of blocks it frees, marks or overwrites, the inodes whose table slots it overwrites,
+/// every inode of a group whose descriptor it changes; `None` when it changes the
+/// superblock's geometry or orphan list (anything may follow).
+fn touched(inv: &Inv, steps: &[Step]) -> Option<BTreeSet<u32>> {
+    let mut out = BTreeSet::new();
+    let owners = |blk: u64, out: &mut BTreeSet<u32>| {
+        for (ino, i) in &inv.inos {
+            let holds = i.data.iter().any(|r| blk >= r.1 && blk < r.1 + r.2)
+                || i.tree.contains(&blk)
+                || i.file_acl == blk;
+            if holds {
+                out.insert(*ino);
+            }
+        }
+    };
+    let itable_blocks = inv.ipg * inv.inode_size / BS;
+    for st in steps {
+        match st {
+            Step::Debugfs(c) => {
+                for part in c.split('<').skip(1) {
+                    if let Some(n) = part.split('>').next().and_then(|n| n.parse().ok()) {
+                        out.insert(n);
+                    }
+                }
+                let words: Vec<&str> = c.split_whitespace().collect();
+                match words.as_slice() {
+                    ["freeb" | "setb", blk, ..] => owners(blk.parse().ok()?, &mut out),
+                    ["set_bg", g, ..] => {
+                        let g: u64 = g.parse().ok()?;
+                        out.extend((g * inv.ipg + 1..=(g + 1) * inv.ipg).map(|i| i as u32));
+                    }
+                    ["ssv", f, ..] if !f.contains("free_") => return None,
+                    // The file whose entry goes (its directory is named above).
+                    ["unlink", at] => {
+                        let (dir, name) = at.split_once('/')?;
+                        let dir: u32 = dir.trim_matches(|c| c == '<' || c == '>').parse().ok()?;
+                        out.extend(inv.inos.iter().filter_map(|(ino, i)| {
+                            (i.name.as_ref() == Some(&(dir, name.to_string()))).then_some(*ino)
+                        }));
+                    }
+                    _ => {}
+                }
+            }
+            Step::Raw(off, bytes) => {
+                let (first, last) = (off / BS, (off + bytes.len().max(1) as u64 - 1) / BS);
+                for blk in first..=last {
+                    owners(blk, &mut out);
+                    for (g, grp) in inv.groups.iter().enumerate() {
+                        if blk >= grp.itable && blk < grp.itable + itable_blocks {
+                            let lo = (blk - grp.itable) * BS / inv.inode_size;
+                            let hi = lo + BS / inv.inode_size;
+                            let base = g as u64 * inv.ipg + 1;
+                            out.extend((base + lo..base + hi).map(|i| i as u32));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// After a repair: every regular file of `base` whose inode the corruption did not touch
+/// is in the repaired image `img` with the same contents.
+fn untouched_files_kept(img: &Path, base: &Base, steps: &[Step]) -> Result<(), String> {
+    let Some(touched) = touched(&base.inv, steps) else {
+        return Ok(());
+    };
+    let tree = tree_dir(&img.file_name().unwrap_or_default().to_string_lossy());
+    let now = file_hashes(img, &tree).map_err(|e| format!("after the repair: {e}"))?;
+    let lost: Vec<String> = base
+        .files
+        .iter()
+        .filter(|(ino, h)| !touched.contains(ino) && now.get(ino) != Some(h))
+        .map(|(ino, _)| match now.get(ino) {
+            None => format!("inode {ino} gone"),
+            Some(_) => format!("inode {ino} changed"),
+        })
+        .collect();
+    match lost.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "usfs fsck -fy lost files the corruption did not touch: {}",
+            lost.join(", ")
+        )),
+    }
 }
 
 fn passes(s: &BTreeSet<String>) -> String {
@@ -1969,6 +2127,8 @@ fn build_base(s: &Scratch, src: &Path, spec: &BaseSpec) -> Base {
     );
     let inv = inventory(&img);
     assert!(inv.groups.len() >= 2, "{}: fewer than 2 groups", spec.name);
+    let files = file_hashes(&img, &tree_dir(&format!("base-{}", spec.name)))
+        .unwrap_or_else(|e| panic!("base image {}: {e}", spec.name));
     let bytes = std::fs::read(&img).unwrap();
     let chunks = (0..bytes.len().div_ceil(CHUNK))
         .filter(|&i| {
@@ -1980,6 +2140,7 @@ fn build_base(s: &Scratch, src: &Path, spec: &BaseSpec) -> Base {
     let _ = std::fs::remove_file(&img);
     Base {
         name: spec.name,
+        files,
         bytes,
         chunks,
         inv,

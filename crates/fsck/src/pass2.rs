@@ -293,7 +293,11 @@ impl<'a> EntryWalk<'a> {
                 w.report(Problem::new(Code::DirDuplicateEntry, shown()).ino(b.dir));
             }
             if ino == ROOT_INO {
-                w.report(Problem::new(Code::DirEntryToRoot, shown()).ino(b.dir));
+                w.report(
+                    Problem::new(Code::DirEntryToRoot, shown())
+                        .ino(b.dir)
+                        .at_entry(at),
+                );
             }
             self.ctx.shared.add_ref(ino);
             if let Some((version, range)) = self.hashes.as_mut() {

@@ -1,6 +1,7 @@
 //! Pass 2's fixes of single directory entries, named by their place (directory, block,
 //! offset): an entry naming an inode that is out of range, unused or stored in a bad
-//! block is removed, as e2fsck clears it. (A wrong file type is not fixed yet: e2fsck
+//! block, or naming the root (other than `..` of a top directory), is removed, as
+//! e2fsck clears it. (A wrong file type is not fixed yet: e2fsck
 //! decides first whether the inode's mode is the wrong one, e.g. a "socket" whose blocks
 //! hold a directory, which the checker does not look for yet.)
 
@@ -15,9 +16,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
     };
     let (lblk, off) = (at.lblk as u64, at.off as usize);
     match p.code {
-        Code::DirUnusedInode | Code::DirBadInode | Code::DirBadBlockInode => {
-            v.remove_entry(dir, lblk, off)
-        }
+        Code::DirUnusedInode
+        | Code::DirBadInode
+        | Code::DirBadBlockInode
+        | Code::DirEntryToRoot => v.remove_entry(dir, lblk, off),
         _ => Ok(()),
     }
 }

@@ -83,6 +83,8 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
+        DirEntryToRoot | InodeBadMode => false,
+        BadExtraIsize => true,
         _ => return None,
     })
 }

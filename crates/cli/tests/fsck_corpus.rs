@@ -43,7 +43,8 @@
 //!
 //! Environment: `USFS_CORPUS_SEED` (another seed), `USFS_CORPUS_ONLY` (run only the kinds
 //! whose name contains this string), `USFS_CORPUS_VERBOSE=1` (print every case),
-//! `USFS_CORPUS_KEEP=DIR` (keep the image of every failing case in DIR).
+//! `USFS_CORPUS_KEEP=DIR` (keep the image of every failing case in DIR, and of every
+//! failing repair as it was before the repair).
 
 mod common;
 
@@ -1905,6 +1906,11 @@ fn repair_case(img: &Path, o: &mut Outcome, base: &Base, steps: &[Step]) {
         Some(8) if !err.is_empty() => String::new(),
         Some(c) => format!("usfs fsck -fy exit {c}"),
     };
+    if let Some(dir) = std::env::var_os("USFS_CORPUS_KEEP").filter(|_| !o.r_issue.is_empty()) {
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = format!("{}.before-repair.img", o.id.replace('/', "-"));
+        std::fs::write(Path::new(&dir).join(name), &before).unwrap();
+    }
 }
 
 /// A scratch directory for an exported tree named `name`: in /dev/shm when there is one
@@ -1968,7 +1974,8 @@ fn file_hashes(img: &Path, tree: &Path) -> Result<BTreeMap<u32, u64>, String> {
 
 /// The inodes a corruption touched: those its debugfs commands name (`<N>`), the owners
 /// of blocks it frees, marks or overwrites, the inodes whose table slots it overwrites,
-/// every inode of a group whose descriptor it changes; `None` when it changes the
+/// every inode of a group whose descriptor it changes, and the files named in a touched
+/// directory; `None` when it changes the
 /// superblock's geometry or orphan list (anything may follow).
 fn touched(inv: &Inv, steps: &[Step]) -> Option<BTreeSet<u32>> {
     let mut out = BTreeSet::new();
@@ -2024,6 +2031,18 @@ fn touched(inv: &Inv, steps: &[Step]) -> Option<BTreeSet<u32>> {
                     }
                 }
             }
+        }
+    }
+    // A damaged directory may lose entries: the files it names are touched too (an
+    // empty file whose entry goes is cleared, by e2fsck as by usfs).
+    let dirs: Vec<u32> = out
+        .iter()
+        .copied()
+        .filter(|d| inv.inos.get(d).is_some_and(|i| i.kind == 'd'))
+        .collect();
+    for (ino, i) in &inv.inos {
+        if i.name.as_ref().is_some_and(|(d, _)| dirs.contains(d)) {
+            out.insert(*ino);
         }
     }
     Some(out)

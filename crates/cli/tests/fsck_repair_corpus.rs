@@ -70,6 +70,8 @@ const REPAIRED: &[&str] = &[
     "f_uninit_checksum_bad",
     "f_uninit_set_inode_not_set",
     "f_bad_inode_csum",
+    "f_baddir2",
+    "f_salvage_dir",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

@@ -177,7 +177,12 @@ fn walk_entries(
         hashes,
     };
     let first_block = b.lblk == 0 && base == 0;
-    for (index, e) in Dirents::lenient(area, geo.block_size, has_ft).enumerate() {
+    // (Inline areas start past the inode's first 4 bytes: base 4 or 60; blocks at 0.)
+    let chain = match base {
+        0 => Dirents::lenient(area, geo.block_size, has_ft).in_block(),
+        _ => Dirents::lenient(area, geo.block_size, has_ft),
+    };
+    for (index, e) in chain.enumerate() {
         let e = match e {
             Ok(e) => e,
             Err((at, fault)) => {
@@ -351,7 +356,12 @@ fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
         // (Inode faults are not raised by the lenient walk.)
         DirentFault::TruncatedHeader | DirentFault::Inode { .. } => at,
     };
-    Problem::new(Code::DirCorruptEntry, detail).ino(b.dir)
+    Problem::new(Code::DirCorruptEntry, detail)
+        .ino(b.dir)
+        .at_entry(EntryAt {
+            lblk: b.lblk as u32,
+            off: off as u32,
+        })
 }
 
 /// An entry naming inode `ino`, which pass 1 did not read because it lies in group

@@ -179,7 +179,8 @@ pub struct Dirent<'a> {
 pub enum DirentFault {
     /// Fewer than 8 bytes left for the header.
     TruncatedHeader,
-    /// rec_len below 8, not a multiple of 4, or past the end of the area.
+    /// rec_len below 8 (12 in a block: [`Dirents::in_block`]), not a multiple of 4, or
+    /// past the end of the area.
     RecLen {
         /// Stored rec_len (decoded).
         rec_len: usize,
@@ -230,6 +231,9 @@ pub struct Dirents<'a> {
     /// Live entries must point at 1..=this and have a name; `None` leaves both to the
     /// caller ([`Dirents::lenient`]).
     inodes_count: Option<u32>,
+    /// The smallest rec_len: 8 (a bare header), or 12 in directory blocks checked as
+    /// e2fsck and the kernel check them ([`Dirents::in_block`]).
+    min_rec_len: usize,
 }
 
 impl<'a> Dirents<'a> {
@@ -243,6 +247,7 @@ impl<'a> Dirents<'a> {
             block_size,
             has_filetype,
             inodes_count: Some(inodes_count),
+            min_rec_len: DIRENT_HEADER,
         }
     }
 
@@ -256,6 +261,17 @@ impl<'a> Dirents<'a> {
             block_size,
             has_filetype,
             inodes_count: None,
+            min_rec_len: DIRENT_HEADER,
+        }
+    }
+
+    /// The same walk with the rule of directory blocks (not inline areas): a rec_len
+    /// below 12 (the space of a one-byte name) is a fault, as e2fsck's pass 2 and the
+    /// kernel's ext4_check_dir_entry have it.
+    pub fn in_block(self) -> Self {
+        Dirents {
+            min_rec_len: entry_size(1),
+            ..self
         }
     }
 
@@ -271,7 +287,7 @@ impl<'a> Dirents<'a> {
         } else {
             h.name_len() as usize | (h.file_type() as usize) << 8
         };
-        if rec_len < DIRENT_HEADER || !rec_len.is_multiple_of(4) || rec_len > area.len() - off {
+        if rec_len < self.min_rec_len || !rec_len.is_multiple_of(4) || rec_len > area.len() - off {
             return Err(DirentFault::RecLen { rec_len, name_len });
         }
         if DIRENT_HEADER + name_len > rec_len {

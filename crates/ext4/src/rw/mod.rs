@@ -21,6 +21,7 @@ mod dir_htree;
 mod dir_leaf;
 #[cfg(test)]
 mod dir_oracle_tests;
+mod dir_salvage;
 #[cfg(test)]
 mod dir_tests;
 mod extent_edit;

@@ -229,6 +229,14 @@ impl Volume {
         self.release(&mut rec)
     }
 
+    /// Salvages leaf block `lblk` of directory `dir` whose chain of entries is broken, as
+    /// e2fsck's pass 2 does (see `dir_salvage`), and sets its checksum.
+    pub fn salvage_dir_block(&mut self, dir: u32, lblk: u64) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.salvage(lblk).map(|_| ()))?;
+        self.put_inode(&mut d)
+    }
+
     /// Applies one fix as an operation of its own: a fix that fails is undone, and the
     /// rest of the transaction stays as it was.
     pub fn apply_fix(&mut self, fix: impl FnOnce(&mut Volume) -> Result<()>) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Pass 2's fixes of single directory entries, named by their place (directory, block,
 //! offset): an entry naming an inode that is out of range, unused or stored in a bad
 //! block, or naming the root (other than `..` of a top directory), is removed, as
-//! e2fsck clears it. (A wrong file type is not fixed yet: e2fsck
+//! e2fsck clears it; a block whose chain of entries is broken is salvaged as e2fsck does. (A wrong file type is not fixed yet: e2fsck
 //! decides first whether the inode's mode is the wrong one, e.g. a "socket" whose blocks
 //! hold a directory, which the checker does not look for yet.)
 
@@ -20,6 +20,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         | Code::DirBadInode
         | Code::DirBadBlockInode
         | Code::DirEntryToRoot => v.remove_entry(dir, lblk, off),
+        // e2fsck's salvage of the block: what it keeps is checked in the next round.
+        Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk),
         _ => Ok(()),
     }
 }

@@ -83,7 +83,7 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirEntryToRoot | InodeBadMode => false,
+        DirEntryToRoot | InodeBadMode | DirCorruptEntry => false,
         BadExtraIsize => true,
         _ => return None,
     })
@@ -105,7 +105,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
         lap(&mut stages, format!("check {n}"));
-        unhide_first(&mut report);
+        restart_first(&mut report);
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
@@ -144,21 +144,23 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
     }
 }
 
-/// When entries name inodes the group descriptors hide from pass 1 (past itable_unused,
-/// or in an INODE_UNINIT group), the round only unhides them, as e2fsck's pass 2 does
-/// before it restarts: what else the check found may stem from the hidden inodes (their
-/// entries taken for dangling), so nothing else is fixed; the next round's check reads
-/// the inodes. (The group summaries the volume writes with any fix are the check's,
-/// which counted the hidden inodes free; the next round counts them again.)
-fn unhide_first(report: &mut Report) {
-    let hides = |p: &Problem| {
+/// Fixes after which the rest of a check is not to be trusted: an entry naming an inode
+/// the group descriptors hide from pass 1 (past itable_unused, or in an INODE_UNINIT
+/// group), and a directory block whose chain of entries is broken. e2fsck unhides the
+/// first and restarts; it salvages the second before it reads on. What else the check
+/// found may stem from them (entries taken for dangling, inodes for unattached), so a
+/// round that has any fixes only these, and the next round's check reads the inodes and
+/// the salvaged entries. (The group summaries the volume writes with any fix are the
+/// check's; the next round counts again.)
+fn restart_first(report: &mut Report) {
+    let first = |p: &Problem| {
         matches!(
             p.code,
-            Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup
+            Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup | Code::DirCorruptEntry
         )
     };
-    if report.problems.iter().any(hides) {
-        report.problems.retain(hides);
+    if report.problems.iter().any(first) {
+        report.problems.retain(first);
     }
 }
 

@@ -359,7 +359,7 @@ fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
     Problem::new(Code::DirCorruptEntry, detail)
         .ino(b.dir)
         .at_entry(EntryAt {
-            lblk: b.lblk as u32,
+            lblk: b.lblk,
             off: off as u32,
         })
 }

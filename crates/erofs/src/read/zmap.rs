@@ -413,8 +413,9 @@ impl Erofs {
         let alg = if t == ty::HEAD1 { zi.alg[0] } else { zi.alg[1] };
         if alg != 0 {
             return Err(Error::incompatible(format!(
-                "inode {}: compression algorithm {alg} (only LZ4)",
-                ino.nid
+                "inode {}: compression algorithm {} ({alg}; only lz4 is supported)",
+                ino.nid,
+                crate::format::compr_cfgs::alg_name(alg)
             )));
         }
         Ok(Stored::Lz4 {

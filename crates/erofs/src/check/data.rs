@@ -109,7 +109,7 @@ fn compressed(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
             ));
         }
         let end = (ext.la + ext.llen).min(ino.size);
-        if let Stored::Lz4 { pa, plen, .. } = ext.stored {
+        if let Stored::Lz4 { pa, plen, padded } = ext.stored {
             if plen > PCLUSTER_MAX || ext.llen > EXTENT_MAX {
                 return Err(corrupt(
                     ino,
@@ -121,7 +121,13 @@ fn compressed(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
                 ));
             }
             buf.resize(ext.llen as usize, 0);
-            fs.extent_bytes(ino, &ext, 0, &mut buf)?;
+            // Without zero padding the stream's end is unknown: only partial decoding
+            // (as the kernel does) is possible.
+            if padded && ext.full {
+                fs.lz4_exact(ino, pa, plen, &mut buf)?;
+            } else {
+                fs.extent_bytes(ino, &ext, 0, &mut buf)?;
+            }
             report.extents += 1;
         } else {
             let mut p = pos;

@@ -49,7 +49,10 @@ pub(super) fn check(fs: &Erofs, report: &mut Report) {
             Some(root),
             Error::corrupt(
                 Structure::ErofsSuperblock,
-                format!("root inode {root} is a {:?}, not a directory", i.file_type),
+                format!(
+                    "root inode {root} is a {}, not a directory",
+                    format!("{:?}", i.file_type).to_lowercase()
+                ),
             ),
         ),
         Err(e) => report.push("/", Some(root), e),

@@ -55,7 +55,7 @@ fn clean_on_every_usfs_option_set() {
         usfs_mkfs(&img, &src, args);
         let what = format!("usfs mkfs.erofs {args:?}");
         assert_clean(&img, &what);
-        if fsck && !uses_fragments(args) {
+        if fsck && oracle_reads(args) {
             assert!(!fsck_erofs_finds_damage(&img), "{what}: fsck.erofs disagrees");
         }
     }
@@ -82,7 +82,9 @@ fn clean_on_every_mkfs_erofs_option_set() {
         );
         let what = format!("mkfs.erofs 1.5 {args:?}");
         assert_clean(&img, &what);
-        assert!(!fsck_erofs_finds_damage(&img), "{what}: fsck.erofs disagrees");
+        if oracle_reads(args) {
+            assert!(!fsck_erofs_finds_damage(&img), "{what}: fsck.erofs disagrees");
+        }
     }
 }
 
@@ -503,4 +505,101 @@ fn seeded_damage_is_found() {
         let (n, agree) = seeded(&img, &s, &label);
         eprintln!("{label}: fsck.erofs found {agree} of the {n} damages usfs found");
     }
+}
+
+/// Random damage: flipped bytes anywhere (superblock checksum kept valid so the damage
+/// reaches the rest) and truncations. usfs never panics or hangs; wherever fsck.erofs
+/// finds damage, usfs does too (usfs also decodes what fsck.erofs 1.5 does not check,
+/// so the converse need not hold: those are counted).
+#[test]
+fn random_damage_never_missed() {
+    let test = "fsck-erofs-random";
+    let s = Scratch::new(test);
+    let oracle = need_tool(test, "fsck.erofs");
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let bad = s.path("bad");
+    let (mut both, mut only_usfs, mut neither, mut rounds) = (0, 0, 0, 0);
+    for (label, img) in damage_images(&s) {
+        let good = std::fs::read(&img).unwrap();
+        for round in 0..40 {
+            let mut b = good.clone();
+            if round % 8 == 7 {
+                b.truncate(4096 + next() as usize % (good.len() - 4096));
+            } else {
+                for _ in 0..1 + round % 6 {
+                    let at = 1024 + next() as usize % (b.len() - 1024);
+                    b[at] ^= 1 << (next() % 8);
+                }
+                if b[1024 + 8] & 1 != 0 {
+                    seal(&mut b[..4096]);
+                }
+            }
+            std::fs::write(&bad, &b).unwrap();
+            let (code, out, err) = usfs_fsck(&bad, &[]);
+            assert!(code == 0 || code == 1, "{label} round {round}: exit {code}\n{out}{err}");
+            let ours = code == 1;
+            let theirs = oracle && fsck_erofs_finds_damage(&bad);
+            assert!(
+                ours || !theirs,
+                "{label} round {round}: fsck.erofs finds damage that usfs misses:\n{out}"
+            );
+            rounds += 1;
+            match (ours, theirs) {
+                (true, true) => both += 1,
+                (true, false) => only_usfs += 1,
+                _ => neither += 1,
+            }
+        }
+    }
+    eprintln!(
+        "{rounds} random damages: both found {both}, only usfs {only_usfs}, neither {neither} (a flipped bit in file data that still decodes, or in unused bytes)"
+    );
+}
+
+/// `--extract=DIR` writes the tree back (contents, modes, times, links, xattrs with
+/// --xattrs); a second run into the same directory fails on the existing files, as
+/// fsck.erofs does, unless --overwrite.
+#[test]
+fn extract_writes_the_tree() {
+    let test = "fsck-erofs-extract";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = small_tree(&s);
+    let img = s.path("image");
+    usfs_mkfs(&img, &src, &["-zlz4hc", "-Eztailpacking"]);
+    let out = s.path("out");
+    let arg = format!("--extract={}", out.display());
+    let (code, stdout, err) = usfs_fsck(&img, &[&arg, "--xattrs"]);
+    assert!(
+        code == 0 && stdout.contains("Extracted filesystem successfully"),
+        "{stdout}{err}"
+    );
+    let cmp = usfs_testkit::CmpOptions {
+        atime: false,
+        ignore_root_attrs: true,
+        ..usfs_testkit::CmpOptions::default()
+    };
+    if let Err(d) = usfs_testkit::compare(&src, &out, &cmp) {
+        panic!("extracted tree differs from the source: {d}");
+    }
+    let (code, _, err) = usfs_fsck(&img, &[&arg]);
+    assert!(code == 1 && err.contains("File exists"), "second extract: {code} {err}");
+    let (code, _, err) = usfs_fsck(&img, &[&arg, "--overwrite", "--xattrs"]);
+    assert_eq!(code, 0, "--overwrite: {err}");
+    if let Err(d) = usfs_testkit::compare(&src, &out, &cmp) {
+        panic!("overwritten tree differs from the source: {d}");
+    }
+    // fsck.erofs's usage rules (it exits 1 on them).
+    let (code, _, err) = usfs_fsck(&img, &["--overwrite"]);
+    assert!(code == 1 && err.contains("--extract=X"), "{err}");
+    let (code, _, err) = usfs_fsck(&img, &["--extract=/"]);
+    assert!(code == 1 && err.contains("--force"), "{err}");
 }

@@ -105,9 +105,7 @@ fn usage_error(e: &ErofsArgs) -> Option<&'static str> {
             return Some("--overwrite must be used together with --extract=X");
         }
         if e.preserve_owner || e.no_preserve_owner || e.preserve || e.no_preserve {
-            return Some(
-                "--[no-]preserve[-owner/-perms] must be used together with --extract=X",
-            );
+            return Some("--[no-]preserve[-owner/-perms] must be used together with --extract=X");
         }
     }
     None
@@ -152,7 +150,10 @@ fn run(a: &FsckArgs) -> CliResult {
 fn extract(a: &FsckArgs, dir: &Path) -> Vec<String> {
     let e = &a.erofs;
     if let Err(err) = std::fs::create_dir_all(dir) {
-        return vec![format!("failed to create directory: {} ({err})", dir.display())];
+        return vec![format!(
+            "failed to create directory: {} ({err})",
+            dir.display()
+        )];
     }
     let fs = match crate::image::open(&a.image) {
         Ok(fs) => fs,

@@ -56,7 +56,10 @@ fn clean_on_every_usfs_option_set() {
         let what = format!("usfs mkfs.erofs {args:?}");
         assert_clean(&img, &what);
         if fsck && oracle_reads(args) {
-            assert!(!fsck_erofs_finds_damage(&img), "{what}: fsck.erofs disagrees");
+            assert!(
+                !fsck_erofs_finds_damage(&img),
+                "{what}: fsck.erofs disagrees"
+            );
         }
     }
 }
@@ -83,7 +86,10 @@ fn clean_on_every_mkfs_erofs_option_set() {
         let what = format!("mkfs.erofs 1.5 {args:?}");
         assert_clean(&img, &what);
         if oracle_reads(args) {
-            assert!(!fsck_erofs_finds_damage(&img), "{what}: fsck.erofs disagrees");
+            assert!(
+                !fsck_erofs_finds_damage(&img),
+                "{what}: fsck.erofs disagrees"
+            );
         }
     }
 }
@@ -117,12 +123,17 @@ fn text(len: usize) -> Vec<u8> {
 
 fn set_xattr(p: &Path, name: &str, value: &[u8]) {
     let c = |s: &[u8]| std::ffi::CString::new(s).unwrap();
-    let (pc, nc) = (
-        c(p.as_os_str().as_encoded_bytes()),
-        c(name.as_bytes()),
-    );
+    let (pc, nc) = (c(p.as_os_str().as_encoded_bytes()), c(name.as_bytes()));
     // SAFETY: valid C strings and a buffer of value.len() bytes.
-    let r = unsafe { libc::lsetxattr(pc.as_ptr(), nc.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let r = unsafe {
+        libc::lsetxattr(
+            pc.as_ptr(),
+            nc.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
     assert_eq!(r, 0, "setxattr {}", p.display());
 }
 
@@ -190,7 +201,11 @@ impl Img {
         Ino {
             pos,
             isize: if ext { 64 } else { 32 },
-            xattr_isize: if icount == 0 { 0 } else { 12 + (icount - 1) * 4 },
+            xattr_isize: if icount == 0 {
+                0
+            } else {
+                12 + (icount - 1) * 4
+            },
             layout: (fmt >> 1) & 7,
             size: if ext {
                 u64::from_le_bytes(self.b[pos + 8..pos + 16].try_into().unwrap())
@@ -263,7 +278,12 @@ struct Targets {
 }
 
 fn nid_of(img: &Path, path: &str) -> u64 {
-    let o = run_ok(Command::new(usfs()).args(["stat", "--json"]).arg(img).arg(path));
+    let o = run_ok(
+        Command::new(usfs())
+            .args(["stat", "--json"])
+            .arg(img)
+            .arg(path),
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     v["ino"].as_u64().unwrap()
 }
@@ -292,7 +312,9 @@ type Damage = (&'static str, &'static str, fn(&mut Img, &Targets));
 const DAMAGE: &[Damage] = &[
     ("superblock magic", "magic", |m, _| m.b[1024] ^= 0xff),
     ("superblock checksum", "checksum", |m, _| m.b[1028] ^= 1),
-    ("superblock block size", "block size", |m, _| m.b[1024 + 12] = 20),
+    ("superblock block size", "block size", |m, _| {
+        m.b[1024 + 12] = 20
+    }),
     ("superblock root nid", "root inode", |m, t| {
         m.b[1024 + 14..1024 + 16].copy_from_slice(&(t.plain as u16).to_le_bytes())
     }),
@@ -302,7 +324,9 @@ const DAMAGE: &[Damage] = &[
     ("superblock meta_blkaddr", "metadata area", |m, _| {
         m.put32(1024 + 40, 0x0fff_ffff)
     }),
-    ("superblock blocks", "blocks of", |m, _| m.put32(1024 + 36, 0x00ff_ffff)),
+    ("superblock blocks", "blocks of", |m, _| {
+        m.put32(1024 + 36, 0x00ff_ffff)
+    }),
     ("inode unknown format bits", "i_format", |m, t| {
         let p = m.inode(t.plain).pos;
         m.b[p + 1] |= 0x80
@@ -468,7 +492,10 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
             if theirs { "damage" } else { "clean" }
         ));
     }
-    eprintln!("{label}: {agree} of {} verdicts agree:\n{table}", DAMAGE.len());
+    eprintln!(
+        "{label}: {agree} of {} verdicts agree:\n{table}",
+        DAMAGE.len()
+    );
     (DAMAGE.len(), agree)
 }
 
@@ -542,7 +569,10 @@ fn random_damage_never_missed() {
             }
             std::fs::write(&bad, &b).unwrap();
             let (code, out, err) = usfs_fsck(&bad, &[]);
-            assert!(code == 0 || code == 1, "{label} round {round}: exit {code}\n{out}{err}");
+            assert!(
+                code == 0 || code == 1,
+                "{label} round {round}: exit {code}\n{out}{err}"
+            );
             let ours = code == 1;
             let theirs = oracle && fsck_erofs_finds_damage(&bad);
             assert!(
@@ -591,7 +621,10 @@ fn extract_writes_the_tree() {
         panic!("extracted tree differs from the source: {d}");
     }
     let (code, _, err) = usfs_fsck(&img, &[&arg]);
-    assert!(code == 1 && err.contains("File exists"), "second extract: {code} {err}");
+    assert!(
+        code == 1 && err.contains("File exists"),
+        "second extract: {code} {err}"
+    );
     let (code, _, err) = usfs_fsck(&img, &[&arg, "--overwrite", "--xattrs"]);
     assert_eq!(code, 0, "--overwrite: {err}");
     if let Err(d) = usfs_testkit::compare(&src, &out, &cmp) {

@@ -23,7 +23,15 @@ pub(crate) const USFS_OPTION_SETS: &[&[&str]] = &[
     &["-zlz4", "-Efragments"],
     &["-zlz4hc", "-Efragments,ztailpacking", "-C65536"],
     &["-zlz4hc", "-Ededupe,ztailpacking"],
-    &["-zlz4", "--force-uid", "1234", "--force-gid", "70000", "-T", "0"],
+    &[
+        "-zlz4",
+        "--force-uid",
+        "1234",
+        "--force-gid",
+        "70000",
+        "-T",
+        "0",
+    ],
 ];
 
 /// Option sets of mkfs.erofs 1.5 (Debian's).
@@ -34,9 +42,19 @@ pub(crate) const MKFS_EROFS_15_OPTION_SETS: &[&[&str]] = &[
     &["-zlz4", "-Eztailpacking"],
     &["-zlz4hc", "-C65536"],
     &["-zlz4", "-Elegacy-compress"],
-    &["-zlz4hc", "-C16384", "-Eztailpacking", "-T", "1000", "-x", "1"],
+    &[
+        "-zlz4hc",
+        "-C16384",
+        "-Eztailpacking",
+        "-T",
+        "1000",
+        "-x",
+        "1",
+    ],
     &["-Enoinline_data"],
     &["-zlz4", "-Eforce-inode-extended"],
+    &["--chunksize=8192"],
+    &["--chunksize=65536", "-Eforce-chunk-indexes"],
     // (-Eforce-inode-compact refuses the generated tree: a directory too large.)
 ];
 

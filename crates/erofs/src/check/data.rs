@@ -58,7 +58,11 @@ fn flat(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
             FlatRun::Hole(len) => len,
         };
         if len == 0 {
-            return Err(corrupt(ino, Structure::ErofsInode, format!("empty run at {pos}")));
+            return Err(corrupt(
+                ino,
+                Structure::ErofsInode,
+                format!("empty run at {pos}"),
+            ));
         }
         pos += len;
     }
@@ -76,7 +80,10 @@ fn chunk_table_fits(fs: &Erofs, ino: &Inode) -> Result<()> {
         return Err(corrupt(
             ino,
             Structure::ErofsInode,
-            format!("{} bytes in chunks of 2^{bits}: the chunk table does not fit", ino.size),
+            format!(
+                "{} bytes in chunks of 2^{bits}: the chunk table does not fit",
+                ino.size
+            ),
         ));
     }
     Ok(())

@@ -54,7 +54,7 @@ pub(super) fn check(
             Err(e) => return push_and(report, path, nid, e, children),
         };
         for (i, e) in entries.iter().enumerate() {
-            if let Some(m) = entry_problem(&mut st, &e, nid, parent) {
+            if let Some(m) = entry_problem(&mut st, e, nid, parent) {
                 report.push(path, Some(nid), bad(b, i, &m));
                 continue;
             }
@@ -101,7 +101,7 @@ fn entry_problem(st: &mut State, e: &RawEntry<'_>, nid: u64, parent: u64) -> Opt
         if e.name <= &p[..] {
             let m = format!(
                 "name {:?} does not sort after {:?}",
-                String::from_utf8_lossy(&e.name),
+                String::from_utf8_lossy(e.name),
                 String::from_utf8_lossy(p)
             );
             st.prev = Some(e.name.to_vec());
@@ -125,10 +125,9 @@ fn entry_problem(st: &mut State, e: &RawEntry<'_>, nid: u64, parent: u64) -> Opt
             }
             (e.nid != parent).then(|| format!("`..' names nid {}, the parent is {parent}", e.nid))
         }
-        n if n.iter().any(|&c| c == b'/' || c == 0) => Some(format!(
-            "illegal name {:?}",
-            String::from_utf8_lossy(n)
-        )),
+        n if n.iter().any(|&c| c == b'/' || c == 0) => {
+            Some(format!("illegal name {:?}", String::from_utf8_lossy(n)))
+        }
         _ => None,
     }
 }

@@ -13,6 +13,8 @@ mod data;
 mod dir;
 mod inode;
 mod superblock;
+#[cfg(test)]
+mod tests;
 mod walk;
 
 use crate::Erofs;

@@ -4,7 +4,7 @@
 //! compared with the references found (a directory: 2 plus its subdirectories).
 
 use super::{dir, inode, Report};
-use crate::format::dirent::{ft, from_file_type};
+use crate::format::dirent::{from_file_type, ft};
 use crate::format::superblock::incompat;
 use crate::Erofs;
 use std::collections::HashMap;
@@ -68,7 +68,10 @@ fn check_packed(fs: &Erofs, report: &mut Report, nid: u64) {
         Ok(_) => report.push(
             path,
             Some(nid),
-            Error::corrupt(Structure::ErofsInode, "the packed inode is not a regular file"),
+            Error::corrupt(
+                Structure::ErofsInode,
+                "the packed inode is not a regular file",
+            ),
         ),
         Err(e) => report.push(path, Some(nid), e),
     }

@@ -51,7 +51,13 @@ impl Erofs {
     }
 
     /// Fills `dst` with the extent's decompressed bytes from `lo`.
-    pub(crate) fn extent_bytes(&self, ino: &Inode, ext: &Extent, lo: usize, dst: &mut [u8]) -> Result<()> {
+    pub(crate) fn extent_bytes(
+        &self,
+        ino: &Inode,
+        ext: &Extent,
+        lo: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
         let hi = lo + dst.len();
         match ext.stored {
             Stored::Fragment { off } => self.read_fragment(ino, off + lo as u64, dst),

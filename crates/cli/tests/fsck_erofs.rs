@@ -273,6 +273,7 @@ struct Targets {
     big: u64,
     plain: u64,
     sub: u64,
+    sym: u64,
     /// Image blocks of big.txt's first two pclusters (the kernel's FIEMAP).
     pclusters: [usize; 2],
 }
@@ -280,7 +281,7 @@ struct Targets {
 fn nid_of(img: &Path, path: &str) -> u64 {
     let o = run_ok(
         Command::new(usfs())
-            .args(["stat", "--json"])
+            .args(["stat", "-L", "--json"])
             .arg(img)
             .arg(path),
     );
@@ -359,6 +360,18 @@ const DAMAGE: &[Damage] = &[
     ("inode xattr count", "/plain.bin", |m, t| {
         let p = m.inode(t.plain).pos;
         m.b[p + 2..p + 4].copy_from_slice(&0xfff0u16.to_le_bytes())
+    }),
+    ("xattr area of a header only", "header without entries", |m, t| {
+        let p = m.inode(t.sub).pos;
+        m.b[p + 2..p + 4].copy_from_slice(&1u16.to_le_bytes())
+    }),
+    ("symlink length", "target of", |m, t| {
+        let i = m.inode(t.sym);
+        if i.isize == 64 {
+            m.put64(i.pos + 8, 5000)
+        } else {
+            m.put32(i.pos + 8, 5000)
+        }
     }),
     ("inline xattr name length", "xattr", |m, t| {
         let i = m.inode(t.plain);
@@ -459,6 +472,7 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
         big: nid_of(img, "/big.txt"),
         plain: nid_of(img, "/plain.bin"),
         sub: nid_of(img, "/sub"),
+        sym: nid_of(img, "/sym"),
         pclusters: kernel_extents(img, s, "/big.txt"),
     };
     let oracle = need_tool(label, "fsck.erofs");

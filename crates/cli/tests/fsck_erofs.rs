@@ -436,11 +436,11 @@ const DAMAGE: &[Damage] = &[
         let d = m.dirent(t.root, "..");
         m.put64(d, t.sub)
     }),
-    ("dirent file type out of range", "file type", |m, t| {
+    ("dirent file type out of range", "invalid file type", |m, t| {
         let d = m.dirent(t.root, "big.txt");
         m.b[d + 10] = 9
     }),
-    ("dirent file type of another kind", "file type", |m, t| {
+    ("dirent file type of another kind", "has file type", |m, t| {
         let d = m.dirent(t.root, "big.txt");
         m.b[d + 10] = 2
     }),

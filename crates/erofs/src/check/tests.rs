@@ -103,3 +103,77 @@ fn damaged_images_give_reports_not_panics() {
         "only {found} of 300 damaged images have problems"
     );
 }
+
+/// A pcluster whose stream decodes to more than its extent (the partial decoding the
+/// kernel does for a trimmed tail would accept it): found by decoding in full.
+#[test]
+fn a_pcluster_longer_than_its_extent_is_found() {
+    use crate::compress::Compressor;
+    use crate::read::Stored;
+    use usfs_fs::FileSystem;
+    let mut img = image("long", &options(false, false));
+    let fs = crate::Erofs::open(Box::new(MemDevice::new(img.clone(), false))).unwrap();
+    let nid = fs.lookup(fs.root(), b"text").unwrap();
+    let ino = fs.inode(nid).unwrap();
+    let zi = fs.zinfo(&ino).unwrap();
+    let ext = fs.map_extent(&ino, &zi, 0).unwrap();
+    let Stored::Lz4 { pa, plen, padded } = ext.stored else {
+        panic!("first extent not LZ4: {ext:?}");
+    };
+    assert!(ext.full && padded, "{ext:?}");
+    let mut data = vec![0u8; ext.llen as usize];
+    assert_eq!(fs.read_at(nid, 0, &mut data).unwrap(), data.len());
+    let more = data[..64].to_vec();
+    data.extend_from_slice(&more);
+    let mut out = vec![0u8; plen as usize];
+    let (used, n) = Compressor::new(Algorithm::Lz4Hc(12))
+        .compress_dest_size(&data, &mut out)
+        .unwrap();
+    assert_eq!(used, data.len(), "the longer extent does not fit its pcluster");
+    let (pa, plen) = (pa as usize, plen as usize);
+    img[pa..pa + plen].fill(0);
+    img[pa + plen - n..pa + plen].copy_from_slice(&out[..n]);
+    let r = check(Box::new(MemDevice::new(img, false))).unwrap();
+    assert!(
+        r.problems.iter().any(|p| p.to_string().contains("exactly")),
+        "{:?}",
+        r.problems
+    );
+}
+
+/// Every lcluster index is decoded, also the nonheads that mapping the extents jumps
+/// over (the lookahead distance skips them): a block count in one of them, in an image
+/// without big pclusters, is found.
+#[test]
+fn a_damaged_index_the_extents_skip_is_found() {
+    use crate::format::lcluster::{full_index_pos, ty, D0_CBLKCNT};
+    use usfs_fs::FileSystem;
+    let opts = Options {
+        legacy_compress: true,
+        ..options(false, false)
+    };
+    let mut img = image("skipped", &opts);
+    let fs = crate::Erofs::open(Box::new(MemDevice::new(img.clone(), false))).unwrap();
+    let nid = fs.lookup(fs.root(), b"text").unwrap();
+    let ino = fs.inode(nid).unwrap();
+    let zi = fs.zinfo(&ino).unwrap();
+    assert!(zi.compact.is_none(), "legacy images have full indexes");
+    // A nonhead that follows another nonhead: mapping jumps from the first to the head.
+    let lcn = (2..zi.total)
+        .find(|&l| {
+            let t = |l| fs.lcluster(&ino, &zi, l, false).unwrap().ty;
+            t(l) == ty::NONHEAD && t(l - 1) == ty::NONHEAD
+        })
+        .expect("an extent of three lclusters");
+    let at = full_index_pos(zi.hpos, lcn) as usize + 4;
+    let d0 = u16::from_le_bytes([img[at], img[at + 1]]) | D0_CBLKCNT;
+    img[at..at + 2].copy_from_slice(&d0.to_le_bytes());
+    let r = check(Box::new(MemDevice::new(img, false))).unwrap();
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.to_string().contains("block count without big pclusters")),
+        "lcluster {lcn}: {:?}",
+        r.problems
+    );
+}

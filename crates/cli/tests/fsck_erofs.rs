@@ -650,3 +650,50 @@ fn extract_writes_the_tree() {
     let (code, _, err) = usfs_fsck(&img, &["--extract=/"]);
     assert!(code == 1 && err.contains("--force"), "{err}");
 }
+
+/// Chunk-based files (mkfs.erofs 1.5 --chunksize): a size whose chunk table cannot fit
+/// in the image, and a chunk address past the image end.
+#[test]
+fn chunk_index_damage_is_found() {
+    let test = "fsck-erofs-chunks";
+    if !need_tool(test, "mkfs.erofs") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = small_tree(&s);
+    let img = s.path("image");
+    run_ok(
+        Command::new("mkfs.erofs")
+            .args(["--quiet", "--chunksize=4096"])
+            .arg(&img)
+            .arg(&src),
+    );
+    assert_clean(&img, "mkfs.erofs 1.5 --chunksize=4096");
+    let nid = nid_of(&img, "/plain.bin");
+    let bad = s.path("bad");
+    let cases: [(&str, &str, fn(&mut Img, &Ino)); 2] = [
+        ("chunk table too large", "chunk table does not fit", |m, i| {
+            if i.isize == 64 {
+                m.put64(i.pos + 8, 1 << 50)
+            } else {
+                m.put32(i.pos + 8, 0xffff_f000)
+            }
+        }),
+        ("chunk address", "pass the image end", |m, i| {
+            let at = (i.pos + i.isize + i.xattr_isize + 3) & !3;
+            m.put32(at + 4, 0x00ff_fff0)
+        }),
+    ];
+    for (name, expect, f) in cases {
+        let mut m = Img::load(&img);
+        let i = m.inode(nid);
+        assert_eq!(i.layout, 4, "plain.bin is chunk-based");
+        f(&mut m, &i);
+        m.seal();
+        std::fs::write(&bad, &m.b).unwrap();
+        let (code, out, err) = usfs_fsck(&bad, &[]);
+        assert!(code == 1 && err.contains(expect), "{name}: {code}\n{out}{err}");
+        let theirs = need_tool(test, "fsck.erofs") && fsck_erofs_finds_damage(&bad);
+        eprintln!("{name}: usfs: damage, fsck.erofs: {}", if theirs { "damage" } else { "clean" });
+    }
+}

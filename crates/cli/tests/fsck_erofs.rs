@@ -361,10 +361,14 @@ const DAMAGE: &[Damage] = &[
         let p = m.inode(t.plain).pos;
         m.b[p + 2..p + 4].copy_from_slice(&0xfff0u16.to_le_bytes())
     }),
-    ("xattr area of a header only", "header without entries", |m, t| {
-        let p = m.inode(t.sub).pos;
-        m.b[p + 2..p + 4].copy_from_slice(&1u16.to_le_bytes())
-    }),
+    (
+        "xattr area of a header only",
+        "header without entries",
+        |m, t| {
+            let p = m.inode(t.sub).pos;
+            m.b[p + 2..p + 4].copy_from_slice(&1u16.to_le_bytes())
+        },
+    ),
     ("symlink length", "target of", |m, t| {
         let i = m.inode(t.sym);
         if i.isize == 64 {
@@ -436,14 +440,22 @@ const DAMAGE: &[Damage] = &[
         let d = m.dirent(t.root, "..");
         m.put64(d, t.sub)
     }),
-    ("dirent file type out of range", "invalid file type", |m, t| {
-        let d = m.dirent(t.root, "big.txt");
-        m.b[d + 10] = 9
-    }),
-    ("dirent file type of another kind", "has file type", |m, t| {
-        let d = m.dirent(t.root, "big.txt");
-        m.b[d + 10] = 2
-    }),
+    (
+        "dirent file type out of range",
+        "invalid file type",
+        |m, t| {
+            let d = m.dirent(t.root, "big.txt");
+            m.b[d + 10] = 9
+        },
+    ),
+    (
+        "dirent file type of another kind",
+        "has file type",
+        |m, t| {
+            let d = m.dirent(t.root, "big.txt");
+            m.b[d + 10] = 2
+        },
+    ),
     ("dirent nid out of range", "/big.txt", |m, t| {
         let d = m.dirent(t.root, "big.txt");
         m.put64(d, 0x00ff_ffff_ffff)
@@ -651,6 +663,9 @@ fn extract_writes_the_tree() {
     assert!(code == 1 && err.contains("--force"), "{err}");
 }
 
+/// A damage to a chunk-based file: name, expected text, the change.
+type ChunkDamage = (&'static str, &'static str, fn(&mut Img, &Ino));
+
 /// Chunk-based files (mkfs.erofs 1.5 --chunksize): a size whose chunk table cannot fit
 /// in the image, and a chunk address past the image end.
 #[test]
@@ -671,14 +686,18 @@ fn chunk_index_damage_is_found() {
     assert_clean(&img, "mkfs.erofs 1.5 --chunksize=4096");
     let nid = nid_of(&img, "/plain.bin");
     let bad = s.path("bad");
-    let cases: [(&str, &str, fn(&mut Img, &Ino)); 2] = [
-        ("chunk table too large", "chunk table does not fit", |m, i| {
-            if i.isize == 64 {
-                m.put64(i.pos + 8, 1 << 50)
-            } else {
-                m.put32(i.pos + 8, 0xffff_f000)
-            }
-        }),
+    let cases: [ChunkDamage; 2] = [
+        (
+            "chunk table too large",
+            "chunk table does not fit",
+            |m, i| {
+                if i.isize == 64 {
+                    m.put64(i.pos + 8, 1 << 50)
+                } else {
+                    m.put32(i.pos + 8, 0xffff_f000)
+                }
+            },
+        ),
         ("chunk address", "pass the image end", |m, i| {
             let at = (i.pos + i.isize + i.xattr_isize + 3) & !3;
             m.put32(at + 4, 0x00ff_fff0)
@@ -692,8 +711,40 @@ fn chunk_index_damage_is_found() {
         m.seal();
         std::fs::write(&bad, &m.b).unwrap();
         let (code, out, err) = usfs_fsck(&bad, &[]);
-        assert!(code == 1 && err.contains(expect), "{name}: {code}\n{out}{err}");
+        assert!(
+            code == 1 && err.contains(expect),
+            "{name}: {code}\n{out}{err}"
+        );
         let theirs = need_tool(test, "fsck.erofs") && fsck_erofs_finds_damage(&bad);
-        eprintln!("{name}: usfs: damage, fsck.erofs: {}", if theirs { "damage" } else { "clean" });
+        eprintln!(
+            "{name}: usfs: damage, fsck.erofs: {}",
+            if theirs { "damage" } else { "clean" }
+        );
     }
+    // The last damage as data (`--json`).
+    let (code, out, _) = usfs_fsck(&bad, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, &v["clean"], &v["exit"]),
+        (1, &false.into(), &1.into())
+    );
+    assert_eq!(v["problems"][0]["path"], "/plain.bin", "{v}");
+    assert_eq!(v["problems"][0]["nid"], nid, "{v}");
+}
+
+/// fsck.erofs's options on an ext4 image are a usage error (e2fsck's exit 16); the ext4
+/// checker still takes the image without them.
+#[test]
+fn erofs_options_on_ext4_are_a_usage_error() {
+    let test = "fsck-erofs-on-ext4";
+    if !need_tool(test, "mke2fs") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let img = s.path("ext4.img");
+    mke2fs(&img, "4M", &[], None);
+    let (code, _, err) = usfs_fsck(&img, &["--extract"]);
+    assert!(code == 16 && err.contains("EROFS"), "{code} {err}");
+    let (code, out, err) = usfs_fsck(&img, &[]);
+    assert_eq!(code, 0, "{out}{err}");
 }

@@ -1,12 +1,13 @@
 //! Data checks, through the reader's mapping: every run of an uncompressed file lies in
 //! the image (chunk indexes included); for a compressed file every lcluster index
 //! decodes, the extents tile the file, each pcluster is within erofs-utils' limits and
-//! decompresses to exactly its extent's length (plain and fragment extents are read).
+//! decompresses to exactly its extent's length; plain extents are read, fragments
+//! range-checked in the packed inode (whose data is checked on its own).
 
 use super::Report;
 use crate::format::chunk::{CHUNK_BLKBITS_MASK, CHUNK_INDEXES};
 use crate::format::inode::layout;
-use crate::read::{FlatRun, Inode, Stored};
+use crate::read::{Extent, FlatRun, Inode, Stored};
 use crate::Erofs;
 use usfs_fs::{Error, Result, Structure};
 
@@ -115,38 +116,66 @@ fn compressed(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
                 format!("extent {}+{} does not hold byte {pos}", ext.la, ext.llen),
             ));
         }
-        let end = (ext.la + ext.llen).min(ino.size);
-        if let Stored::Lz4 { pa, plen, padded } = ext.stored {
-            if plen > PCLUSTER_MAX || ext.llen > EXTENT_MAX {
-                return Err(corrupt(
-                    ino,
-                    Structure::CompressedIndex,
-                    format!(
-                        "extent at {}: pcluster of {plen} bytes at {pa} for {} bytes (limits {PCLUSTER_MAX} and {EXTENT_MAX})",
-                        ext.la, ext.llen
-                    ),
-                ));
-            }
-            buf.resize(ext.llen as usize, 0);
-            // Without zero padding the stream's end is unknown: only partial decoding
-            // (as the kernel does) is possible.
-            if padded && ext.full {
-                fs.lz4_exact(ino, pa, plen, &mut buf)?;
-            } else {
-                fs.extent_bytes(ino, &ext, 0, &mut buf)?;
-            }
-            report.extents += 1;
-        } else {
-            let mut p = pos;
-            while p < end {
-                let n = (end - p).min(PIECE);
-                buf.resize(n as usize, 0);
-                fs.extent_bytes(ino, &ext, (p - ext.la) as usize, &mut buf)?;
-                p += n;
-            }
-        }
+        let end = ext.la.saturating_add(ext.llen).min(ino.size);
+        extent(fs, ino, &ext, pos, end, &mut buf)?;
+        report.extents += u64::from(matches!(ext.stored, Stored::Lz4 { .. }));
         report.bytes += end - pos;
         pos = end;
     }
     Ok(())
+}
+
+/// Checks one extent, of which file bytes `pos..end` are still unchecked.
+fn extent(
+    fs: &Erofs,
+    ino: &Inode,
+    ext: &Extent,
+    pos: u64,
+    end: u64,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    let plen = match ext.stored {
+        Stored::Lz4 { plen, .. } | Stored::Plain { plen, .. } => plen,
+        Stored::Fragment { .. } => 0,
+    };
+    if plen > PCLUSTER_MAX || (ext.llen > EXTENT_MAX && plen > 0) {
+        return Err(corrupt(
+            ino,
+            Structure::CompressedIndex,
+            format!(
+                "extent at {}: pcluster of {plen} bytes for {} bytes (limits {PCLUSTER_MAX} and {EXTENT_MAX})",
+                ext.la, ext.llen
+            ),
+        ));
+    }
+    match ext.stored {
+        Stored::Lz4 { pa, plen, padded } => {
+            buf.resize(ext.llen as usize, 0);
+            // Without zero padding the stream's end is unknown: only partial decoding
+            // (as the kernel does) is possible.
+            if padded && ext.full {
+                fs.lz4_exact(ino, pa, plen, buf)
+            } else {
+                fs.extent_bytes(ino, ext, 0, buf)
+            }
+        }
+        Stored::Plain { .. } => {
+            let mut p = pos;
+            while p < end {
+                let n = (end - p).min(PIECE);
+                buf.resize(n as usize, 0);
+                fs.extent_bytes(ino, ext, (p - ext.la) as usize, buf)?;
+                p += n;
+            }
+            Ok(())
+        }
+        // The packed inode's data was checked with it: only the range is checked here
+        // (its first and last byte are read), so a fragment costs nothing to check
+        // whatever its size.
+        Stored::Fragment { .. } => {
+            buf.resize(1, 0);
+            fs.extent_bytes(ino, ext, (pos - ext.la) as usize, buf)?;
+            fs.extent_bytes(ino, ext, (end - 1 - ext.la) as usize, buf)
+        }
+    }
 }

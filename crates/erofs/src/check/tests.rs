@@ -129,7 +129,11 @@ fn a_pcluster_longer_than_its_extent_is_found() {
     let (used, n) = Compressor::new(Algorithm::Lz4Hc(12))
         .compress_dest_size(&data, &mut out)
         .unwrap();
-    assert_eq!(used, data.len(), "the longer extent does not fit its pcluster");
+    assert_eq!(
+        used,
+        data.len(),
+        "the longer extent does not fit its pcluster"
+    );
     let (pa, plen) = (pa as usize, plen as usize);
     img[pa..pa + plen].fill(0);
     img[pa + plen - n..pa + plen].copy_from_slice(&out[..n]);

@@ -24,7 +24,7 @@ use usfs_fs::{Error, Result, Structure};
 pub(crate) use dir::{parse_block, RawEntry};
 pub(crate) use flat::FlatRun;
 pub(crate) use inode::Inode;
-pub(crate) use zmap::Stored;
+pub(crate) use zmap::{Extent, Stored};
 
 /// A read-only EROFS file system on a device.
 pub struct Erofs {

@@ -5,12 +5,16 @@
 //!    it can read the image: not fragments), and `--extract=DIR` writes the tree back.
 //! 2. Seeded damage to the superblock, inodes, directory entries, xattrs, the lcluster
 //!    index and compressed data of two small images (mkfs.erofs 1.5's and usfs's): usfs
-//!    finds every one (exit 1, a message naming the place, never a panic) and the table
-//!    of verdicts against `fsck.erofs --extract` is printed; every damage fsck.erofs
-//!    finds, usfs finds.
+//!    finds every one (exit 1, a message naming the place, never a panic); the table of
+//!    verdicts of `fsck.erofs --extract` and of the kernel (mount, read everything) is
+//!    printed. Chunk indexes of a 1.5 `--chunksize` image likewise.
 //! 3. Random damage (flipped bytes, truncation): never a panic or a hang, and never a
 //!    miss where fsck.erofs finds something.
-//! 4. `--extract` follows fsck.erofs's rules for existing files (--overwrite).
+//! 4. `--extract` writes the tree back and follows fsck.erofs's rules for existing files
+//!    (--overwrite) and its usage errors; `--json`; EROFS options on ext4 are a usage
+//!    error.
+//!
+//! `FSCK_EROFS=/path/to/fsck.erofs` compares with another fsck.erofs (a local 1.9.3).
 
 mod common;
 
@@ -476,6 +480,68 @@ const DAMAGE: &[Damage] = &[
     }),
 ];
 
+/// Reads a whole mounted tree: every file's contents, every symlink, every xattr;
+/// exits 1 at the first error or at a directory seen twice (a loop).
+const READ_TREE: &str = r#"
+import os, sys
+seen = set()
+def xattrs(p):
+    for n in os.listxattr(p, follow_symlinks=False):
+        os.getxattr(p, n, follow_symlinks=False)
+def walk(d):
+    st = os.lstat(d)
+    if (st.st_dev, st.st_ino) in seen:
+        sys.exit("loop at " + d)
+    seen.add((st.st_dev, st.st_ino))
+    xattrs(d)
+    for e in os.scandir(d):
+        p = e.path
+        if e.is_symlink():
+            os.readlink(p)
+            xattrs(p)
+        elif e.is_dir(follow_symlinks=False):
+            walk(p)
+        else:
+            xattrs(p)
+            if e.is_file(follow_symlinks=False):
+                with open(p, "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+try:
+    walk(sys.argv[1])
+except OSError as e:
+    sys.exit(str(e))
+"#;
+
+/// The kernel's verdict on an image: true if it refuses to mount it or reading the whole
+/// tree fails (or hangs).
+fn kernel_finds_damage(img: &Path, s: &Scratch) -> bool {
+    let dir = s.path("kmnt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "erofs", "-o", "ro"])
+        .arg(img)
+        .arg(&dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|st| st.success());
+    if !mounted {
+        return true;
+    }
+    let (code, _, _) = run_limited(
+        Command::new("python3").args(["-c", READ_TREE]).arg(&dir),
+        Duration::from_secs(30),
+    );
+    let ok = Command::new("umount")
+        .arg(&dir)
+        .status()
+        .is_ok_and(|st| st.success());
+    if !ok {
+        let _ = Command::new("umount").arg("-l").arg(&dir).status();
+    }
+    code != Some(0)
+}
+
 /// Seeds each damage into a copy of `img` and compares the verdicts; returns (cases,
 /// cases where fsck.erofs also found damage).
 fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
@@ -489,7 +555,7 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
     };
     let oracle = need_tool(label, "fsck.erofs");
     let bad = s.path("bad");
-    let mut agree = 0;
+    let (mut agree, mut kernel_agrees) = (0, 0);
     let mut table = String::new();
     for (name, expect, f) in DAMAGE {
         let mut m = Img::load(img);
@@ -512,14 +578,18 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
         );
         let theirs = oracle && fsck_erofs_finds_damage(&bad);
         agree += usize::from(theirs);
+        let kernel = kernel_finds_damage(&bad, s);
+        kernel_agrees += usize::from(kernel);
         let first = err.lines().next().unwrap_or("");
+        let word = |b| if b { "damage" } else { "clean" };
         table.push_str(&format!(
-            "  {name:<36} usfs: damage  fsck.erofs: {:<6} | {first}\n",
-            if theirs { "damage" } else { "clean" }
+            "  {name:<36} usfs: damage  fsck.erofs: {:<6} kernel: {:<6} | {first}\n",
+            word(theirs),
+            word(kernel)
         ));
     }
     eprintln!(
-        "{label}: {agree} of {} verdicts agree:\n{table}",
+        "{label}: fsck.erofs agrees on {agree} of {}, the kernel (mount, read everything) on {kernel_agrees}:\n{table}",
         DAMAGE.len()
     );
     (DAMAGE.len(), agree)

@@ -178,8 +178,14 @@ fn print_text(report: &Report, failed: &[String], extracting: bool) {
     for f in failed {
         eprintln!("<E> erofs: {f}");
     }
-    if !report.clean() {
+    let corrupt = report
+        .problems
+        .iter()
+        .any(|p| p.error.corruption().is_some());
+    if corrupt {
         eprintln!("<E> erofs: Found some filesystem corruption");
+    } else if !report.clean() {
+        eprintln!("<E> erofs: The image uses features usfs does not support: not checked");
     } else if !failed.is_empty() {
         eprintln!("<E> erofs: Failed to extract filesystem");
     } else {

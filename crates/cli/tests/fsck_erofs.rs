@@ -400,11 +400,15 @@ const DAMAGE: &[Damage] = &[
         let i = m.inode(t.plain);
         m.b[i.pos + i.isize + 4] = 200
     }),
-    ("compression algorithm", "lzma", |m, t| {
-        let i = m.inode(t.big);
-        let h = (i.pos + i.isize + i.xattr_isize + 7) & !7;
-        m.b[h + 6] = 0x11
-    }),
+    (
+        "compression algorithm not in the superblock",
+        "not among the image's",
+        |m, t| {
+            let i = m.inode(t.big);
+            let h = (i.pos + i.isize + i.xattr_isize + 7) & !7;
+            m.b[h + 6] = 0x11
+        },
+    ),
     ("lcluster size", "/big.txt", |m, t| {
         let i = m.inode(t.big);
         let h = (i.pos + i.isize + i.xattr_isize + 7) & !7;
@@ -570,7 +574,13 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
         let found = if *name == "superblock magic" {
             code == 8
         } else {
-            code == 1 && err.contains("Found some filesystem corruption")
+            // An unknown incompat feature is unsupported rather than damaged.
+            let last = if name.contains("incompat") {
+                "features usfs does not support"
+            } else {
+                "Found some filesystem corruption"
+            };
+            code == 1 && err.contains(last)
         };
         assert!(
             found && err.contains(expect),
@@ -583,7 +593,7 @@ fn seeded(img: &Path, s: &Scratch, label: &str) -> (usize, usize) {
         let first = err.lines().next().unwrap_or("");
         let word = |b| if b { "damage" } else { "clean" };
         table.push_str(&format!(
-            "  {name:<36} usfs: damage  fsck.erofs: {:<6} kernel: {:<6} | {first}\n",
+            "  {name:<44} usfs: damage  fsck.erofs: {:<6} kernel: {:<6} | {first}\n",
             word(theirs),
             word(kernel)
         ));

@@ -430,6 +430,24 @@ impl Erofs {
             });
         }
         let alg = if t == ty::HEAD1 { zi.alg[0] } else { zi.alg[1] };
+        // An algorithm the superblock does not list (without compression configurations
+        // only LZ4 exists) is damage, as erofs-utils' "inconsistent algorithmtype".
+        let listed = if self.has_incompat(incompat::COMPR_CFGS) {
+            u32::from(self.sb.u1())
+        } else {
+            1
+        };
+        if alg >= 16 || listed & (1 << alg) == 0 {
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: compression algorithm {} ({alg}) is not among the image's",
+                    ino.nid,
+                    crate::format::compr_cfgs::alg_name(alg)
+                ),
+            )
+            .with_ino(ino.nid));
+        }
         if alg != 0 {
             return Err(Error::incompatible(format!(
                 "inode {}: compression algorithm {} ({alg}; only lz4 is supported)",

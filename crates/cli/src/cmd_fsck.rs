@@ -1,5 +1,5 @@
 //! `usfs fsck`: check an ext4 image like `e2fsck -fn`, in parallel; `-y` and `-p` repair
-//! (`fsck_repair`).
+//! (`fsck_repair`). An EROFS image goes to `cmd_fsck_erofs` (fsck.erofs's behaviour).
 
 use crate::image::CliResult;
 use serde_json::json;
@@ -37,7 +37,7 @@ pub(crate) struct FsckArgs {
     preen: bool,
     /// Worker threads (default: CPU count).
     #[arg(short = 'j', long = "threads")]
-    threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// With -y or -p: save every block the repair overwrites to this undo file first
     /// (e2fsprogs' E2UNDO02 format: `e2undo FILE IMAGE` or `usfs undo FILE IMAGE` puts the
     /// image back).
@@ -46,10 +46,10 @@ pub(crate) struct FsckArgs {
     /// Show a progress bar on standard error (the argument, a file descriptor, is
     /// accepted for e2fsck compatibility and ignored).
     #[arg(short = 'C', num_args = 0..=1, default_missing_value = "0")]
-    progress: Option<i32>,
+    pub(crate) progress: Option<i32>,
     /// Print problems and the summary as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Print per-stage times and thread allocation over time to standard error.
     #[arg(long)]
     pub(crate) trace: bool,
@@ -60,11 +60,17 @@ pub(crate) struct FsckArgs {
     /// journal onto the image (with -y or -p) and stops.
     #[arg(short = 'E', value_delimiter = ',')]
     extended: Vec<String>,
+    /// EROFS images: fsck.erofs's options.
+    #[command(flatten)]
+    pub(crate) erofs: crate::cmd_fsck_erofs::ErofsArgs,
     /// The image.
     pub(crate) image: PathBuf,
 }
 
 pub(crate) fn run(a: &FsckArgs) -> CliResult {
+    if let Some(r) = crate::cmd_fsck_erofs::dispatch(a) {
+        return r;
+    }
     if let Some(bad) = a.extended.iter().find(|e| e.as_str() != "journal_only") {
         eprintln!("usfs fsck: unknown extended option: {bad}");
         return Ok(ExitCode::from(EXIT_USAGE));

@@ -67,6 +67,10 @@ struct Ctx<'a> {
     /// children never inherit another group).
     creator: (u32, u32),
     xattrs: bool,
+    /// Existing directories are used as they are.
+    merge: bool,
+    /// Items in the way are removed first.
+    overwrite: bool,
     problems: Mutex<Vec<String>>,
     files_done: AtomicUsize,
     bytes_done: AtomicU64,
@@ -85,36 +89,115 @@ impl Ctx<'_> {
 pub(crate) fn run(args: &ExportArgs) -> CliResult {
     let fs = image::open(&args.image)?;
     prepare_dest(&args.dir, args.force)?;
+    let opts = TreeOptions {
+        threads: args.threads,
+        owners: !args.no_owner,
+        xattrs: !args.no_xattrs,
+        merge: false,
+        overwrite: false,
+        progress: if args.no_progress {
+            Some(false)
+        } else if args.progress {
+            Some(true)
+        } else {
+            None
+        },
+        trace: args.trace,
+    };
+    let problems = export_tree(&*fs, &args.dir, &opts)?;
+    for p in &problems {
+        eprintln!("usfs: export: {p}");
+    }
+    if problems.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "usfs: export: {} item(s) could not be restored completely",
+            problems.len()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// How [`export_tree`] writes the tree.
+pub(crate) struct TreeOptions {
+    /// Worker threads for file contents (default: CPU count).
+    pub(crate) threads: Option<usize>,
+    /// Restore owners (only when running as root).
+    pub(crate) owners: bool,
+    /// Restore extended attributes.
+    pub(crate) xattrs: bool,
+    /// Directories that exist already are used as they are (fsck.erofs --extract).
+    pub(crate) merge: bool,
+    /// Anything else in the way of an item is removed first (fsck.erofs --overwrite; an
+    /// empty directory in the way of a file too).
+    pub(crate) overwrite: bool,
+    /// Progress display: forced on, off, or on a terminal only (`None`).
+    pub(crate) progress: Option<bool>,
+    /// Print phase times and image I/O counts to standard error at the end.
+    pub(crate) trace: bool,
+}
+
+/// Writes the whole tree of `fs` under the existing directory `dest`; returns the
+/// problems (one line each, path first) of items that could not be restored completely.
+pub(crate) fn export_tree(
+    fs: &dyn FileSystem,
+    dest: &Path,
+    opts: &TreeOptions,
+) -> CliResult<Vec<String>> {
     // SAFETY: plain system calls without arguments that can fail.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     // Files are created with their final permission bits: no umask in the way.
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0) };
     let ctx = Ctx {
-        fs: &*fs,
-        owners: !args.no_owner && euid == 0,
+        fs,
+        owners: opts.owners && euid == 0,
         creator: (euid, egid),
-        xattrs: !args.no_xattrs,
+        xattrs: opts.xattrs,
+        merge: opts.merge,
+        overwrite: opts.overwrite,
         problems: Mutex::new(Vec::new()),
         files_done: AtomicUsize::new(0),
         bytes_done: AtomicU64::new(0),
     };
-    let force = if args.no_progress {
-        Some(false)
-    } else if args.progress {
-        Some(true)
-    } else {
-        None
-    };
-    let mut progress = Progress::new(force);
+    let mut progress = Progress::new(opts.progress);
 
     let started = std::time::Instant::now();
-    let (dirs, inodes, links) = walk(&ctx, &args.dir, &mut progress)?;
-    let threads = args
+    let (dirs, inodes, links) = walk(&ctx, dest, &mut progress)?;
+    let threads = opts
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, 64);
     let walked = started.elapsed();
+    restore_all(&ctx, &inodes, threads, &mut progress);
+    for (target, path) in &links {
+        if let Err(e) = clear_way(&ctx, path).and_then(|()| std::fs::hard_link(target, path)) {
+            ctx.problem(path, format!("hard link to {}: {e}", target.display()));
+        }
+    }
+    for d in dirs.iter().rev() {
+        set_attributes(&ctx, d);
+    }
+    progress.finish();
+    if opts.trace {
+        let io = fs.io_stats();
+        eprintln!(
+            "export: walk {:.3} s ({} directories, {} inodes, {} links), total {:.3} s, {threads} threads; image reads: {} requests, {} bytes",
+            walked.as_secs_f64(),
+            dirs.len(),
+            inodes.len(),
+            links.len(),
+            started.elapsed().as_secs_f64(),
+            io.reads,
+            io.bytes_read
+        );
+    }
+    Ok(ctx.problems.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Restores every non-directory inode on `threads` threads, showing progress.
+fn restore_all(ctx: &Ctx, inodes: &[Item], threads: usize, progress: &mut Progress) {
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -128,7 +211,7 @@ pub(crate) fn run(args: &ExportArgs) -> CliResult {
                         break;
                     }
                     for item in &inodes[first..(first + CHUNK).min(inodes.len())] {
-                        restore_inode(&ctx, item, &mut buf);
+                        restore_inode(ctx, item, &mut buf);
                     }
                     let done = CHUNK.min(inodes.len() - first);
                     ctx.files_done.fetch_add(done, Ordering::Relaxed);
@@ -147,40 +230,37 @@ pub(crate) fn run(args: &ExportArgs) -> CliResult {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     });
-    for (target, path) in &links {
-        if let Err(e) = std::fs::hard_link(target, path) {
-            ctx.problem(path, format!("hard link to {}: {e}", target.display()));
+}
+
+/// With `overwrite`, removes whatever is at `path` (a non-directory, or an empty
+/// directory, as fsck.erofs's rmdir) so a non-directory can be created there.
+fn clear_way(ctx: &Ctx, path: &Path) -> io::Result<()> {
+    if !ctx.overwrite {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates a directory; with `merge` an existing directory will do, and with
+/// `overwrite` a non-directory in the way is removed first.
+fn make_dir(ctx: &Ctx, path: &Path) -> io::Result<()> {
+    match std::fs::create_dir(path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && ctx.merge => {
+            if std::fs::symlink_metadata(path)?.is_dir() {
+                return Ok(());
+            }
+            if !ctx.overwrite {
+                return Err(e);
+            }
+            std::fs::remove_file(path)?;
+            std::fs::create_dir(path)
         }
-    }
-    for d in dirs.iter().rev() {
-        set_attributes(&ctx, d);
-    }
-    progress.finish();
-    if args.trace {
-        let io = fs.io_stats();
-        eprintln!(
-            "export: walk {:.3} s ({} directories, {} inodes, {} links), total {:.3} s, {threads} threads; image reads: {} requests, {} bytes",
-            walked.as_secs_f64(),
-            dirs.len(),
-            inodes.len(),
-            links.len(),
-            started.elapsed().as_secs_f64(),
-            io.reads,
-            io.bytes_read
-        );
-    }
-    let problems = ctx.problems.into_inner().unwrap_or_else(|e| e.into_inner());
-    for p in &problems {
-        eprintln!("usfs: export: {p}");
-    }
-    if problems.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!(
-            "usfs: export: {} item(s) could not be restored completely",
-            problems.len()
-        );
-        Ok(ExitCode::from(1))
+        r => r,
     }
 }
 
@@ -251,7 +331,7 @@ fn walk(ctx: &Ctx, dest: &Path, progress: &mut Progress) -> CliResult<Walked> {
                     );
                     continue;
                 }
-                if let Err(err) = std::fs::create_dir(&path) {
+                if let Err(err) = make_dir(ctx, &path) {
                     ctx.problem(&path, err);
                     continue;
                 }
@@ -292,6 +372,9 @@ fn inodes_path(inodes: &[Item], k: usize) -> PathBuf {
 
 /// Creates one non-directory inode and sets its attributes.
 fn restore_inode(ctx: &Ctx, item: &Item, buf: &mut [u8]) {
+    if let Err(e) = clear_way(ctx, &item.path) {
+        return ctx.problem(&item.path, e);
+    }
     let r = match item.meta.file_type {
         FileType::Regular => match copy_file(ctx, item, buf) {
             Ok(f) => {

@@ -2,6 +2,7 @@
 
 mod cmd_cat;
 mod cmd_fsck;
+mod cmd_fsck_erofs;
 mod cmd_info;
 mod cmd_ls;
 mod cmd_mkfs_erofs;
@@ -87,7 +88,9 @@ enum Cmd {
     Export(export::ExportArgs),
     /// Check an ext4 image in parallel, like `e2fsck -fn`, or repair it with -y / -p
     /// (the fixes so far: see the README); e2fsck's exit codes: 0 clean, 1 errors
-    /// corrected, 4 errors left, 8 operational error, 16 usage.
+    /// corrected, 4 errors left, 8 operational error, 16 usage. An EROFS image is
+    /// checked as fsck.erofs does (every inode, directory, xattr and compression index;
+    /// every pcluster decompressed; --extract=DIR), with its exit codes: 0 clean, 1 not.
     Fsck(cmd_fsck::FsckArgs),
     /// Put an image back from an undo file (`usfs fsck -z`, e2fsck/tune2fs/resize2fs
     /// -z), as e2undo does: `usfs undo fsck.e2undo disk.img`.

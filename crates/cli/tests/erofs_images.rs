@@ -13,10 +13,11 @@
 
 mod common;
 
+use common::erofs::{gen_tree, usfs_mkfs};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use usfs_testkit::{compare, generate, CmpOptions, GenOptions, Profile};
+use usfs_testkit::{compare, CmpOptions};
 
 /// A file-backed kernel mount (`mount -t erofs IMAGE DIR`), unmounted on drop.
 struct ErofsMount {
@@ -193,25 +194,6 @@ fn check_image_as(
         Err(d) => panic!("{test}: export differs from the source: {d}"),
     }
     let _ = std::fs::remove_dir_all(&out);
-}
-
-fn gen_tree(s: &Scratch, seed: u64) -> PathBuf {
-    let src = s.path("src");
-    let opts = GenOptions::new(Profile::Small, seed);
-    let report = generate(&src, &opts).expect("generate tree");
-    eprintln!("tree: {report}");
-    src
-}
-
-fn usfs_mkfs(img: &Path, src: &Path, args: &[&str]) {
-    run_ok(
-        Command::new(usfs())
-            .arg("mkfs.erofs")
-            .arg("--quiet")
-            .args(args)
-            .arg(img)
-            .arg(src),
-    );
 }
 
 fn run_build_case(name: &str, args: &[&str], seed: u64) {

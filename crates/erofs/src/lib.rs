@@ -1,7 +1,8 @@
 //! EROFS for usfs: the on-disk format ([`format`]), a reader ([`Erofs`]) implementing
 //! [`usfs_fs::FileSystem`], a builder ([`mkfs`], `usfs mkfs.erofs`) and fixed-size output
-//! LZ4 compression ([`compress`]).
+//! LZ4 compression ([`compress`]), and a checker ([`check`], `usfs fsck` on EROFS).
 
+pub mod check;
 pub mod compress;
 pub mod format;
 pub mod mkfs;

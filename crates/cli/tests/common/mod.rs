@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod erofs;
 pub(crate) mod fuse_rw;
 
 use std::path::{Path, PathBuf};

@@ -120,6 +120,25 @@ pub fn decompress_partial(src: &[u8], dst: &mut [u8]) -> Option<usize> {
     (n >= 0).then_some(n as usize)
 }
 
+/// Decodes a whole LZ4 block: all of `src` must be one stream that fits in `dst`.
+/// Returns the bytes written, or `None` if the input is malformed (or does not end
+/// where `src` ends, or needs more room than `dst`).
+pub fn decompress_exact(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+    if src.len() > i32::MAX as usize || dst.len() > i32::MAX as usize {
+        return None;
+    }
+    // SAFETY: the safe decoder never reads past `src.len()` nor writes past `dst.len()`.
+    let n = unsafe {
+        lz4_sys::LZ4_decompress_safe(
+            src.as_ptr().cast(),
+            dst.as_mut_ptr().cast(),
+            src.len() as c_int,
+            dst.len() as c_int,
+        )
+    };
+    (n >= 0).then_some(n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 
 mod lz4;
 
-pub use lz4::{decompress_partial, Compressor};
+pub use lz4::{decompress_exact, decompress_partial, Compressor};
 
 /// Which compressor to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -61,7 +61,7 @@ impl Erofs {
     }
 
     /// Bytes of directory block `b`.
-    fn dir_block(&self, ino: &Inode, b: u64) -> Result<Vec<u8>> {
+    pub(crate) fn dir_block(&self, ino: &Inode, b: u64) -> Result<Vec<u8>> {
         let bs = self.bs();
         let len = (ino.size - b * bs).min(bs) as usize;
         let mut v = vec![0u8; len];

@@ -21,7 +21,10 @@ use std::borrow::Cow;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result, Structure};
 
+pub(crate) use dir::{parse_block, RawEntry};
+pub(crate) use flat::FlatRun;
 pub(crate) use inode::Inode;
+pub(crate) use zmap::{Extent, Stored};
 
 /// A read-only EROFS file system on a device.
 pub struct Erofs {
@@ -118,7 +121,8 @@ impl Erofs {
         let algs = self.sb.u1();
         if algs & !ALG_LZ4 != 0 {
             return Err(Error::incompatible(format!(
-                "compression algorithms {algs:#x} (only LZ4 is supported)"
+                "compression algorithms {} (only lz4 is supported)",
+                crate::format::compr_cfgs::alg_names(algs & !ALG_LZ4)
             )));
         }
         let mut pos = SUPER_OFFSET + self.sb.sb_size();
@@ -210,6 +214,16 @@ impl Erofs {
                 Error::corrupt(Structure::ErofsInode, format!("nid {nid} out of range"))
                     .with_ino(nid)
             })
+    }
+
+    /// The superblock.
+    pub(crate) fn superblock(&self) -> &Superblock<Vec<u8>> {
+        &self.sb
+    }
+
+    /// Image size in bytes.
+    pub(crate) fn image_len(&self) -> u64 {
+        self.image_len
     }
 
     /// Does the superblock have an incompat feature bit?

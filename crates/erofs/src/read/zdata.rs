@@ -10,7 +10,7 @@
 use super::zcache::{self, Key};
 use super::zmap::{Extent, Stored};
 use super::{Erofs, Inode};
-use crate::compress::decompress_partial;
+use crate::compress::{decompress_exact, decompress_partial};
 use std::cell::RefCell;
 use std::sync::Arc;
 use usfs_fs::{Corruption, Error, Result, Structure};
@@ -51,7 +51,13 @@ impl Erofs {
     }
 
     /// Fills `dst` with the extent's decompressed bytes from `lo`.
-    fn extent_bytes(&self, ino: &Inode, ext: &Extent, lo: usize, dst: &mut [u8]) -> Result<()> {
+    pub(crate) fn extent_bytes(
+        &self,
+        ino: &Inode,
+        ext: &Extent,
+        lo: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
         let hi = lo + dst.len();
         match ext.stored {
             Stored::Fragment { off } => self.read_fragment(ino, off + lo as u64, dst),
@@ -160,6 +166,28 @@ impl Erofs {
             None => Err(Error::corrupt(
                 Structure::CompressedData,
                 format!("inode {}: pcluster at byte {pa} is not valid LZ4", ino.nid),
+            )
+            .with_ino(ino.nid)
+            .with_offset(pa)),
+        }
+    }
+
+    /// Decodes the whole LZ4 pcluster at `pa` (leading zero padding skipped), which must
+    /// give exactly `dst.len()` bytes: how fsck.erofs checks an extent that is neither
+    /// trimmed nor a partial reference.
+    pub(crate) fn lz4_exact(&self, ino: &Inode, pa: u64, plen: u64, dst: &mut [u8]) -> Result<()> {
+        let src = self.meta(pa, plen)?;
+        let skip = src.iter().position(|&b| b != 0).unwrap_or(src.len());
+        match decompress_exact(&src[skip..], dst) {
+            Some(n) if n == dst.len() => Ok(()),
+            r => Err(Error::corrupt(
+                Structure::CompressedData,
+                format!(
+                    "inode {}: pcluster at byte {pa} does not decode to exactly {} bytes ({})",
+                    ino.nid,
+                    dst.len(),
+                    r.map_or("invalid LZ4".into(), |n| format!("{n} bytes"))
+                ),
             )
             .with_ino(ino.nid)
             .with_offset(pa)),

@@ -5,7 +5,7 @@
 use super::{Erofs, Inode};
 use crate::format::inode::layout;
 use crate::format::lcluster::{
-    decode_compact, full_index_pos, ty, CompactLayout, FullIndex, D0_CBLKCNT,
+    decode_compact, full_index_pos, ty, CompactLayout, FullIndex, D0_CBLKCNT, PARTIAL_REF,
 };
 use crate::format::map_header::*;
 use crate::format::superblock::incompat;
@@ -45,6 +45,8 @@ pub(crate) struct Lcluster {
     pub cblks: Option<u32>,
     /// Where the next index pack starts (for the ztailpacking inline data).
     pub nextpackoff: u64,
+    /// A head whose pcluster decodes to more than its extent (dedupe; full indexes).
+    pub partial_ref: bool,
 }
 
 /// How an extent's bytes are stored.
@@ -70,6 +72,9 @@ pub(crate) struct Extent {
     /// Decompressed length.
     pub llen: u64,
     pub stored: Stored,
+    /// The pcluster decodes to exactly `llen` bytes: neither the file's last extent
+    /// (which may be trimmed) nor a partial reference (fsck.erofs decodes these "full").
+    pub full: bool,
 }
 
 impl Erofs {
@@ -213,6 +218,7 @@ impl Erofs {
                 .with_ino(ino.nid));
             }
             m.pblk = u64::from(di.di_blkaddr());
+            m.partial_ref = di.di_advise() & PARTIAL_REF != 0;
         }
         Ok(m)
     }
@@ -357,6 +363,7 @@ impl Erofs {
                 la: 0,
                 llen: ino.size,
                 stored: Stored::Fragment { off },
+                full: false,
             });
         }
         let lbits = zi.lbits;
@@ -376,12 +383,18 @@ impl Erofs {
         let llen = self.extent_llen(ino, zi, hlcn, la)?;
         // The tail extent: inline (ztailpacking) or a fragment.
         let is_tail = la + llen >= ino.size;
+        let full = !is_tail && !head.partial_ref;
         if is_tail && zi.advise & ADVISE_INLINE_PCLUSTER != 0 {
             let last = self.lcluster(ino, zi, zi.total - 1, false)?;
             let pa = last.nextpackoff;
             let plen = u64::from(zi.idata_size);
             let stored = self.stored(ino, zi, head.ty, pa, plen)?;
-            return Ok(Extent { la, llen, stored });
+            return Ok(Extent {
+                la,
+                llen,
+                stored,
+                full,
+            });
         }
         if is_tail {
             if let Some(mut off) = zi.fragment_off {
@@ -392,6 +405,7 @@ impl Erofs {
                     la,
                     llen,
                     stored: Stored::Fragment { off },
+                    full,
                 });
             }
         }
@@ -399,7 +413,12 @@ impl Erofs {
         let pa = head.pblk << self.blkbits;
         let plen = u64::from(blocks) << self.blkbits;
         let stored = self.stored(ino, zi, head.ty, pa, plen)?;
-        Ok(Extent { la, llen, stored })
+        Ok(Extent {
+            la,
+            llen,
+            stored,
+            full,
+        })
     }
 
     fn stored(&self, ino: &Inode, zi: &ZInfo, t: u8, pa: u64, plen: u64) -> Result<Stored> {
@@ -411,10 +430,29 @@ impl Erofs {
             });
         }
         let alg = if t == ty::HEAD1 { zi.alg[0] } else { zi.alg[1] };
+        // An algorithm the superblock does not list (without compression configurations
+        // only LZ4 exists) is damage, as erofs-utils' "inconsistent algorithmtype".
+        let listed = if self.has_incompat(incompat::COMPR_CFGS) {
+            u32::from(self.sb.u1())
+        } else {
+            1
+        };
+        if alg >= 16 || listed & (1 << alg) == 0 {
+            return Err(Error::corrupt(
+                Structure::CompressedIndex,
+                format!(
+                    "inode {}: compression algorithm {} ({alg}) is not among the image's",
+                    ino.nid,
+                    crate::format::compr_cfgs::alg_name(alg)
+                ),
+            )
+            .with_ino(ino.nid));
+        }
         if alg != 0 {
             return Err(Error::incompatible(format!(
-                "inode {}: compression algorithm {alg} (only LZ4)",
-                ino.nid
+                "inode {}: compression algorithm {} ({alg}; only lz4 is supported)",
+                ino.nid,
+                crate::format::compr_cfgs::alg_name(alg)
             )));
         }
         Ok(Stored::Lz4 {

@@ -29,7 +29,6 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
     ("f_mke2fs2b", "a root inode with dtime set (old mke2fs) is not checked"),
     ("f_noroot", "a root inode with dtime set is not checked"),
     ("f_quota", "quota usage is not recomputed"),
-    ("f_recnect_bad", "a nonzero i_faddr (the obsolete fragment address) is not checked"),
 ];
 
 /// Images usfs repairs into a state e2fsck finds clean (exit 1, then clean): each must
@@ -72,6 +71,7 @@ const REPAIRED: &[&str] = &[
     "f_bad_inode_csum",
     "f_baddir2",
     "f_salvage_dir",
+    "f_recnect_bad",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

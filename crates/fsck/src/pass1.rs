@@ -150,6 +150,16 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     if dtime != 0 && !reserved && links != 0 {
         w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
     }
+    // The obsolete fragment address must be zero (e2fsck marks the inode bad in pass 1
+    // and clears the field in pass 2).
+    let faddr = u32::from_le_bytes(rec[0x70..0x74].try_into().unwrap());
+    if faddr != 0 && (!reserved || ino == 2) {
+        w.report(
+            Problem::new(Code::InodeFaddr, format!("for inode {ino} is {faddr}"))
+                .ino(ino)
+                .values(faddr as u64, 0),
+        );
+    }
     let f = &geo.features;
     if iflags & flags::INDEX != 0 && (ft != FileType::Directory || !f.has_compat(compat::DIR_INDEX))
     {

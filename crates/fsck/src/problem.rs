@@ -215,6 +215,8 @@ problems! {
     DirInodeInUnusedArea = 0x02_0011, P2, Error, SetField, "Entry {}";
     /// An entry names an inode of an INODE_UNINIT group (pass 1 did not read it).
     DirInodeUninitGroup = 0x02_0012, P2, Error, SetField, "Entry {}";
+    /// An inode's obsolete fragment address (i_faddr) is not zero.
+    InodeFaddr = 0x02_0013, P2, Error, SetField, "i_faddr {}, should be zero";
     /// A hole in a directory.
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";
     /// An entry in a directory names the directory's ancestor root wrongly, or root entry.

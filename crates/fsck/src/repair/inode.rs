@@ -29,6 +29,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             v.repair_inode(ino, |r| r.set_blocks_512(n))
         }
         Code::InodeDtimeSet => v.repair_inode(ino, |r| r.set_i_dtime(0)),
+        Code::InodeFaddr => v.repair_inode(ino, |r| r.set_i_obso_faddr(0)),
         Code::InodeZeroDtime => v.repair_inode(ino, |r| r.set_i_dtime(now)),
         // Rewritten as it is: its checksum is set on the way.
         Code::InodeChecksum => v.repair_inode(ino, |_| {}),

@@ -83,7 +83,7 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirEntryToRoot | InodeBadMode | DirCorruptEntry => false,
+        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr => false,
         BadExtraIsize => true,
         _ => return None,
     })

@@ -33,20 +33,8 @@ read -r -a shapes <<<"${SHAPES:-files dir25 dir50}"
 [ "$(id -u)" = 0 ] || { echo "bench/fsck-repair: needs root (loop mounts)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench/fsck-repair: needs GNU time at /usr/bin/time" >&2; exit 1; }
 
-[ -n "${USFS_BIN:-}" ] || cargo build --release -q -p usfs-cli
-work=$(mktemp -d /var/tmp/usfs-bench-fsck-repair.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt" "$cache"
-cp "${USFS_BIN:-target/release/usfs}" "$work/usfs"
-usfs=$work/usfs
-building=
-cleanup() {
-    if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
-    [ -n "$building" ] && rm -f "$building"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The copies of 8 GiB images go to /var/tmp (on disk), not /tmp.
+TMPROOT=/var/tmp
 # shellcheck source=bench/lib/fsck-images.sh
 . bench/lib/fsck-images.sh
 

@@ -26,22 +26,6 @@ shapes=(files dir25 dir50)
 [ "$(id -u)" = 0 ] || { echo "bench/fsck: needs root (loop mounts, drop_caches)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench/fsck: needs GNU time at /usr/bin/time" >&2; exit 1; }
 
-[ -n "${USFS_BIN:-}" ] || cargo build --release -q -p usfs-cli
-work=$(mktemp -d /tmp/usfs-bench-fsck.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt" "$cache"
-# Other work may rebuild target/ while this runs: measure a private copy of the binary.
-cp "${USFS_BIN:-target/release/usfs}" "$work/usfs"
-usfs=$work/usfs
-building=
-cleanup() {
-    if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
-    [ -n "$building" ] && rm -f "$building"
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 # shellcheck source=bench/lib/fsck-images.sh
 . bench/lib/fsck-images.sh
 

@@ -1,7 +1,25 @@
-# bench/lib/fsck-images.sh: the kernel-made ext4 images of bench/fsck and bench/fsck-repair
-# (sourced). Needs $work (scratch dir), $mnt (mount point), $inodes and the `building`
-# variable of the caller (its cleanup removes a half-built image). Defines shape_dirs,
-# build_image SHAPE IMG and fsck_images_ready CACHE SHAPES... (builds the missing ones).
+# bench/lib/fsck-images.sh: the set-up and the kernel-made ext4 images of bench/fsck and
+# bench/fsck-repair (sourced from the repository's root, after $inodes and $cache are
+# set). Sets $work (a scratch directory under $TMPROOT, /tmp by default), $mnt, $usfs (a
+# private copy of the binary: other work may rebuild target/ meanwhile) and the cleanup
+# trap (unmount, remove a half-built image and $work); builds usfs unless USFS_BIN names
+# one. Defines shape_dirs, build_image SHAPE IMG and fsck_images_ready CACHE SHAPES...
+# (builds the missing ones).
+
+[ -n "${USFS_BIN:-}" ] || cargo build --release -q -p usfs-cli
+work=$(mktemp -d "${TMPROOT:-/tmp}/usfs-bench-fsck.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt" "$cache"
+cp "${USFS_BIN:-target/release/usfs}" "$work/usfs"
+usfs=$work/usfs
+building=
+cleanup() {
+    if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
+    [ -n "$building" ] && rm -f "$building"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # The tree generator: creates NDIRS-1 directories below ROOT (directory 0 is ROOT itself) in
 # breadth-first order with FANOUT subdirectories each, and NFILES files spread evenly over

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::erofs::{gen_tree, usfs_mkfs};
+use common::erofs::{gen_tree, noise, usfs_mkfs};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -432,19 +432,6 @@ fn truncated_and_flipped_images_fail_cleanly() {
             "round {round}: export panicked: {err}"
         );
     }
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*), incompressible.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-        })
-        .collect()
 }
 
 /// Compressible text from a small vocabulary.

@@ -98,19 +98,6 @@ fn clean_on_every_mkfs_erofs_option_set() {
     }
 }
 
-/// Deterministic incompressible bytes (xorshift64*).
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-        })
-        .collect()
-}
-
 /// Compressible text: words of a small vocabulary.
 fn text(len: usize) -> Vec<u8> {
     let words: Vec<&[u8]> = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda"

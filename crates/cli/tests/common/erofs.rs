@@ -113,3 +113,16 @@ pub(crate) fn fsck_erofs_finds_damage(img: &Path) -> bool {
     );
     code != Some(0) || text.contains("<E>")
 }
+
+/// Deterministic pseudo-random bytes (xorshift64*), incompressible.
+pub(crate) fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
+        })
+        .collect()
+}

@@ -92,19 +92,14 @@ fn fix_of(code: Code) -> Option<bool> {
 /// Checks the image on `dev` (writable, its journal replayed) and repairs what the checks
 /// find, round by round (see the module header), as `mode` permits.
 pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Result<Outcome> {
-    let mut stages = Vec::new();
-    let mut clock = Instant::now();
-    let mut lap = |stages: &mut Vec<(String, f64)>, name: String| {
-        stages.push((name, clock.elapsed().as_secs_f64()));
-        clock = Instant::now();
-    };
+    let mut clock = Stages::default();
     release_orphans(&dev)?;
-    lap(&mut stages, "orphans".into());
+    clock.lap("orphans".into());
     let mut rounds = Vec::new();
     loop {
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
-        lap(&mut stages, format!("check {n}"));
+        clock.lap(format!("check {n}"));
         restart_first(&mut report);
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
@@ -125,17 +120,17 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 last: report,
                 unfixable,
                 failed: None,
-                stages,
+                stages: std::mem::take(&mut clock.done),
             });
         }
-        let applied = apply(&dev, &report, &mut lap, &mut stages, n)?;
+        let applied = apply(&dev, &report, &mut clock, n)?;
         if let Err(failed) = applied {
             return Ok(Outcome {
                 rounds,
                 last: report,
                 unfixable: vec![failed.0.clone()],
                 failed: Some(*failed),
-                stages,
+                stages: std::mem::take(&mut clock.done),
             });
         }
         rounds.push(Round {
@@ -184,6 +179,31 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
     }
 }
 
+/// The stages of a repair timed so far ([`Outcome::stages`]).
+struct Stages {
+    /// (stage, seconds) of the stages ended.
+    done: Vec<(String, f64)>,
+    /// When the current stage began.
+    since: Instant,
+}
+
+impl Default for Stages {
+    fn default() -> Stages {
+        Stages {
+            done: Vec::new(),
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Stages {
+    /// Ends the current stage as `name`; the next begins now.
+    fn lap(&mut self, name: String) {
+        self.done.push((name, self.since.elapsed().as_secs_f64()));
+        self.since = Instant::now();
+    }
+}
+
 /// A fix that failed: the problem, and why (boxed: a problem is large).
 type Failed = Box<(Problem, String)>;
 
@@ -191,13 +211,12 @@ type Failed = Box<(Problem, String)>;
 /// fit the journal (each commit a step nearer the repaired image; a re-run finishes what
 /// a crash interrupted). A fix that fails leaves the image as it was when nothing was
 /// committed yet (nothing reached it but the superblock's in-use mark, which is put
-/// back), else as the commits so far left it; it is returned. `lap` times the stages
+/// back), else as the commits so far left it; it is returned. `clock` times the stages
 /// `fix N` and `commit N`.
 fn apply(
     dev: &Arc<dyn Device>,
     report: &Report,
-    lap: &mut impl FnMut(&mut Vec<(String, f64)>, String),
-    stages: &mut Vec<(String, f64)>,
+    clock: &mut Stages,
     n: usize,
 ) -> usfs_fs::Result<Result<(), Failed>> {
     let mut sb = vec![0u8; 1024];
@@ -224,8 +243,8 @@ fn apply(
         }
         committed |= v.commit_when_full()?;
     }
-    lap(stages, format!("fix {n}"));
+    clock.lap(format!("fix {n}"));
     v.close_repaired()?;
-    lap(stages, format!("commit {n}"));
+    clock.lap(format!("commit {n}"));
     Ok(Ok(()))
 }

@@ -20,7 +20,7 @@ pub(crate) const EXIT_USAGE: u8 = 16;
 /// Options of `usfs fsck` (named as e2fsck's).
 #[derive(clap::Args)]
 pub(crate) struct FsckArgs {
-    /// Open read-only and answer "no" to every question (the only mode so far).
+    /// Open read-only and answer "no" to every question (the default without -y or -p).
     #[arg(short = 'n')]
     no: bool,
     /// Force checking even if the file system seems clean (-n always checks; -y and -p

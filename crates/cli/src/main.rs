@@ -14,6 +14,7 @@ mod cmd_undo;
 mod display;
 mod edit;
 mod export;
+mod fsck_ask;
 mod fsck_repair;
 mod image;
 mod progress;

@@ -8,7 +8,9 @@
 //! found has a fix here: a partial repair would write group summaries computed on the
 //! assumption that the other problems were fixed too (a corrupt image is never made
 //! worse). Preening (`-p`) fixes only what e2fsck's preen fixes (its PR_PREEN_OK
-//! problems).
+//! problems). Asked (`repair_asking`, e2fsck without -p/-y/-n on a terminal), every fix
+//! of a round is put to the user before any is applied; a round runs only when all were
+//! accepted (its group summaries assume every fix), and a declined fix ends the repair.
 //!
 //! The fixes so far: group summaries (bitmaps, their checksums and padding, free and
 //! directory counts, the superblock's totals and checksum, descriptor checksums) written
@@ -45,6 +47,20 @@ pub enum Mode {
     Preen,
 }
 
+/// Who answers an asked repair's questions: given the problem and its round (from 1).
+pub type Asker<'a> = &'a mut dyn FnMut(&Problem, usize) -> Answer;
+
+/// An answer to one of an asked repair's questions (e2fsck's `ask_yn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Fix this problem.
+    Yes,
+    /// Do not fix it: the round it is in is not applied, and the repair ends.
+    No,
+    /// Fix this and every later problem without asking (e2fsck's 'a').
+    All,
+}
+
 /// One round: the problems a check found, every one of which was fixed after it (a
 /// round runs only then).
 #[derive(Debug)]
@@ -65,6 +81,9 @@ pub struct Outcome {
     pub unfixable: Vec<Problem>,
     /// A fix that failed (the problem and why): the rest of its round was not applied.
     pub failed: Option<(Problem, String)>,
+    /// Asked: the fixes of the last check the user declined, the first one asked and
+    /// answered no, the rest not asked (that round changed nothing).
+    pub declined: Vec<Problem>,
     /// Seconds spent per stage, in order: `orphans`, then per round `check N`, `fix N`
     /// (the fixes, with the commits of transactions that filled up) and `commit N`.
     pub stages: Vec<(String, f64)>,
@@ -92,6 +111,29 @@ fn fix_of(code: Code) -> Option<bool> {
 /// Checks the image on `dev` (writable, its journal replayed) and repairs what the checks
 /// find, round by round (see the module header), as `mode` permits.
 pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Result<Outcome> {
+    rounds(dev, opts, mode, None)
+}
+
+/// [`repair`], asking `ask` before each fix (with its round, from 1), in the order the
+/// problems are printed (by pass), the whole round before any fix of it is applied.
+/// Problems without a fix here stop the repair before anything is asked, as in
+/// [`Mode::Yes`].
+pub fn repair_asking(
+    dev: Arc<dyn Device>,
+    opts: &Options,
+    ask: Asker<'_>,
+) -> usfs_fs::Result<Outcome> {
+    rounds(dev, opts, Mode::Yes, Some(ask))
+}
+
+/// The rounds of a repair; `ask`, when given, answers for each fix until it answers
+/// [`Answer::All`].
+fn rounds(
+    dev: Arc<dyn Device>,
+    opts: &Options,
+    mode: Mode,
+    mut ask: Option<Asker<'_>>,
+) -> usfs_fs::Result<Outcome> {
     let mut clock = Stages::default();
     release_orphans(&dev)?;
     clock.lap("orphans".into());
@@ -120,6 +162,18 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 last: report,
                 unfixable,
                 failed: None,
+                declined: Vec::new(),
+                stages: std::mem::take(&mut clock.done),
+            });
+        }
+        let declined = ask_round(&report.problems, n, &mut ask);
+        if !declined.is_empty() {
+            return Ok(Outcome {
+                rounds,
+                last: report,
+                unfixable: Vec::new(),
+                failed: None,
+                declined,
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -130,6 +184,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 last: report,
                 unfixable: vec![failed.0.clone()],
                 failed: Some(*failed),
+                declined: Vec::new(),
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -137,6 +192,27 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
             problems: std::mem::take(&mut report.problems),
         });
     }
+}
+
+/// Puts each fix of round `round` to `ask` (when there is one): returns the declined
+/// ones. After the first "no" the rest are not asked (the round will not run) and count
+/// as declined; after "all", `ask` is dropped and nothing more is asked.
+fn ask_round(
+    problems: &[Problem],
+    round: usize,
+    ask: &mut Option<Asker<'_>>,
+) -> Vec<Problem> {
+    for (i, p) in problems.iter().enumerate() {
+        let Some(f) = ask.as_mut() else {
+            return Vec::new();
+        };
+        match f(p, round) {
+            Answer::Yes => {}
+            Answer::All => *ask = None,
+            Answer::No => return problems[i..].to_vec(),
+        }
+    }
+    Vec::new()
 }
 
 /// Fixes after which the rest of a check is not to be trusted: an entry naming an inode

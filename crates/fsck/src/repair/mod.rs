@@ -19,14 +19,16 @@
 //! go, a good one with a wrong checksum gets it set, as do extent,
 //! directory and htree blocks); directory entries
 //! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
-//! `..`); group descriptors (`group`: unused-inodes counts, uninit flags).
+//! `..`); group descriptors (`group`: unused-inodes counts, uninit flags); blocks claimed
+//! more than once (`dup`: cloned, as e2fsck's pass 1D).
 
 mod connect;
+mod dup;
 mod entry;
 mod group;
 mod inode;
 
-use crate::problem::{Code, Problem};
+use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,8 +104,10 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr => false,
+        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
         BadExtraIsize => true,
+        IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
+        | DirBadDotDot | HtreeBad => false,
         _ => return None,
     })
 }
@@ -142,11 +146,11 @@ fn rounds(
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
         clock.lap(format!("check {n}"));
-        restart_first(&mut report);
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
         };
+        restart_first(&mut report, allowed);
         // Problems of either severity without a fix block the round: e2fsck would fix
         // them (relocate a bitmap, rebuild the journal), and the summaries found assume
         // it did.
@@ -197,11 +201,7 @@ fn rounds(
 /// Puts each fix of round `round` to `ask` (when there is one): returns the declined
 /// ones. After the first "no" the rest are not asked (the round will not run) and count
 /// as declined; after "all", `ask` is dropped and nothing more is asked.
-fn ask_round(
-    problems: &[Problem],
-    round: usize,
-    ask: &mut Option<Asker<'_>>,
-) -> Vec<Problem> {
+fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) -> Vec<Problem> {
     for (i, p) in problems.iter().enumerate() {
         let Some(f) = ask.as_mut() else {
             return Vec::new();
@@ -221,17 +221,40 @@ fn ask_round(
 /// first and restarts; it salvages the second before it reads on. What else the check
 /// found may stem from them (entries taken for dangling, inodes for unattached), so a
 /// round that has any fixes only these, and the next round's check reads the inodes and
-/// the salvaged entries. (The group summaries the volume writes with any fix are the
+/// the salvaged entries. Missing `.` and `..` entries are made first too, as e2fsck's
+/// pass 2 makes them before it reads on, and bad htree indexes dropped (what else the
+/// check said of their nodes is void then). (The group summaries the volume writes with any fix are the
 /// check's; the next round counts again.)
-fn restart_first(report: &mut Report) {
+fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
+    let ps = &mut report.problems;
+    // Superblock, descriptor and block-ownership problems without a fix stop the round
+    // whatever else it has: nothing is safe to write over them (two directories sharing
+    // a block would take turns at its '.').
+    if ps
+        .iter()
+        .any(|p| p.code.def().pass <= Pass::P1B && !allowed(p))
+    {
+        return;
+    }
+    // Blocks claimed twice are cloned (with pass 1's fixes) before anything reads them
+    // as one inode's, as e2fsck's pass 1B-1D runs before pass 2.
+    if ps.iter().any(|p| p.code == Code::MultiplyClaimed) {
+        ps.retain(|p| p.code.def().pass <= Pass::P1B);
+        return;
+    }
     let first = |p: &Problem| {
         matches!(
             p.code,
-            Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup | Code::DirCorruptEntry
+            Code::DirInodeInUnusedArea
+                | Code::DirInodeUninitGroup
+                | Code::DirCorruptEntry
+                | Code::DirBadDot
+                | Code::DirBadDotDot
+                | Code::HtreeBad
         )
     };
-    if report.problems.iter().any(first) {
-        report.problems.retain(first);
+    if ps.iter().any(first) {
+        ps.retain(first);
     }
 }
 
@@ -299,10 +322,13 @@ fn apply(
     dev.read_at(&mut sb, SUPERBLOCK_OFFSET)?;
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
     let mut committed = false;
+    let mut dups = dup::Dups::of(&report.problems);
+    let give_up = inode::too_many_illegal(&report.problems);
     for p in &report.problems {
         let fix = v.apply_fix(|v| {
+            dups.apply(v, p)?;
             group::apply(v, p);
-            inode::apply(v, p)?;
+            inode::apply(v, p, &give_up)?;
             entry::apply(v, p)?;
             connect::apply(v, p)
         });

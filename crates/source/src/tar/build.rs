@@ -273,7 +273,8 @@ impl Build {
         }
         let (mut meta, what) = (e.meta, e.what);
         let what = if place.whiteout {
-            meta.mode = libc::S_IFCHR | (meta.mode & 0o7777);
+            // mkfs.erofs 1.9.3 gives whiteouts no permission bits.
+            meta.mode = libc::S_IFCHR;
             meta.rdev = 0;
             meta.size = 0;
             self.inodes[place.dir].whiteouts = true;

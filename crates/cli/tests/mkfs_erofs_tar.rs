@@ -1,7 +1,7 @@
 //! `usfs mkfs.erofs --tar` against its oracles: tars made by GNU tar (gnu and pax
 //! formats: long names and link targets, hard links, symlinks, devices, a fifo, xattrs,
 //! a sparse file) and by Python's tarfile, plain, gzip- and zstd-compressed, from a file
-//! and from standard input. The image's tree, through the kernel (`mount -t erofs`) and
+//! and from standard input, stored plain and LZ4-compressed. The image's tree, through the kernel (`mount -t erofs`) and
 //! through `usfs export`, equals GNU tar's extraction of the same tar; fsck.erofs and
 //! `usfs fsck` accept it. A container layer with aufs whiteouts and an opaque directory
 //! (`--aufs`, `--ovlfs-strip`) gives the tree mkfs.erofs 1.9.3 gives
@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::erofs::fsck_erofs_finds_damage;
+use common::erofs::{fsck_erofs_finds_damage, oracle_reads};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -113,12 +113,17 @@ fn mkfs_tar(img: &Path, tar: &Path, args: &[&str], stdin: bool) {
 }
 
 /// The image's tree through the kernel and through `usfs export` equals `expected`;
-/// fsck.erofs and `usfs fsck` accept it.
-fn check(img: &Path, expected: &Path, s: &Scratch, test: &str) {
-    assert!(
-        !fsck_erofs_finds_damage(img),
-        "{test}: fsck.erofs rejects the image"
-    );
+/// fsck.erofs and `usfs fsck` accept it (fsck.erofs is skipped for option sets it
+/// cannot read: 1.5 has no fragments).
+fn check(img: &Path, expected: &Path, s: &Scratch, test: &str, args: &[&str]) {
+    if oracle_reads(args) {
+        assert!(
+            !fsck_erofs_finds_damage(img),
+            "{test}: fsck.erofs rejects the image"
+        );
+    } else {
+        eprintln!("{test}: fsck.erofs cannot read {args:?}; the kernel and usfs check it");
+    }
     let o = Command::new(usfs()).arg("fsck").arg(img).output().unwrap();
     assert!(
         o.status.success(),
@@ -143,7 +148,7 @@ fn check(img: &Path, expected: &Path, s: &Scratch, test: &str) {
 }
 
 /// Tar `src` with GNU tar in `format`, build, compare with the extraction.
-fn gnu_tar_case(test: &str, format: &str, compress: Option<&str>, stdin: bool) {
+fn gnu_tar_case(test: &str, format: &str, compress: Option<&str>, stdin: bool, args: &[&str]) {
     if !need_root(test) {
         return;
     }
@@ -169,35 +174,48 @@ fn gnu_tar_case(test: &str, format: &str, compress: Option<&str>, stdin: bool) {
         None => tar,
     };
     let img = s.path("t.img");
-    mkfs_tar(&img, &input, &["--tar=f"], stdin);
-    check(&img, &x, &s, test);
+    let args = [&["--tar=f"], args].concat();
+    mkfs_tar(&img, &input, &args, stdin);
+    check(&img, &x, &s, test, &args);
 }
 
 #[test]
 fn gnu_format() {
-    gnu_tar_case("tar-gnu", "gnu", None, false);
+    gnu_tar_case("tar-gnu", "gnu", None, false, &[]);
 }
 
 #[test]
 fn pax_format() {
-    gnu_tar_case("tar-pax", "pax", None, false);
+    gnu_tar_case(
+        "tar-pax",
+        "pax",
+        None,
+        false,
+        &["-zlz4hc", "-Eztailpacking"],
+    );
 }
 
 #[test]
 fn gzip_from_a_file() {
-    gnu_tar_case("tar-gzip", "pax", Some("gzip"), false);
+    gnu_tar_case("tar-gzip", "pax", Some("gzip"), false, &[]);
 }
 
 #[test]
 fn zstd_from_stdin() {
     if need_tool("tar-zstd", "zstd") {
-        gnu_tar_case("tar-zstd", "gnu", Some("zstd -q"), true);
+        gnu_tar_case(
+            "tar-zstd",
+            "gnu",
+            Some("zstd -q"),
+            true,
+            &["-zlz4", "-Efragments"],
+        );
     }
 }
 
 #[test]
 fn plain_from_stdin() {
-    gnu_tar_case("tar-stdin", "pax", None, true);
+    gnu_tar_case("tar-stdin", "pax", None, true, &[]);
 }
 
 #[test]
@@ -231,7 +249,7 @@ fn python_tarfile() {
         let x = extract(&s, &tar, &format!("x-{name}"));
         let img = s.path(&format!("{name}.img"));
         mkfs_tar(&img, &tar, &["--tar"], false);
-        check(&img, &x, &s, &format!("{test}-{name}"));
+        check(&img, &x, &s, &format!("{test}-{name}"), &[]);
     }
 }
 
@@ -294,7 +312,7 @@ fn container_layer_whiteouts_as_mkfs_erofs_193() {
     let plain = s.path("plain.img");
     mkfs_tar(&plain, &tar, &["--tar=f"], false);
     let x = extract(&s, &tar, "x");
-    check(&plain, &x, &s, "tar-layer-plain");
+    check(&plain, &x, &s, "tar-layer-plain", &[]);
     // --aufs: overlayfs whiteouts and an opaque directory.
     let img = s.path("aufs.img");
     mkfs_tar(&img, &tar, &["--tar=f", "--aufs"], false);

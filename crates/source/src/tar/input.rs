@@ -107,13 +107,7 @@ impl Input {
     pub(crate) fn open(path: &Path, spool_dir: &Path) -> io::Result<Input> {
         let spool = || spool_file(spool_dir);
         if path == Path::new("-") {
-            let mut r = BufReader::with_capacity(BUF, io::stdin());
-            let l = layer(r.fill_buf()?)?;
-            let stream: Box<dyn BufRead + Send> = match l {
-                Some(k) => decompress(r, k)?,
-                None => Box::new(r),
-            };
-            return Ok(Input::pipe(stream, spool()?, l));
+            return Input::stream(Box::new(io::stdin()), spool_dir);
         }
         let f = File::open(path)?;
         let md = f.metadata()?;
@@ -140,6 +134,17 @@ impl Input {
             None => Ok(Input::pipe(Box::new(r), spool()?, None)),
             Some(k) => Ok(Input::pipe(decompress(r, k)?, spool()?, l)),
         }
+    }
+
+    /// A stream read once (standard input, bytes in memory), spooled to `spool_dir`.
+    pub(crate) fn stream(r: Box<dyn Read + Send>, spool_dir: &Path) -> io::Result<Input> {
+        let mut r = BufReader::with_capacity(BUF, r);
+        let l = layer(r.fill_buf()?)?;
+        let stream: Box<dyn BufRead + Send> = match l {
+            Some(k) => decompress(r, k)?,
+            None => Box::new(r),
+        };
+        Ok(Input::pipe(stream, spool_file(spool_dir)?, l))
     }
 
     /// A stream whose data goes to `store`.

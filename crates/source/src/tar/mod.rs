@@ -39,6 +39,13 @@ pub struct TarOptions {
     pub root_mtime: i64,
 }
 
+/// Where data is spooled.
+fn spool_dir(opts: &TarOptions) -> PathBuf {
+    opts.spool_dir
+        .clone()
+        .unwrap_or_else(input::default_spool_dir)
+}
+
 /// A tar archive, read and ready to be scanned.
 pub struct TarSource {
     origin: PathBuf,
@@ -55,11 +62,23 @@ pub struct TarSource {
 impl TarSource {
     /// Reads the tar at `path` (`-`: standard input), gzip- or zstd-compressed or not.
     pub fn open(path: &Path, opts: &TarOptions) -> Result<TarSource> {
-        let spool = opts
-            .spool_dir
-            .clone()
-            .unwrap_or_else(input::default_spool_dir);
-        let mut inp = input::Input::open(path, &spool).map_err(|e| io_err(path, e))?;
+        let inp = input::Input::open(path, &spool_dir(opts)).map_err(|e| io_err(path, e))?;
+        TarSource::parse(inp, path, opts)
+    }
+
+    /// Reads a tar stream from `r` (compressed or not), spooling file data; `origin`
+    /// names it in messages.
+    pub fn from_reader(
+        r: Box<dyn std::io::Read + Send>,
+        origin: &Path,
+        opts: &TarOptions,
+    ) -> Result<TarSource> {
+        let inp = input::Input::stream(r, &spool_dir(opts)).map_err(|e| io_err(origin, e))?;
+        TarSource::parse(inp, origin, opts)
+    }
+
+    /// Parses the stream `inp` into a tree.
+    fn parse(mut inp: input::Input, path: &Path, opts: &TarOptions) -> Result<TarSource> {
         let t = Timestamp {
             sec: opts.root_mtime,
             nsec: 0,

@@ -515,3 +515,61 @@ fn pax_sparse_versions() {
         }
     }
 }
+
+/// A read-only loop mount of an ext4 image, unmounted (and the loop device let go) on
+/// drop.
+struct LoopMount(PathBuf);
+
+impl LoopMount {
+    fn new(image: &Path, dir: &Path) -> LoopMount {
+        std::fs::create_dir_all(dir).unwrap();
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "ext4", "-o", "ro,loop"])
+                .arg(image)
+                .arg(dir),
+        );
+        LoopMount(dir.to_path_buf())
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-d").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn mkfs_ext4_from_a_tar() {
+    let test = "tar-ext4";
+    if !need_root(test) || !need_tool(test, "e2fsck") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = make_tree(&s);
+    let tar = s.path("t.tar.gz");
+    sh(&format!(
+        "tar --format=pax --xattrs --xattrs-include='*' --sparse -C '{}' -czf '{}' .",
+        src.display(),
+        tar.display()
+    ));
+    let x = extract(&s, &tar, "x");
+    let img = s.path("t.ext4");
+    run_ok(
+        Command::new(usfs())
+            .args(["mkfs.ext4", "-q", "-d"])
+            .arg(&tar)
+            .arg(&img)
+            .arg("32M"),
+    );
+    run_ok(Command::new("e2fsck").arg("-fn").arg(&img));
+    let m = LoopMount::new(&img, &s.path("mnt"));
+    let opts = CmpOptions {
+        ignore: vec!["lost+found".into()],
+        ..cmp_opts()
+    };
+    match compare(&x, &m.0, &opts) {
+        Ok(st) => eprintln!("{test}: kernel ext4 mount vs extraction: {st}"),
+        Err(d) => panic!("{test}: mkfs.ext4 -d TAR differs from tar's extraction: {d}"),
+    }
+}

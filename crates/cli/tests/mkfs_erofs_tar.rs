@@ -573,3 +573,30 @@ fn mkfs_ext4_from_a_tar() {
         Err(d) => panic!("{test}: mkfs.ext4 -d TAR differs from tar's extraction: {d}"),
     }
 }
+
+#[test]
+fn bsdtar_formats() {
+    let test = "tar-bsdtar";
+    if !need_root(test) || !need_tool(test, "bsdtar") {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = make_tree(&s);
+    // pax: xattrs both as LIBARCHIVE.xattr (base64) and SCHILY.xattr records; gnutar:
+    // GNU long names from libarchive.
+    for fmt in ["pax", "gnutar"] {
+        let tar = s.path(&format!("{fmt}.tar"));
+        run_ok(
+            Command::new("bsdtar")
+                .args(["--format", fmt, "--xattrs", "-cf"])
+                .arg(&tar)
+                .arg("-C")
+                .arg(&src)
+                .arg("."),
+        );
+        let x = extract(&s, &tar, &format!("x-{fmt}"));
+        let img = s.path(&format!("{fmt}.img"));
+        mkfs_tar(&img, &tar, &["--tar=f"], false);
+        check(&img, &x, &s, &format!("{test}-{fmt}"), &[]);
+    }
+}

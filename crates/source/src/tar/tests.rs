@@ -345,3 +345,34 @@ fn dotdot_stays_inside_and_no_end_marker_warns() {
     assert_eq!(read_all(&src, &tree, find(&tree, "etc/x")), b"x");
     assert_eq!(read_all(&src, &tree, find(&tree, "b")), b"b");
 }
+
+#[test]
+fn global_pax_headers_apply_to_what_follows() {
+    let mut t = Tar::default();
+    t.entry("before", b'0', b"");
+    // A global header: every later entry gets its uid and xattr unless its own says
+    // otherwise.
+    let mut g = Tar::default();
+    g.pax(&[("uid", b"77"), ("LIBARCHIVE.xattr.user.g", b"Zw==")]);
+    let mut gh = g.0.clone();
+    gh[156] = b'g';
+    let mut h: [u8; 512] = gh[..512].try_into().unwrap();
+    seal(&mut h);
+    gh[..512].copy_from_slice(&h);
+    t.block(&gh);
+    t.entry("after", b'0', b"");
+    t.pax(&[("uid", b"5"), ("SCHILY.xattr.user.g", b"local")]);
+    t.entry("own", b'0', b"");
+    let src = open("global", &t.end(), &TarOptions::default()).unwrap();
+    let tree = scanned(&src);
+    let node = |p: &str| tree.node(find(&tree, p));
+    assert_eq!(node("before").meta.uid, 0o1750);
+    assert!(node("before").xattrs.is_empty());
+    assert_eq!(node("after").meta.uid, 77);
+    assert_eq!(node("after").xattrs, [(b"user.g".to_vec(), b"g".to_vec())]);
+    assert_eq!(node("own").meta.uid, 5);
+    assert_eq!(
+        node("own").xattrs,
+        [(b"user.g".to_vec(), b"local".to_vec())]
+    );
+}

@@ -125,13 +125,9 @@ mod tests {
 
     #[test]
     fn map_text_across_blocks() {
+        // The map text may end in a later block than it starts in.
         let mut t = MapText::default();
-        let mut b = vec![0u8; 512];
-        let text = b"2\n0\n4096\n";
-        b[..text.len()].copy_from_slice(text);
-        // A block ending mid-map must not stop at its NUL padding: GNU tar fills whole
-        // blocks with the map text, so only complete maps end early.
-        assert_eq!(t.feed(text).unwrap(), None);
+        assert_eq!(t.feed(b"2\n0\n4096\n").unwrap(), None);
         assert_eq!(
             t.feed(b"8192\n10\n").unwrap(),
             Some(vec![(0, 4096), (8192, 10)])

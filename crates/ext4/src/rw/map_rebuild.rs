@@ -13,7 +13,7 @@ use super::meta::{Freed, Meta};
 use super::volume::Volume;
 use crate::format::inode::flags;
 use crate::format::xattr::{block_checksum, XattrBlockHeader, BLOCK_CHECKSUM_OFFSET};
-use crate::walk::{self, MapCtx, MapIssue, MapVisitor, Mode, Scratch};
+use crate::walk::{self, MapIssue, MapVisitor, Mode, Scratch};
 use std::ops::ControlFlow;
 use usfs_fs::{Error, Result};
 
@@ -105,19 +105,13 @@ impl Volume {
 
     /// The runs and tree blocks of `rec`'s block map, walked leniently (bad parts skipped).
     fn walk_map(&self, rec: &super::InodeRec) -> Found {
-        let cx = MapCtx {
-            ino: rec.ino,
-            generation: rec.raw.i_generation(),
-            seed: self.csum_seed(),
-            block_size: self.geo().block_size,
-            blocks_count: self.geo().blocks_count,
-            first_data_block: self.geo().first_data_block,
-        };
-        let root = *rec.raw.i_block();
+        let mut root = *rec.raw.i_block();
+        let extents = rec.raw.has_flag(flags::EXTENTS);
+        let cx = BlockMap::new(rec.ino, rec.raw.i_generation(), &mut root, extents).cx(self);
         let mut found = Found::default();
         let mut scratch = Scratch::default();
         let src = MetaSource(self);
-        let _ = if rec.raw.has_flag(flags::EXTENTS) {
+        let _ = if extents {
             walk::extent::scan(&src, &cx, &root, Mode::Lenient, &mut scratch, &mut found)
         } else {
             walk::indirect::scan(&src, &cx, &root, &mut scratch, &mut found)

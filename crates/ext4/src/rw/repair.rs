@@ -266,6 +266,19 @@ impl Volume {
         if d.raw.has_flag(crate::format::inode::flags::EXTENTS) {
             return self.collapse_dir_holes(dir);
         }
+        // e2fsck's largest directory without large_dir is 2^21 blocks of 1 KiB (less for
+        // larger blocks): a hole past that is a block too far, not one to fill.
+        let limit = 1u64 << (21 - self.fs.core.geo.block_size.trailing_zeros().min(20) + 10);
+        if to.saturating_sub(from) > limit {
+            return Err(usfs_fs::Error::corrupt(
+                usfs_fs::Structure::Directory,
+                format!(
+                    "directory {dir}: a hole of {} blocks is too large to fill",
+                    to - from
+                ),
+            )
+            .with_ino(dir));
+        }
         let bs = self.fs.core.geo.block_size;
         for lblk in from..to {
             let goal = self.goal_for(&d, lblk)?;

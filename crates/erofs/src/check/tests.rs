@@ -117,7 +117,10 @@ fn a_pcluster_longer_than_its_extent_is_found() {
     let ino = fs.inode(nid).unwrap();
     let zi = fs.zinfo(&ino).unwrap();
     let ext = fs.map_extent(&ino, &zi, 0).unwrap();
-    let Stored::Lz4 { pa, plen, padded } = ext.stored else {
+    let Stored::Compressed {
+        pa, plen, padded, ..
+    } = ext.stored
+    else {
         panic!("first extent not LZ4: {ext:?}");
     };
     assert!(ext.full && padded, "{ext:?}");
@@ -126,7 +129,7 @@ fn a_pcluster_longer_than_its_extent_is_found() {
     let more = data[..64].to_vec();
     data.extend_from_slice(&more);
     let mut out = vec![0u8; plen as usize];
-    let (used, n) = Compressor::new(Algorithm::Lz4Hc(12))
+    let (used, n) = Compressor::new(Algorithm::Lz4Hc(12), 4096)
         .compress_dest_size(&data, &mut out)
         .unwrap();
     assert_eq!(

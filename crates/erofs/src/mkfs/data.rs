@@ -97,7 +97,14 @@ pub(super) fn write(
         cfg.opts.workers,
         4 * zfile::SEGMENT,
         |b| b.1,
-        || (cfg.opts.compression.map(Compressor::new), tree.reader()),
+        || {
+            (
+                cfg.opts
+                    .compression
+                    .map(|a| Compressor::new(a, cfg.opts.pcluster_bytes)),
+                tree.reader(),
+            )
+        },
         |(c, r), b| {
             b.0.clone()
                 .map(|k| read_job(c, r.as_mut(), tree, plan, &plan.jobs[k]))

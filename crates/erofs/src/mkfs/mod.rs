@@ -1,6 +1,6 @@
 //! Building EROFS images from a directory tree (`usfs mkfs.erofs`).
 //!
-//! Layout: block 0 holds the superblock (and the LZ4 configuration with big pclusters);
+//! Layout: block 0 holds the superblock (and the compression configurations when needed);
 //! then the shared xattr area; then file data in tree order (compressed in parallel, written
 //! in order, so the image does not depend on the number of workers); then the metadata
 //! area (inodes with xattrs, inline tails, compression indexes and inline pclusters; the
@@ -146,6 +146,15 @@ pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
             "pcluster size {} (it must be a multiple of {bs} up to 1 MiB)",
             opts.pcluster_bytes
         )));
+    }
+    if opts.legacy_compress
+        && opts
+            .compression
+            .is_some_and(|a| a.id() != crate::compress::ALG_LZ4)
+    {
+        return Err(Error::incompatible(
+            "-E legacy-compress with an algorithm other than LZ4 (the others need zero padding)",
+        ));
     }
     let mut timer = timing::Timer::start();
     let tree = tree::scan(source, opts)?;

@@ -1,4 +1,4 @@
-//! Compressing one file with fixed-size output: each pcluster is filled by LZ4 from as much
+//! Compressing one file with fixed-size output: each pcluster is filled by the compressor from as much
 //! input as fits; a pcluster that does not save a block is stored as one plain block; the
 //! tail goes inline (ztailpacking), into the packed inode (fragments) or into a block.
 //! Large files are cut into fixed segments ([`SEGMENT`]) compressed independently. A pure
@@ -53,6 +53,9 @@ pub(super) struct ZFile {
     pub tail: ZTail,
     /// The whole file is one fragment.
     pub whole_fragment: bool,
+    /// The algorithm of its compressed pclusters (`h_algorithmtype` of HEAD1 lclusters):
+    /// per file, so files of one image may use different algorithms.
+    pub alg: u8,
 }
 
 impl ZFile {
@@ -88,6 +91,7 @@ pub(super) fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile>
         data: Vec::new(),
         tail: ZTail::None,
         whole_fragment: false,
+        alg: 0,
     };
     if size == 0 {
         return None;
@@ -101,6 +105,7 @@ pub(super) fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile>
         out.data.extend_from_slice(&part.data);
         out.tail = part.tail;
         out.whole_fragment = part.whole_fragment;
+        out.alg = part.alg;
     }
     // Keep it only if it saves at least one block.
     if (out.data.len() / p.bs) as u64 >= size.div_ceil(p.bs as u64) {
@@ -127,6 +132,7 @@ pub(super) fn compress_part(
         data: Vec::new(),
         tail: ZTail::None,
         whole_fragment: false,
+        alg: c.algorithm().id(),
     };
     let p = &ZParams {
         inline_room: if last { p.inline_room } else { 0 },

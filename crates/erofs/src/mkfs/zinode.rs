@@ -192,7 +192,7 @@ fn z_blob(
         }
     };
     h.set_h_advise(advise);
-    h.set_h_algorithmtype(0);
+    h.set_h_algorithmtype(z.alg);
     h.set_h_clusterbits(0);
     let mut blob = h.into_inner();
     blob.extend_from_slice(&idx);

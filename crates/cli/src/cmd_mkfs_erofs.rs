@@ -14,7 +14,7 @@ use usfs_erofs::mkfs::{self, Options};
 pub(crate) struct MkfsErofsArgs {
     /// Compression (default: none): `lz4`; `lz4hc[,LEVEL]` (1-12, default 9);
     /// `lzma[,LEVEL]` (MicroLZMA: 0-9, or 100-109 for the extreme presets; default 6);
-    /// `deflate[,LEVEL]` (libdeflate's 0-12, default 6); `zstd[,LEVEL]` (1-22, default 3).
+    /// `deflate[,LEVEL]` (libdeflate's 0-12, default 1); `zstd[,LEVEL]` (1-22, default 3).
     /// `ALG,level=LEVEL` works too.
     #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
     compress: Option<String>,

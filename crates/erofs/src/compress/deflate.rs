@@ -1,8 +1,7 @@
 //! Raw DEFLATE: libdeflate (through libdeflater) encodes and decodes whole streams;
 //! miniz_oxide decodes a prefix (libdeflate cannot stop early). libdeflate has no
-//! fixed-size output mode, so the input that fills a pcluster is searched for, as
-//! erofs-utils' libdeflate compressor does: start from the last pcluster's input (or 4x
-//! the output), then narrow by the compression ratio and bisection.
+//! fixed-size output mode, so the input that fills a pcluster is searched for
+//! (`search.rs`), starting from the last pcluster's input (or 4x the output).
 
 use libdeflater::{CompressionLvl, Compressor, DecompressionError, Decompressor};
 use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
@@ -13,8 +12,8 @@ use std::cell::RefCell;
 pub(super) struct Encoder {
     c: Compressor,
     level: i32,
-    /// Scratch output: the pcluster plus slack, so libdeflate can finish a stream that
-    /// turns out a little too large (and say so) instead of failing early.
+    /// Scratch output, room for the worst case, so a try that does not fit still says
+    /// how large it is.
     buf: Vec<u8>,
     /// Input taken by the previous pcluster: the first guess for the next one.
     last: usize,
@@ -40,40 +39,21 @@ impl Encoder {
         dst: &mut [u8],
     ) -> Option<(usize, usize)> {
         let dsize = dst.len();
-        self.buf.resize(dsize + 9, 0);
-        let (mut l, mut l_out) = (0usize, 0usize);
-        let mut r = src.len() + 1;
-        let mut m = if self.last > 0 {
-            self.last * 15 / 16
-        } else {
-            dsize * 4
-        };
-        // Stop when the output is this close to full: not worth another pass.
+        let guess = if self.last > 0 { self.last } else { dsize * 4 };
+        // Stop when the output is this close to full (erofs-utils' margin per level).
         let close = (22 - 2 * self.level.clamp(0, 9)) as usize;
-        loop {
-            m = m.max(l + 1).min(r - 1);
-            match self.c.deflate_compress(&src[..m], &mut self.buf) {
-                Ok(n) if n > 0 && n <= dsize => {
-                    dst[..n].copy_from_slice(&self.buf[..n]);
-                    l = m;
-                    l_out = n;
-                    if r <= l + 1 || n + close >= dsize {
-                        break;
-                    }
-                    m = dsize * m / n;
-                }
-                _ => {
-                    r = m;
-                    if r <= l + 1 {
-                        break;
-                    }
-                    m = (l + r) / 2;
-                }
+        let (c, buf) = (&mut self.c, &mut self.buf);
+        let (l, n) = super::search::fill(src.len(), dsize, guess, close, |m| {
+            let need = c.deflate_compress_bound(m);
+            if buf.len() < need {
+                buf.resize(need, 0);
             }
-        }
-        if l_out == 0 {
-            return None;
-        }
+            let n = c.deflate_compress(&src[..m], buf).ok()?;
+            if n <= dsize {
+                dst[..n].copy_from_slice(&buf[..n]);
+            }
+            Some(n)
+        })?;
         // A stream that starts with a non-final stored block starts with a zero byte,
         // which a reader would take for padding: set an unused bit of that byte instead
         // (still valid DEFLATE; what erofs-utils does).
@@ -81,7 +61,7 @@ impl Encoder {
             dst[0] = 1 << 3;
         }
         self.last = l;
-        Some((l, l_out))
+        Some((l, n))
     }
 }
 

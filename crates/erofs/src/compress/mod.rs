@@ -3,14 +3,14 @@
 //! over one well-kept library:
 //! - `lz4.rs`: LZ4 / LZ4HC (liblz4: LZ4_compress_destSize, LZ4_compress_HC_destSize);
 //! - `lzma.rs`: MicroLZMA (liblzma's lzma_microlzma_encoder fills the output natively);
-//! - `deflate.rs`: raw DEFLATE (libdeflate, the input size found by a search, as
-//!   erofs-utils' libdeflate compressor does; miniz_oxide decodes prefixes);
-//! - `zstd.rs`: Zstandard frames (libzstd, the input size found by the same search, as
-//!   erofs-utils' libzstd compressor does).
+//! - `deflate.rs`: raw DEFLATE (libdeflate; the input that fills a pcluster found by
+//!   `search.rs`; miniz_oxide decodes prefixes);
+//! - `zstd.rs`: Zstandard frames (libzstd; the same search).
 
 mod deflate;
 mod lz4;
 mod lzma;
+mod search;
 mod zstd;
 
 /// `h_algorithmtype` of LZ4 (and the bit number in `available_compr_algs`).
@@ -44,8 +44,9 @@ pub const LZ4HC_DEFAULT_LEVEL: i32 = 9;
 pub const LZ4_MAX_DISTANCE: u16 = 65535;
 /// LZMA's default level (LZMA_PRESET_DEFAULT, what mkfs.erofs uses).
 pub const LZMA_DEFAULT_LEVEL: u32 = 6;
-/// The DEFLATE level usfs uses by default (libdeflate's numbering).
-pub const DEFLATE_DEFAULT_LEVEL: i32 = 6;
+/// The DEFLATE level by default: 1, as mkfs.erofs 1.9.3 (libdeflate level 1 packs tighter
+/// than erofs-utils' own encoder at its level 1).
+pub const DEFLATE_DEFAULT_LEVEL: i32 = 1;
 /// Zstandard's default level (ZSTD_CLEVEL_DEFAULT, what mkfs.erofs uses).
 pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
 /// The largest LZMA dictionary the kernel accepts (8 x the largest pcluster, 1 MiB).

@@ -1,6 +1,6 @@
 //! Zstandard frames through libzstd (zstd-safe). libzstd has no fixed-size output mode,
-//! so the input that fills a pcluster is searched for, as erofs-utils' libzstd compressor
-//! does: start from 4x the output, then narrow by the compression ratio and bisection.
+//! so the input that fills a pcluster is searched for (`search.rs`), starting from the
+//! last pcluster's input (or 4x the output).
 //! Decoding streams into the caller's buffer and stops when it is full.
 
 use std::cell::RefCell;
@@ -9,8 +9,10 @@ use zstd_safe::{CCtx, CParameter, DCtx, DParameter, InBuffer, OutBuffer};
 /// A Zstandard encoder with its context.
 pub(super) struct Encoder {
     c: CCtx<'static>,
-    /// Scratch output: the pcluster plus slack.
+    /// Scratch output, room for the worst case (see `search.rs`).
     buf: Vec<u8>,
+    /// Input taken by the previous pcluster: the first guess for the next one.
+    last: usize,
 }
 
 impl Encoder {
@@ -19,7 +21,11 @@ impl Encoder {
         let mut c = CCtx::create();
         let _ = c.set_parameter(CParameter::CompressionLevel(level));
         let _ = c.set_parameter(CParameter::WindowLog(31 - dict.leading_zeros()));
-        Encoder { c, buf: Vec::new() }
+        Encoder {
+            c,
+            buf: Vec::new(),
+            last: 0,
+        }
     }
 
     /// Compresses the longest prefix of `src` it finds that fits `dst`: (input taken,
@@ -30,32 +36,22 @@ impl Encoder {
         dst: &mut [u8],
     ) -> Option<(usize, usize)> {
         let dsize = dst.len();
-        self.buf.resize(dsize + 32, 0);
-        let (mut l, mut l_out) = (0usize, 0usize);
-        let mut r = src.len() + 1;
-        let mut m = dsize * 4;
-        loop {
-            m = m.max(l + 1).min(r - 1);
-            match self.c.compress2(&mut self.buf[..], &src[..m]) {
-                Ok(n) if n > 0 && n <= dsize => {
-                    dst[..n].copy_from_slice(&self.buf[..n]);
-                    l = m;
-                    l_out = n;
-                    if r <= l + 1 || n + 1 >= dsize {
-                        break;
-                    }
-                    m = dsize * m / n;
-                }
-                _ => {
-                    r = m;
-                    if r <= l + 1 {
-                        break;
-                    }
-                    m = (l + r) / 2;
-                }
+        let guess = if self.last > 0 { self.last } else { dsize * 4 };
+        let close = (dsize / 512).max(1);
+        let (c, buf) = (&mut self.c, &mut self.buf);
+        let (l, n) = super::search::fill(src.len(), dsize, guess, close, |m| {
+            let need = zstd_safe::compress_bound(m);
+            if buf.len() < need {
+                buf.resize(need, 0);
             }
-        }
-        (l_out > 0).then_some((l, l_out))
+            let n = c.compress2(&mut buf[..], &src[..m]).ok()?;
+            if n <= dsize {
+                dst[..n].copy_from_slice(&buf[..n]);
+            }
+            Some(n)
+        })?;
+        self.last = l;
+        Some((l, n))
     }
 }
 

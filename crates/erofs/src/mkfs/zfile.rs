@@ -160,8 +160,16 @@ pub(super) fn compress_part(
             break;
         }
         let mut stored: Option<(usize, usize)> = None; // (consumed, compressed bytes)
+                                                       // Plain blocks to write when compression does not pay: one; with big pclusters and
+                                                       // an algorithm other than LZ4, as many as the failed attempt took input for (up to
+                                                       // a pcluster), as mkfs.erofs 1.9.3 does, so incompressible data costs one attempt
+                                                       // per pcluster and not one per block (LZ4 keeps 1.5's one block at a time).
+        let mut plain_blocks = 1;
         if !(len <= p.pcluster && !may_inline && len <= bs) {
             if let Some((used, n)) = c.compress_dest_size(&src[pos..], &mut dst) {
+                if c.algorithm().id() != crate::compress::ALG_LZ4 {
+                    plain_blocks = (used.min(p.pcluster) / bs).max(1);
+                }
                 let whole = used == len;
                 let csize = if !whole || n >= bs {
                     n.div_ceil(bs) * bs
@@ -184,18 +192,23 @@ pub(super) fn compress_part(
                     );
                     break;
                 }
-                let count = bs.min(len);
-                let start = out.data.len();
-                out.data.resize(start + bs, 0);
-                out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
-                out.extents.push(ZExtent {
-                    la: base + pos as u64,
-                    raw: true,
-                    blocks: 1,
-                    rel_blk,
-                });
-                rel_blk += 1;
-                pos += count;
+                for _ in 0..plain_blocks {
+                    if pos >= size {
+                        break;
+                    }
+                    let count = bs.min(size - pos);
+                    let start = out.data.len();
+                    out.data.resize(start + bs, 0);
+                    out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
+                    out.extents.push(ZExtent {
+                        la: base + pos as u64,
+                        raw: true,
+                        blocks: 1,
+                        rel_blk,
+                    });
+                    rel_blk += 1;
+                    pos += count;
+                }
             }
             Some((mut used, mut n)) => {
                 if may_inline && used == len && n < bs && n <= p.inline_room {

@@ -14,8 +14,8 @@ use usfs_erofs::mkfs::{self, Options};
 pub(crate) struct MkfsErofsArgs {
     /// Compression (default: none): `lz4`; `lz4hc[,LEVEL]` (1-12, default 9);
     /// `lzma[,LEVEL]` (MicroLZMA: 0-9, or 100-109 for the extreme presets; default 6);
-    /// `deflate[,LEVEL]` (libdeflate's 0-12, default 1); `zstd[,LEVEL]` (1-22, default 3).
-    /// `ALG,level=LEVEL` works too.
+    /// `deflate[,LEVEL]` (libdeflate's 0-12, default 1); `zstd[,LEVEL]` (0-22, default 3).
+    /// `ALG,level=LEVEL` works too; `dictsize=` is not taken yet.
     #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
     compress: Option<String>,
     /// Largest physical cluster in bytes (multiple of 4096; more than 4096 = big pclusters).
@@ -117,7 +117,7 @@ fn parse_compressor(z: &str) -> Result<Algorithm, String> {
             Algorithm::Lzma(l as u32)
         }
         "deflate" => Algorithm::Deflate(check(0..=12, DEFLATE_DEFAULT_LEVEL)?),
-        "zstd" => Algorithm::Zstd(check(1..=22, ZSTD_DEFAULT_LEVEL)?),
+        "zstd" => Algorithm::Zstd(check(0..=22, ZSTD_DEFAULT_LEVEL)?),
         _ => {
             return Err(format!(
                 "unsupported compressor {alg} (lz4, lz4hc, lzma, deflate, zstd)"

@@ -408,7 +408,7 @@ fn compressor_options() {
         "-zlzma,level=109",
         "-zdeflate,level=0",
         "-zdeflate,12",
-        "-zzstd,1",
+        "-zzstd,0",
         "-zzstd,level=22",
     ] {
         let o = run(ok);

@@ -34,7 +34,7 @@ pub enum Algorithm {
     Lzma(u32),
     /// Raw DEFLATE at a libdeflate level 0..=12.
     Deflate(i32),
-    /// Zstandard at a level 1..=22.
+    /// Zstandard at a level 0..=22 (0: libzstd's default, 3).
     Zstd(i32),
 }
 

@@ -211,6 +211,19 @@ pub(super) fn compress_part(
                 }
             }
             Some((mut used, mut n)) => {
+                if p.fragments && used == len && n < p.pcluster {
+                    // The rest compresses into less than a pcluster: it goes to the packed
+                    // inode whole, where it compresses with its neighbours (mkfs.erofs
+                    // 1.9.3's rule; from the first byte, the whole file is a fragment).
+                    out.whole_fragment = base == 0 && pos == 0;
+                    out.end_with(
+                        ZTail::Fragment(src[pos..].to_vec()),
+                        base + pos as u64,
+                        false,
+                        rel_blk,
+                    );
+                    break;
+                }
                 if may_inline && used == len && n < bs && n <= p.inline_room {
                     out.end_with(
                         ZTail::Inline(dst[..n].to_vec()),

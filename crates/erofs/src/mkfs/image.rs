@@ -26,6 +26,9 @@ pub(super) struct Cfg<'a> {
     pub(super) zero_padding: bool,
     /// Big pclusters (`-C` above the block size).
     pub(super) big: bool,
+    /// Byte-identical pclusters are written once and shared: `-E dedupe`, and with
+    /// `-E fragments` too, as mkfs.erofs 1.9.3 does (its "dedupe_ext").
+    pub(super) dedupe: bool,
     /// `available_compr_algs`: bits of the algorithms in use (0: no compression).
     pub(super) algs: u16,
     /// The compression configuration records after the superblock (empty without
@@ -60,6 +63,7 @@ impl Cfg<'_> {
             build_nsec,
             zero_padding: opts.compression.is_some() && !opts.legacy_compress,
             big,
+            dedupe: opts.dedupe || (opts.fragments && opts.compression.is_some()),
             algs,
             compr_cfgs,
         }
@@ -74,7 +78,7 @@ pub(super) fn write_image(
     timer: &mut Timer,
 ) -> Result<Report> {
     let cfg = Cfg::new(opts);
-    let mut out = Out::new(dev, cfg.bs, opts.dedupe);
+    let mut out = Out::new(dev, cfg.bs, cfg.dedupe);
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
         ..Report::default()

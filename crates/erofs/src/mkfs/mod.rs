@@ -52,7 +52,8 @@ pub struct Options {
     pub pcluster_bytes: u32,
     /// `-E ztailpacking`.
     pub ztailpacking: bool,
-    /// `-E fragments`.
+    /// `-E fragments`: file rests that compress into less than a pcluster go to the
+    /// packed inode; identical pclusters are shared as with `dedupe` (as mkfs.erofs 1.9.3).
     pub fragments: bool,
     /// `-E dedupe`: byte-identical pclusters are written once and shared.
     pub dedupe: bool,

@@ -1,5 +1,5 @@
 //! `usfs fsck`: check an ext4 image like `e2fsck -fn`, in parallel; `-y` and `-p` repair
-//! (`fsck_repair`). An EROFS image goes to `cmd_fsck_erofs` (fsck.erofs's behaviour).
+//! (`fsck_repair`), and so does a run on a terminal without -n, asking (`fsck_ask`). An EROFS image goes to `cmd_fsck_erofs` (fsck.erofs's behaviour).
 
 use crate::image::CliResult;
 use serde_json::json;
@@ -20,7 +20,9 @@ pub(crate) const EXIT_USAGE: u8 = 16;
 /// Options of `usfs fsck` (named as e2fsck's).
 #[derive(clap::Args)]
 pub(crate) struct FsckArgs {
-    /// Open read-only and answer "no" to every question (the default without -y or -p).
+    /// Open read-only and answer "no" to every question (the default without -y or -p
+    /// when standard input or output is not a terminal; on a terminal usfs fsck asks
+    /// before each fix, as e2fsck).
     #[arg(short = 'n')]
     no: bool,
     /// Force checking even if the file system seems clean (-n always checks; -y and -p
@@ -85,7 +87,10 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
     opts.nice = a.nice;
     if a.yes || a.preen {
         let mode = if a.yes { Mode::Yes } else { Mode::Preen };
-        return crate::fsck_repair::run(a, mode, &opts);
+        return crate::fsck_repair::run(a, Some(mode), &opts);
+    }
+    if !a.no && !a.json && crate::fsck_ask::interactive() {
+        return crate::fsck_repair::run(a, None, &opts);
     }
     let path_name = a.image.display().to_string();
     let dev = match usfs_dev::FileDevice::open(&a.image, false) {
@@ -252,30 +257,49 @@ pub(crate) fn print_problem_lines(
     problems: &[usfs_fsck::problem::Problem],
     answer: impl Fn(&usfs_fsck::problem::Problem) -> &'static str,
 ) {
-    let headings = [
-        (Pass::P0, None),
-        (Pass::P1, Some("Pass 1: Checking inodes, blocks, and sizes")),
-        (Pass::P1B, None),
-        (Pass::P2, Some("Pass 2: Checking directory structure")),
-        (Pass::P3, Some("Pass 3: Checking directory connectivity")),
-        (Pass::P4, Some("Pass 4: Checking reference counts")),
-        (Pass::P5, Some("Pass 5: Checking group summary information")),
-    ];
-    for (pass, heading) in headings {
-        if let Some(h) = heading {
-            println!("{h}");
-        }
+    for pass in PASSES {
+        print_heading(pass);
         let mut in_pass = problems
             .iter()
             .filter(|p| p.code.def().pass == pass)
             .peekable();
         if pass == Pass::P1B && in_pass.peek().is_some() {
-            println!("\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks");
+            print_pass1b_heading();
         }
         for p in in_pass {
             println!("{}. {}", p.message(), answer(p));
         }
     }
+}
+
+/// The passes in the order e2fsck runs them.
+pub(crate) const PASSES: [Pass; 7] = [
+    Pass::P0,
+    Pass::P1,
+    Pass::P1B,
+    Pass::P2,
+    Pass::P3,
+    Pass::P4,
+    Pass::P5,
+];
+
+/// Prints e2fsck's heading of `pass` (pass 0 has none, and pass 1B's is printed only
+/// when it has problems: [`print_pass1b_heading`]).
+pub(crate) fn print_heading(pass: Pass) {
+    let heading = match pass {
+        Pass::P0 | Pass::P1B => return,
+        Pass::P1 => "Pass 1: Checking inodes, blocks, and sizes",
+        Pass::P2 => "Pass 2: Checking directory structure",
+        Pass::P3 => "Pass 3: Checking directory connectivity",
+        Pass::P4 => "Pass 4: Checking reference counts",
+        Pass::P5 => "Pass 5: Checking group summary information",
+    };
+    println!("{heading}");
+}
+
+/// e2fsck's heading of the passes that resolve multiply-claimed blocks.
+pub(crate) fn print_pass1b_heading() {
+    println!("\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks");
 }
 
 /// Time-weighted number of workers in each stage between `from` and `to` ms, from each

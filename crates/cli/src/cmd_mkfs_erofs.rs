@@ -1,4 +1,5 @@
-//! `usfs mkfs.erofs`: build an EROFS image from a directory, with mkfs.erofs's option names.
+//! `usfs mkfs.erofs`: build an EROFS image from a directory or (`--tar`) a tar stream,
+//! with mkfs.erofs's option names.
 
 use crate::image::{CliError, CliResult};
 use std::fs::File;
@@ -59,10 +60,34 @@ pub(crate) struct MkfsErofsArgs {
     /// Print wall and CPU time per build phase to standard error.
     #[arg(long)]
     timing: bool,
+    /// SOURCE is a tar stream (plain, gzip or zstd, found by magic; `-` or no SOURCE:
+    /// standard input): `f` (the default) copies file data into the image; `i`
+    /// (index-only, referring to the tar) is not supported yet.
+    #[arg(long, value_name = "f|i", num_args = 0..=1, require_equals = true, default_missing_value = "f")]
+    tar: Option<String>,
+    /// With --tar: turn aufs whiteouts (`.wh.NAME`, `.wh..wh..opq`) into overlayfs ones
+    /// (0/0 character devices, trusted.overlay.opaque=y).
+    #[arg(long)]
+    aufs: bool,
+    /// With --tar: strip overlayfs metadata (whiteouts made by --aufs, the opaque and
+    /// origin xattrs); `--ovlfs-strip` alone is `=1`.
+    #[arg(long, value_name = "0|1", num_args = 0..=1, require_equals = true, default_missing_value = "1")]
+    ovlfs_strip: Option<String>,
+    /// With --tar: accepted for mkfs.erofs compatibility (gzip is detected anyway).
+    #[arg(long)]
+    ungzip: bool,
     /// The image to write.
     image: PathBuf,
-    /// The directory to put in it.
-    source: PathBuf,
+    /// The directory to put in it (with --tar: the tar file, `-` or none for stdin).
+    source: Option<PathBuf>,
+}
+
+/// What the image is built from.
+enum Input {
+    /// A host directory.
+    Dir(PathBuf),
+    /// A tar stream (`-`: standard input) and how to read it.
+    Tar(PathBuf, usfs_source::TarOptions),
 }
 
 fn parse_uuid(s: &str) -> Option<[u8; 16]> {
@@ -145,6 +170,7 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
         }
     }
     o.timestamp = a.timestamp;
+    let input = input(a, &usage)?;
     if let Some(u) = &a.uuid {
         o.uuid = Some(parse_uuid(u).ok_or_else(|| usage(format!("bad UUID {u}")))?);
     }
@@ -162,7 +188,7 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
         o.workers = w.max(1);
     }
     let start = std::time::Instant::now();
-    let r = build_file(&a.image, &a.source, &o)?;
+    let r = build_file(&a.image, &input, &o, a.quiet)?;
     for w in &r.warnings {
         eprintln!("usfs mkfs.erofs: warning: {w}");
     }
@@ -190,10 +216,54 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The input the arguments name: a directory, or with `--tar` a tar stream.
+fn input(a: &MkfsErofsArgs, usage: &dyn Fn(String) -> CliError) -> CliResult<Input> {
+    let Some(mode) = &a.tar else {
+        if a.aufs || a.ovlfs_strip.is_some() || a.ungzip {
+            return Err(usage(
+                "--aufs, --ovlfs-strip and --ungzip need --tar".into(),
+            ));
+        }
+        let src = a
+            .source
+            .clone()
+            .ok_or_else(|| usage("missing argument: SOURCE".into()))?;
+        return Ok(Input::Dir(src));
+    };
+    match mode.as_str() {
+        "f" => {}
+        "i" => return Err(usage(
+            "--tar=i (index-only images referring to the tar) is not supported yet; use --tar=f"
+                .into(),
+        )),
+        m => return Err(usage(format!("--tar={m}: expected f or i"))),
+    }
+    let ovlfs_strip = match a.ovlfs_strip.as_deref() {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(v) => return Err(usage(format!("--ovlfs-strip={v}: expected 0 or 1"))),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let spool_dir = match a.image.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let opts = usfs_source::TarOptions {
+        aufs: a.aufs,
+        ovlfs_strip,
+        spool_dir: Some(spool_dir),
+        root_mtime: a.timestamp.unwrap_or(now),
+    };
+    let path = a.source.clone().unwrap_or_else(|| PathBuf::from("-"));
+    Ok(Input::Tar(path, opts))
+}
+
 /// Builds the image file `image`: the file is created or truncated (meanwhile the source is
 /// scanned: freeing an old image's blocks takes a while), written through a device that
 /// grows with it, and trimmed to the image's size.
-fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Report> {
+fn build_file(image: &Path, input: &Input, o: &Options, quiet: bool) -> CliResult<mkfs::Report> {
     let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
     if let Ok(m) = std::fs::metadata(image) {
         if !m.is_file() {
@@ -203,10 +273,22 @@ fn build_file(image: &Path, source: &Path, o: &Options) -> CliResult<mkfs::Repor
             )));
         }
     }
-    let src = usfs_source::HostDir::new(source);
+    let src: Box<dyn usfs_source::Source> = match input {
+        Input::Dir(dir) => Box::new(usfs_source::HostDir::new(dir)),
+        Input::Tar(path, opts) => {
+            let t = usfs_source::TarSource::open(path, opts)
+                .map_err(|e| CliError(format!("mkfs.erofs: {e}")))?;
+            if !quiet {
+                for w in t.warnings() {
+                    eprintln!("usfs mkfs.erofs: warning: {w}");
+                }
+            }
+            Box::new(t)
+        }
+    };
     let (opened, scan) = std::thread::scope(|s| {
         let open = s.spawn(|| open_image(image));
-        let scan = mkfs::scan(&src, o);
+        let scan = mkfs::scan(&*src, o);
         let opened = open
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("opening the image panicked")));

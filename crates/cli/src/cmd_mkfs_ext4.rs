@@ -2,7 +2,7 @@
 //! from a directory (-d), with the mballoc-style allocator of usfs-ext4.
 
 use crate::image::{CliError, CliResult};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 use usfs_ext4::write::{format, populate, MkfsOptions, PopulateOptions, Writer};
@@ -55,7 +55,8 @@ pub(crate) struct MkfsExt4Args {
     /// Make every file of the -d tree owned by root.
     #[arg(long = "all-root")]
     all_root: bool,
-    /// Copy this directory tree into the new file system.
+    /// Copy this directory tree into the new file system (or the tree of this tar file,
+    /// plain, gzip or zstd; `-`: a tar on standard input).
     #[arg(short = 'd')]
     root_dir: Option<PathBuf>,
     /// Threads reading the source for -d (default: eight per CPU, 8 to 64: reading a
@@ -201,7 +202,8 @@ pub(crate) fn run(a: &MkfsExt4Args) -> CliResult {
                 root_owner: opts.root_owner,
                 ..PopulateOptions::default()
             };
-            match populate(&mut w, &usfs_source::HostDir::new(src), &p) {
+            let source = tree_source(src, &a.image)?;
+            match populate(&mut w, &*source, &p) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     // Never leave a half-written image: make it a valid empty file system.
@@ -254,4 +256,31 @@ pub(crate) fn run(a: &MkfsExt4Args) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `-d` names: a directory, or a tar file (`-`: standard input) read as
+/// `usfs mkfs.erofs --tar` reads it, its data spooled next to the image when it must be.
+fn tree_source(src: &Path, image: &Path) -> CliResult<Box<dyn usfs_source::Source>> {
+    let is_tar = src == Path::new("-") || std::fs::metadata(src).is_ok_and(|m| !m.is_dir());
+    if !is_tar {
+        return Ok(Box::new(usfs_source::HostDir::new(src)));
+    }
+    let spool_dir = match image.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let opts = usfs_source::TarOptions {
+        spool_dir: Some(spool_dir),
+        root_mtime: now,
+        ..Default::default()
+    };
+    let t = usfs_source::TarSource::open(src, &opts)
+        .map_err(|e| CliError(format!("mkfs.ext4: -d: {e}")))?;
+    for w in t.warnings() {
+        eprintln!("usfs mkfs.ext4: warning: {w}");
+    }
+    Ok(Box::new(t))
 }

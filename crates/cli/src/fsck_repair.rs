@@ -1,6 +1,6 @@
-//! `usfs fsck -y` and `-p`: the journal replayed, then a check and its repairs (the
-//! `usfs_fsck::repair` module), printed and ended with e2fsck's exit codes: 0 clean, 1
-//! errors corrected, 4 errors left uncorrected, 8 an operational error.
+//! `usfs fsck -y` and `-p`, and asked on a terminal: the journal replayed, then a check
+//! and its repairs (the `usfs_fsck::repair` module), printed and ended with e2fsck's exit
+//! codes: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 an operational error.
 
 use crate::cmd_fsck::{display_name, print_problem_lines, FsckArgs};
 use crate::cmd_fsck::{EXIT_CLEAN, EXIT_OPERATIONAL, EXIT_UNCORRECTED};
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use usfs_dev::Device;
 use usfs_ext4::undo::UndoDevice;
-use usfs_fsck::repair::{repair, Mode};
+use usfs_fsck::repair::{repair, repair_asking, Mode};
 
 /// Errors were corrected.
 const EXIT_CORRECTED: u8 = 1;
@@ -18,8 +18,8 @@ use usfs_ext4::format::superblock::{
     Superblock, STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS, SUPERBLOCK_OFFSET,
 };
 
-/// Runs a repair of `a.image` in `mode`.
-pub(crate) fn run(a: &FsckArgs, mode: Mode, opts: &usfs_fsck::Options) -> CliResult {
+/// Runs a repair of `a.image` in `mode`, or asking before each fix (None).
+pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -> CliResult {
     let path = a.image.display().to_string();
     let (dev, undo) = match open(a) {
         Ok(d) => d,
@@ -60,7 +60,7 @@ fn open(a: &FsckArgs) -> std::io::Result<Opened> {
 /// The journal replay, the clean-image shortcut and the repair of `dev`.
 fn repair_image(
     a: &FsckArgs,
-    mode: Mode,
+    mode: Option<Mode>,
     opts: &usfs_fsck::Options,
     path: &str,
     dev: Arc<dyn Device>,
@@ -93,7 +93,12 @@ fn repair_image(
         return Ok(ExitCode::from(EXIT_CLEAN));
     }
     drop(fs);
-    let out = match repair(dev, opts, mode) {
+    let mut asker = crate::fsck_ask::Asker::default();
+    let out = match mode {
+        Some(m) => repair(dev, opts, m),
+        None => repair_asking(dev, opts, &mut |p, round| asker.ask(p, round)),
+    };
+    let out = match out {
         Ok(o) => o,
         Err(e) => return fail("", e),
     };
@@ -102,16 +107,22 @@ fn repair_image(
             eprintln!("trace: repair {stage:<10} {secs:.3} s");
         }
     }
-    for r in &out.rounds {
-        print_problem_lines(&r.problems, |_| match mode {
-            Mode::Preen => " FIXED.",
-            Mode::Yes => " Fix? yes",
-        });
+    if let Some(m) = mode {
+        for r in &out.rounds {
+            print_problem_lines(&r.problems, |_| match m {
+                Mode::Preen => " FIXED.",
+                Mode::Yes => " Fix? yes",
+            });
+        }
+    }
+    if let Some((_, rest)) = out.declined.split_first() {
+        // The first was asked and declined; the rest of its round was not asked.
+        asker.unasked(rest, out.rounds.len() + 1);
     }
     let modified = !out.rounds.is_empty() || replayed;
     if !out.unfixable.is_empty() {
         print_problem_lines(&out.last.problems, |_| "");
-        if mode == Mode::Preen && out.rounds.is_empty() {
+        if mode == Some(Mode::Preen) && out.rounds.is_empty() {
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
             return Ok(ExitCode::from(EXIT_UNCORRECTED));
         }

@@ -14,6 +14,7 @@ mod cmd_undo;
 mod display;
 mod edit;
 mod export;
+mod fsck_ask;
 mod fsck_repair;
 mod image;
 mod progress;
@@ -95,8 +96,8 @@ enum Cmd {
     /// Put an image back from an undo file (`usfs fsck -z`, e2fsck/tune2fs/resize2fs
     /// -z), as e2undo does: `usfs undo fsck.e2undo disk.img`.
     Undo(cmd_undo::UndoArgs),
-    /// Build an EROFS image from a directory (mkfs.erofs's options; LZ4/LZ4HC with
-    /// fixed-size output compression).
+    /// Build an EROFS image from a directory or (`--tar`) a tar stream (mkfs.erofs's
+    /// options; LZ4/LZ4HC with fixed-size output compression).
     #[command(name = "mkfs.erofs")]
     MkfsErofs(cmd_mkfs_erofs::MkfsErofsArgs),
     /// Run a command that sees images at host paths, through an LD_PRELOAD library (no

@@ -170,6 +170,7 @@ fn problem(ino: u32, extents: bool, issue: MapIssue) -> Problem {
     let p = Problem::new(code, detail).ino(ino);
     match issue {
         MapIssue::Checksum { blk } => p.block(blk),
+        MapIssue::Header { blk, .. } if blk != 0 => p.block(blk),
         _ => p,
     }
 }

@@ -458,19 +458,41 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
         }
     } else if f.ft == FileType::Regular && f.has_blocks && f.iflags & flags::VERITY == 0 {
         // (fs-verity keeps its Merkle tree past i_size.)
-        if let Some(l) = claim.last_init_lblk {
-            if size < l * bs {
-                w.report(
-                    Problem::new(
-                        Code::BadISize,
-                        format!("{ino}, i_size is {size}, should be {}", (l + 1) * bs),
-                    )
-                    .ino(ino)
-                    .values(size, (l + 1) * bs),
-                );
-            }
+        let short = claim.last_init_lblk.filter(|&l| size < l * bs);
+        if let Some(l) = short {
+            w.report(
+                Problem::new(
+                    Code::BadISize,
+                    format!("{ino}, i_size is {size}, should be {}", (l + 1) * bs),
+                )
+                .ino(ino)
+                .values(size, (l + 1) * bs),
+            );
+        } else if size > max_file_size(ctx, f.iflags) {
+            // Past what the map can address: e2fsck sets it from the last block.
+            let want = claim.last_lblk.map_or(0, |l| l + 1) * bs;
+            w.report(
+                Problem::new(
+                    Code::BadISize,
+                    format!("{ino}, i_size is {size}, should be {want}"),
+                )
+                .ino(ino)
+                .values(size, want),
+            );
         }
     }
+}
+
+/// The largest i_size a regular file with flags `iflags` can have (e2fsck's limits): what
+/// 32-bit extent logical blocks address, or the 12 direct, single, double and triple
+/// indirect blocks of a block map.
+fn max_file_size(ctx: &Ctx, iflags: u32) -> u64 {
+    let bits = ctx.geo.block_size.trailing_zeros();
+    if iflags & flags::EXTENTS != 0 && ctx.geo.features.has_incompat(incompat::EXTENTS) {
+        return (1u64 << (32 + bits)) - 1;
+    }
+    let per = 1u64 << (bits - 2);
+    (12 + per + per * per + per * per * per) << bits
 }
 
 /// Queues a directory's blocks, (lblk, pblk) in logical order, for pass 2, reporting
@@ -492,7 +514,11 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
     let mut expect = 0u64;
     for (lblk, pblk) in blocks {
         if lblk != expect && lblk > expect {
-            w.report(Problem::new(Code::DirHole, format!("{ino} (block #{expect})")).ino(ino));
+            w.report(
+                Problem::new(Code::DirHole, format!("{ino} (block #{expect})"))
+                    .ino(ino)
+                    .values(expect, lblk),
+            );
         }
         expect = lblk + 1;
         // Every block is checked, also past i_size (as e2fsck does).

@@ -3,8 +3,9 @@
 
 use crate::blocks::{walk_extents, walk_indirect, BlockKind, Visit};
 use crate::ctx::{Ctx, Worker};
-use crate::problem::{Code, Problem};
+use crate::problem::{Claims, Code, Problem};
 use crate::state::InodeKind;
+use std::collections::HashSet;
 use usfs_ext4::format::inode::flags;
 use usfs_fs::FileType;
 
@@ -21,44 +22,106 @@ impl Visit for Shared<'_> {
     }
 }
 
+/// The multiply-claimed blocks that group metadata occupies (superblock and descriptor
+/// copies, reserved descriptor blocks, bitmaps, inode tables): their other claimants are
+/// inodes, which must all give them up.
+fn shared_with_metadata(ctx: &Ctx) -> HashSet<u64> {
+    let geo = ctx.geo;
+    let itable_blocks =
+        (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
+    let dup = |b: &u64| ctx.valid_block(*b) && ctx.shared.dup_blocks.get(*b);
+    let mut out = HashSet::new();
+    for g in 0..geo.group_count {
+        let d = ctx.fs.group(g);
+        out.extend(
+            crate::pass0::metadata_blocks_of_group(ctx, g)
+                .iter()
+                .filter(|b| dup(b)),
+        );
+        let runs = [
+            (d.block_bitmap(), 1),
+            (d.inode_bitmap(), 1),
+            (d.inode_table(), itable_blocks),
+        ];
+        for (b, n) in runs {
+            out.extend((b..b.saturating_add(n)).filter(dup));
+        }
+    }
+    out
+}
+
+/// The resize inode.
+const RESIZE_INO: u32 = 7;
+
+/// The raw inode `ino` and its multiply-claimed blocks in map order, once per claim (None
+/// for an inode without a block map: unused, a device, inline data).
+fn walk_inode(
+    ctx: &Ctx,
+    w: &mut Worker,
+    ino: u32,
+) -> Option<(usfs_ext4::format::inode::Inode<Vec<u8>>, Vec<u64>)> {
+    let InodeKind::Used(ft) = ctx.shared.kind(ino) else {
+        return None;
+    };
+    if !matches!(
+        ft,
+        FileType::Regular | FileType::Directory | FileType::Symlink
+    ) {
+        return None;
+    }
+    let raw = ctx.fs.read_inode_raw(ino).ok()?;
+    if raw.has_flag(flags::INLINE_DATA) {
+        return None;
+    }
+    let mut v = Shared {
+        ctx,
+        found: Vec::new(),
+    };
+    let i_block = *raw.i_block();
+    if raw.has_flag(flags::EXTENTS) {
+        walk_extents(ctx, w, ino, raw.i_generation(), &i_block, false, &mut v);
+    } else if ft != FileType::Symlink || raw.i_blocks_lo() != 0 {
+        walk_indirect(ctx, w, ino, &i_block, false, &mut v);
+    }
+    Some((raw, v.found))
+}
+
 /// Reports every inode with multiply-claimed blocks.
 pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
     let geo = ctx.geo;
+    let mut metadata = shared_with_metadata(ctx);
+    // The resize inode's blocks (reserved descriptor blocks) stay where they are: a file
+    // sharing one gives it up, as with metadata (e2fsck's pass 1D never clones inode 7).
+    if let Some((_, found)) = walk_inode(ctx, w, RESIZE_INO) {
+        metadata.extend(found);
+    }
     for ino in 1..=geo.inodes_count {
-        let InodeKind::Used(ft) = ctx.shared.kind(ino) else {
+        if ino == RESIZE_INO {
+            continue;
+        }
+        let Some((raw, mut found)) = walk_inode(ctx, w, ino) else {
             continue;
         };
-        if !matches!(
-            ft,
-            FileType::Regular | FileType::Directory | FileType::Symlink
-        ) || ino == 7
-        {
-            continue;
-        }
-        let Ok(raw) = ctx.fs.read_inode_raw(ino) else {
-            continue;
-        };
-        if raw.has_flag(flags::INLINE_DATA) {
-            continue;
-        }
-        let mut v = Shared {
-            ctx,
-            found: Vec::new(),
-        };
-        let i_block = *raw.i_block();
-        if raw.has_flag(flags::EXTENTS) {
-            walk_extents(ctx, w, ino, raw.i_generation(), &i_block, false, &mut v);
-        } else if ft != FileType::Symlink || raw.i_blocks_lo() != 0 {
-            walk_indirect(ctx, w, ino, &i_block, false, &mut v);
-        }
-        if raw.file_acl() != 0 && ctx.shared.dup_blocks.get(raw.file_acl()) {
-            v.found.push(raw.file_acl());
-        }
-        if !v.found.is_empty() {
-            v.found.dedup();
-            let list: Vec<String> = v.found.iter().take(32).map(u64::to_string).collect();
+        let xattr_block = Some(raw.file_acl()).filter(|&b| b != 0 && ctx.shared.dup_blocks.get(b));
+        found.extend(xattr_block);
+        if !found.is_empty() {
+            let mut listed = found.clone();
+            listed.dedup();
+            let list: Vec<String> = listed.iter().take(32).map(u64::to_string).collect();
+            listed.sort_unstable();
+            listed.dedup();
+            let claims = Claims {
+                metadata: listed
+                    .into_iter()
+                    .filter(|b| metadata.contains(b))
+                    .collect(),
+                blocks: found,
+                xattr_block,
+            };
             w.report(
-                Problem::new(Code::MultiplyClaimed, format!("{ino}: {}", list.join(" "))).ino(ino),
+                Problem::new(Code::MultiplyClaimed, format!("{ino}: {}", list.join(" ")))
+                    .ino(ino)
+                    .claims(claims),
             );
         }
     }

@@ -198,6 +198,12 @@ fn walk_entries(
         // `.` and `..` lead the first block.
         if first_block && index < 2 {
             walk.dot_entry(w, index, e.ino, e.name);
+            // e2fsck also wants the byte after the name zero (PR_2_DOT_NULL_TERM).
+            let after = e.off + 8 + e.name.len();
+            if walk.report && after < e.off + e.rec_len && area.get(after).is_some_and(|&c| c != 0)
+            {
+                walk.dot_unterminated(w, index);
+            }
         } else if e.ino != 0 {
             let at = EntryAt {
                 lblk: b.lblk,
@@ -265,6 +271,23 @@ impl<'a> EntryWalk<'a> {
             self.ctx.shared.add_ref(ino);
             w.dotdots.push((b.dir, ino));
         }
+    }
+
+    /// `.` (index 0) or `..` (1) whose name is right but not followed by a zero byte.
+    fn dot_unterminated(&self, w: &mut Worker, index: usize) {
+        let (code, what) = if index == 0 {
+            (Code::DirBadDot, "'.'")
+        } else {
+            (Code::DirBadDotDot, "'..'")
+        };
+        let dir = self.b.dir;
+        w.report(
+            Problem::new(
+                code,
+                format!("{what} directory entry in directory inode {dir} is not NULL terminated"),
+            )
+            .ino(dir),
+        );
     }
 
     /// A named entry (inode `ino` != 0, dirent file type `ft`): the inode number's range,

@@ -218,6 +218,7 @@ problems! {
     /// An inode's obsolete fragment address (i_faddr) is not zero.
     InodeFaddr = 0x02_0013, P2, Error, SetField, "i_faddr {}, should be zero";
     /// A hole in a directory.
+    /// (Its values: the hole's first logical block, and the block after its end.)
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";
     /// An entry in a directory names the directory's ancestor root wrongly, or root entry.
     DirEntryToRoot = 0x02_000F, P2, Error, ClearEntry, "Entry {} points to the root inode";
@@ -269,6 +270,20 @@ pub struct EntryAt {
     pub off: u32,
 }
 
+/// The blocks an inode shares with other inodes or the file system's metadata (pass 1B),
+/// for the fix that clones them (pass 1D).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claims {
+    /// Its multiply-claimed blocks, once per claim the inode makes (its map's order; the
+    /// xattr block last).
+    pub blocks: Vec<u64>,
+    /// Those of them that metadata (superblock and descriptor copies, bitmaps, inode
+    /// tables) also occupies.
+    pub metadata: Vec<u64>,
+    /// Its xattr block, when that is one of them.
+    pub xattr_block: Option<u64>,
+}
+
 /// One problem found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -289,6 +304,8 @@ pub struct Problem {
     pub entry: Option<EntryAt>,
     /// Details filled into the message.
     pub detail: String,
+    /// The shared blocks of a multiply-claimed inode.
+    pub claims: Option<Box<Claims>>,
 }
 
 impl Problem {
@@ -303,6 +320,7 @@ impl Problem {
             expected: None,
             entry: None,
             detail: detail.into(),
+            claims: None,
         }
     }
 
@@ -316,6 +334,12 @@ impl Problem {
     pub fn values(mut self, found: u64, expected: u64) -> Problem {
         self.found = Some(found);
         self.expected = Some(expected);
+        self
+    }
+
+    /// Attaches the shared blocks of a multiply-claimed inode.
+    pub fn claims(mut self, c: Claims) -> Problem {
+        self.claims = Some(Box::new(c));
         self
     }
 

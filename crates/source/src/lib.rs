@@ -10,8 +10,9 @@
 //! ([`Tree::dir`] waits for a directory's scan), then reads file data again through
 //! per-thread [`Reader`]s. [`HostDir`] is a host directory: descriptor-relative
 //! `openat`/`fstat`/`flistxattr`/`getdents64`, many workers, each regular file read once
-//! and small files kept in memory ([`Hold`]). Tar streams and containers are to be
-//! sources too.
+//! and small files kept in memory ([`Hold`]). [`TarSource`] is a tar stream (plain,
+//! gzip or zstd; ustar, pax, GNU), read once into a tree whose file data is read
+//! back at recorded offsets.
 //!
 //! [`xattr`] reads a path's extended attributes (the tests compare trees with it).
 
@@ -20,6 +21,7 @@ mod chunk;
 mod entry;
 mod hold;
 mod host;
+mod tar;
 mod tree;
 pub mod xattr;
 
@@ -27,13 +29,14 @@ pub use entry::{DirScan, FileData, Kind, Meta, Node, Runs, Xattrs};
 pub use hold::{Held, Hold};
 pub use host::sys::read_full;
 pub use host::HostDir;
+pub use tar::{TarOptions, TarSource};
 pub use tree::{DirWorker, Listing, ScanOptions, Tree};
 
 use std::path::{Path, PathBuf};
 use usfs_fs::{Error, Result};
 
-/// Where the entries of a tree come from: a host directory ([`HostDir`]) now, tar
-/// streams and containers later.
+/// Where the entries of a tree come from: a host directory ([`HostDir`]) or a tar
+/// stream ([`TarSource`]).
 pub trait Source: Sync {
     /// The source as the user named it (a directory, a tar file), for messages.
     fn origin(&self) -> &Path;

@@ -153,10 +153,15 @@ pub fn first_unordered(block: &[u8], count_offset: usize, count: usize) -> Optio
 }
 
 /// Are the fixed fields of a root's info sane (reserved zero, length 8, depth below the
-/// limit: 2 levels, 3 with large_dir)?
+/// limit: 2 levels, 3 with large_dir; no incompatible flag)?
 pub fn root_info_ok<B: AsRef<[u8]>>(info: &DxRootInfo<B>, large_dir: bool) -> bool {
     let max_levels = if large_dir { 3 } else { 2 };
     info.reserved_zero() == 0
         && info.info_length() == 8
         && (info.indirect_levels() as usize) < max_levels
+        && info.unused_flags() & HASH_FLAG_INCOMPAT == 0
 }
+
+/// The root info flag no implementation knows (the kernel refuses the index, e2fsck's
+/// "uses an incompatible htree root node flag").
+pub const HASH_FLAG_INCOMPAT: u8 = 0x1;

@@ -4,11 +4,11 @@
 //! The entries it keeps are then checked like any other (the next round of a repair).
 
 use super::dir_edit::DirEdit;
-use super::dir_leaf::LeafFmt;
+use super::dir_leaf::{Ent, LeafFmt};
 use crate::format::dirent::{
-    encode_rec_len, entry_size, DirEntryHeader, DirentFault, Dirents, DIRENT_HEADER,
+    self, encode_rec_len, entry_size, DirEntryHeader, DirentFault, Dirents, DIRENT_HEADER,
 };
-use usfs_fs::Result;
+use usfs_fs::{FileType, Result};
 
 impl DirEdit<'_> {
     /// Salvages leaf block `lblk` (a linear block or an htree leaf, not an index node)
@@ -24,6 +24,115 @@ impl DirEdit<'_> {
         }
         self.write_leaf(pblk, buf)?;
         Ok(true)
+    }
+
+    /// Makes the first two entries of block 0 `.` (naming this directory) and `..` as
+    /// e2fsck's pass 2 does: an entry in their place that is something else (or whose
+    /// name is not followed by a zero byte) is
+    /// overwritten (its file is then unattached, for the next check to reconnect), a
+    /// record shorter than 12 bytes grows to 12, a `.` record longer than needed is split
+    /// (the rest an unused entry), a new `..` names the root (pass 3 then sets the real
+    /// parent). Returns whether anything changed.
+    pub fn fix_dots(&mut self) -> Result<bool> {
+        let (pblk, mut buf) = self.read_raw(0)?;
+        let (bs, usable, dir) = (self.fmt.bs, self.fmt.usable(), self.d.ino());
+        let ft = dirent::dirent_file_type(FileType::Directory);
+        let header = |b: &[u8], at: usize| {
+            let h = DirEntryHeader::new(&b[at..at + DIRENT_HEADER]).expect("8 bytes");
+            let len = dirent::decode_rec_len(h.rec_len(), bs) as usize;
+            let name_len = h.name_len() as usize;
+            let end = at + DIRENT_HEADER + name_len;
+            // A name not followed by a zero byte (inside its record) does not count.
+            let terminated = end >= at + len || b.get(end).is_none_or(|&c| c == 0);
+            let name = b.get(at + DIRENT_HEADER..end).filter(|_| terminated);
+            (h.inode(), len, name.map(<[u8]>::to_vec))
+        };
+        let mut changed = false;
+        let (ino, len, name) = header(&buf, 0);
+        let mut dot_len = len;
+        if ino != dir || name.as_deref() != Some(b".") {
+            dot_len = len.clamp(12, usable);
+            self.fmt.put(&mut buf, 0, dot_len, b".", dir, ft);
+            changed = true;
+        }
+        if dot_len > 24 {
+            // Split: `.` keeps 12 bytes, the rest is an unused entry for `..` to take.
+            self.fmt.put(&mut buf, 0, 12, b".", dir, ft);
+            self.fmt.put(&mut buf, 12, dot_len - 12, b"", 0, 0);
+            dot_len = 12;
+            changed = true;
+        }
+        if dot_len + DIRENT_HEADER > usable {
+            return Err(self.corrupt(0, "no room for '..' after '.'".into()));
+        }
+        let (ino, len, name) = header(&buf, dot_len);
+        if ino == 0 || name.as_deref() != Some(b"..") {
+            let len = len.clamp(12, usable - dot_len);
+            self.fmt.put(
+                &mut buf,
+                dot_len,
+                len,
+                b"..",
+                crate::format::inode::ROOT_INO,
+                ft,
+            );
+            changed = true;
+        }
+        if changed {
+            self.write_leaf(pblk, buf)?;
+        }
+        Ok(changed)
+    }
+
+    /// Turns an indexed directory whose index is bad into a linear one (e2fsck clears
+    /// such an index, then rebuilds it; usfs leaves the directory linear, which the
+    /// kernel and e2fsck read as well): the index nodes become empty leaves (block 0
+    /// keeps its `.` and `..`), with checksum tails where metadata_csum wants them, and
+    /// the INDEX flag is cleared. Leaves are left as they are.
+    pub fn drop_index(&mut self) -> Result<()> {
+        let dir = self.d.ino();
+        let ft = dirent::dirent_file_type(FileType::Directory);
+        for lblk in 0..self.d.nblocks() {
+            // (A hole holds no index node: the hole is the next round's to fill.)
+            let Ok((pblk, buf)) = self.read_raw(lblk) else {
+                continue;
+            };
+            let ents = if lblk == 0 {
+                let first = DirEntryHeader::new(&buf[..DIRENT_HEADER]).expect("8 bytes");
+                let at = dirent::decode_rec_len(first.rec_len(), self.fmt.bs) as usize;
+                let parent = buf
+                    .get(at..at + DIRENT_HEADER)
+                    .and_then(DirEntryHeader::new)
+                    .map_or(0, |h| h.inode());
+                vec![
+                    Ent {
+                        name: b".".to_vec(),
+                        ino: dir,
+                        ft,
+                    },
+                    Ent {
+                        name: b"..".to_vec(),
+                        ino: parent,
+                        ft,
+                    },
+                ]
+            } else if dirent::is_dx_node(&buf) {
+                Vec::new()
+            } else {
+                continue;
+            };
+            let leaf = self.fmt.pack(&ents);
+            self.write_leaf(pblk, leaf)?;
+        }
+        self.d.set_indexed(false);
+        Ok(())
+    }
+
+    /// Writes an empty leaf (one unused entry spanning the block, its checksum set) at
+    /// physical block `pblk`: e2fsck's new block for a hole in a directory.
+    pub fn write_empty_leaf(&mut self, pblk: u64) -> Result<()> {
+        let buf = self.fmt.pack(&[]);
+        self.write_leaf(pblk, buf)
     }
 }
 

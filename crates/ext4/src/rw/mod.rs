@@ -29,6 +29,7 @@ pub(crate) mod fast_commit;
 mod indirect_edit;
 mod inline;
 mod inode;
+mod map_rebuild;
 pub mod meta;
 mod namespace;
 mod orphan;

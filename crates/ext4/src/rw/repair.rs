@@ -214,9 +214,13 @@ impl Volume {
         }
     }
 
-    /// Points directory `ino`'s `..` at `parent`.
+    /// Points directory `ino`'s `..` at `parent` (making `.` and `..` first where its
+    /// first block lacks them, as e2fsck's pass 2 would have).
     pub fn set_dotdot(&mut self, ino: u32, parent: u32) -> Result<()> {
         let mut rec = self.inode_any(ino)?;
+        if !rec.raw.has_flag(crate::format::inode::flags::INLINE_DATA) {
+            self.dir_edit(&mut rec, |e| e.fix_dots().map(|_| ()))?;
+        }
         self.dir_set_dotdot(&mut rec, parent)?;
         self.put_inode(&mut rec)
     }
@@ -234,6 +238,42 @@ impl Volume {
     pub fn salvage_dir_block(&mut self, dir: u32, lblk: u64) -> Result<()> {
         let mut d = self.inode_any(dir)?;
         self.dir_edit(&mut d, |e| e.salvage(lblk).map(|_| ()))?;
+        self.put_inode(&mut d)
+    }
+
+    /// Makes the first entries of directory `dir` `.` and `..` as e2fsck's pass 2 does
+    /// (see `DirEdit::fix_dots`).
+    pub fn fix_dots(&mut self, dir: u32) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.fix_dots().map(|_| ()))?;
+        self.put_inode(&mut d)
+    }
+
+    /// Drops the bad htree index of directory `dir`, leaving it linear (see
+    /// `DirEdit::drop_index`).
+    pub fn drop_dir_index(&mut self, dir: u32) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.drop_index())?;
+        self.put_inode(&mut d)
+    }
+
+    /// Repairs the hole at logical blocks `from..to` of directory `dir` as e2fsck does:
+    /// an extent-mapped directory's holes are closed by moving its blocks down
+    /// ([`Volume::collapse_dir_holes`]); a block-mapped one's are filled with empty leaf
+    /// blocks ("has an unallocated block. Allocate?").
+    pub fn fix_dir_hole(&mut self, dir: u32, from: u64, to: u64) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        if d.raw.has_flag(crate::format::inode::flags::EXTENTS) {
+            return self.collapse_dir_holes(dir);
+        }
+        let bs = self.fs.core.geo.block_size;
+        for lblk in from..to {
+            let goal = self.goal_for(&d, lblk)?;
+            let (p, _) = self.alloc_blocks(dir, goal, 1)?;
+            self.map_add(&mut d, lblk, p, 1, false)?;
+            d.add_blocks(1, bs);
+            self.dir_edit(&mut d, |e| e.write_empty_leaf(p))?;
+        }
         self.put_inode(&mut d)
     }
 

@@ -258,8 +258,9 @@ pub fn map(src: &dyn BlockSource, cx: &MapCtx, root: &[u8], lblk: u64) -> Result
 /// Walks the whole tree rooted in `root` (the 60 bytes of `i_block`) depth first, in
 /// key order: each index block goes to `v.node` before its subtree, each leaf extent to
 /// `v.data`, each thing wrong to `v.issue` (judged by `mode`). A bad node or entry is
-/// skipped; a bad checksum, an index key that differs from its child's first key and
-/// out-of-order extents are reported and walked. Node buffers come from `scratch`.
+/// skipped, and so is an extent that starts before the end of the one before it
+/// (reported as out of order); a bad checksum and an index key that differs from its
+/// child's first key are reported and walked. Node buffers come from `scratch`.
 pub fn scan(
     src: &dyn BlockSource,
     cx: &MapCtx,
@@ -361,7 +362,8 @@ impl Scan<'_> {
             return v.issue(MapIssue::ExtentOutOfRange { lblk, len, pblk });
         }
         if self.last_end.is_some_and(|end| lblk < end) {
-            v.issue(MapIssue::ExtentOrder { lblk, len })?;
+            // e2fsck clears it: neither its blocks nor its end count.
+            return v.issue(MapIssue::ExtentOrder { lblk, len });
         }
         self.last_end = Some(lblk + len);
         v.data(lblk, pblk, len, x.is_unwritten());

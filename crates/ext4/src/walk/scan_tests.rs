@@ -76,7 +76,8 @@ fn extent_leaf_issues_are_values_and_the_walk_goes_on() {
     // (ee_block, ee_len | ee_start_hi << 16, ee_start_lo)
     let r = root(0, 4, &[[0, 2, 100], [1, 1, 200], [5, 1, 5000], [9, 0, 300]]);
     let log = scan_extents(&r, Mode::Lenient);
-    assert_eq!(log.data, [(0, 100, 2), (1, 200, 1)]);
+    // The out-of-order extent is reported and left out, as e2fsck clears it.
+    assert_eq!(log.data, [(0, 100, 2)]);
     assert_eq!(
         log.issues,
         [

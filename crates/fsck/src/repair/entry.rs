@@ -1,7 +1,8 @@
 //! Pass 2's fixes of single directory entries, named by their place (directory, block,
 //! offset): an entry naming an inode that is out of range, unused or stored in a bad
 //! block, or naming the root (other than `..` of a top directory), is removed, as
-//! e2fsck clears it; a block whose chain of entries is broken is salvaged as e2fsck does. (A wrong file type is not fixed yet: e2fsck
+//! e2fsck clears it; a block whose chain of entries is broken is salvaged as e2fsck does;
+//! a first block whose first entries are not `.` and `..` gets them. (A wrong file type is not fixed yet: e2fsck
 //! decides first whether the inode's mode is the wrong one, e.g. a "socket" whose blocks
 //! hold a directory, which the checker does not look for yet.)
 
@@ -11,6 +12,14 @@ use usfs_fs::Result;
 
 /// Applies `p`'s fix if it is an entry's.
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
+    if let (Code::DirBadDot | Code::DirBadDotDot, Some(dir)) = (p.code, p.ino) {
+        // '.' and '..' made as e2fsck makes them (a new '..' names the root until the
+        // next round's pass 3 sets the parent).
+        return v.fix_dots(dir);
+    }
+    if let (Code::HtreeBad, Some(dir)) = (p.code, p.ino) {
+        return v.drop_dir_index(dir);
+    }
     let (Some(dir), Some(at)) = (p.ino, p.entry) else {
         return Ok(());
     };

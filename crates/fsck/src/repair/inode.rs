@@ -2,11 +2,29 @@
 //! summaries need nothing here: the volume writes them from the check's findings).
 
 use crate::problem::{Code, Problem};
+use std::collections::{HashMap, HashSet};
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
 
-/// Applies `p`'s fix if it is an inode field's.
-pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
+/// Illegal block pointers in one block-mapped inode from which e2fsck gives up on the
+/// inode ("Too many illegal blocks in inode. Clear inode?") instead of clearing them.
+const TOO_MANY_ILLEGAL: usize = 12;
+
+/// The inodes of a round with too many illegal blocks to keep ([`TOO_MANY_ILLEGAL`]).
+pub(super) fn too_many_illegal(problems: &[Problem]) -> HashSet<u32> {
+    let mut n: HashMap<u32, usize> = HashMap::new();
+    for p in problems.iter().filter(|p| p.code == Code::IllegalBlock) {
+        *n.entry(p.ino.unwrap_or(0)).or_default() += 1;
+    }
+    n.into_iter()
+        .filter(|&(_, k)| k >= TOO_MANY_ILLEGAL)
+        .map(|(ino, _)| ino)
+        .collect()
+}
+
+/// Applies `p`'s fix if it is an inode field's; the inodes in `give_up` are cleared
+/// rather than rebuilt for their illegal blocks.
+pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Result<()> {
     let (Some(ino), want) = (p.ino, p.expected) else {
         return Ok(());
     };
@@ -36,6 +54,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).
+        Code::DirHole => v.fix_dir_hole(ino, p.found.ok_or(Error::Invalid)?, needs_value()?),
         Code::InodeBadMode => v.repair_inode(ino, |r| {
             r.set_i_links_count(0);
             r.set_i_dtime(now);
@@ -51,6 +70,21 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         Code::HtreeChecksum => {
             let lblk = p.entry.ok_or(Error::Invalid)?.lblk as u64;
             v.fix_dx_checksum(ino, lblk, p.block.ok_or(Error::Invalid)?)
+        }
+        // Map entries out of range, unreadable or bad tree nodes, out-of-order extents:
+        // the map is built again without them (e2fsck clears each); i_size, i_blocks and
+        // the bitmaps follow in the next round. A bad header in the inode itself leaves
+        // nothing to keep: the inode is cleared, as e2fsck clears it.
+        Code::ExtentHeader if p.block.is_none() => v.repair_inode(ino, |r| {
+            r.set_i_links_count(0);
+            r.set_i_dtime(now);
+        }),
+        Code::IllegalBlock if give_up.contains(&ino) => v.repair_inode(ino, |r| {
+            r.set_i_links_count(0);
+            r.set_i_dtime(now);
+        }),
+        Code::IllegalBlock | Code::ExtentBad | Code::ExtentOrder | Code::ExtentHeader => {
+            v.rebuild_map(ino, &mut |_| false)
         }
         Code::BadExtraIsize => v.repair_inode(ino, |r| {
             r.set_i_extra_isize(fixed_extra_isize(r.i_extra_isize(), inode_size, want_extra))

@@ -8,7 +8,9 @@
 //! found has a fix here: a partial repair would write group summaries computed on the
 //! assumption that the other problems were fixed too (a corrupt image is never made
 //! worse). Preening (`-p`) fixes only what e2fsck's preen fixes (its PR_PREEN_OK
-//! problems).
+//! problems). Asked (`repair_asking`, e2fsck without -p/-y/-n on a terminal), every fix
+//! of a round is put to the user before any is applied; a round runs only when all were
+//! accepted (its group summaries assume every fix), and a declined fix ends the repair.
 //!
 //! The fixes so far: group summaries (bitmaps, their checksums and padding, free and
 //! directory counts, the superblock's totals and checksum, descriptor checksums) written
@@ -17,14 +19,16 @@
 //! go, a good one with a wrong checksum gets it set, as do extent,
 //! directory and htree blocks); directory entries
 //! (`entry`: removed); connectivity (`connect`: lost+found, reconnection,
-//! `..`); group descriptors (`group`: unused-inodes counts, uninit flags).
+//! `..`); group descriptors (`group`: unused-inodes counts, uninit flags); blocks claimed
+//! more than once (`dup`: cloned, as e2fsck's pass 1D).
 
 mod connect;
+mod dup;
 mod entry;
 mod group;
 mod inode;
 
-use crate::problem::{Code, Problem};
+use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +47,20 @@ pub enum Mode {
     Yes,
     /// `-p`: fix what is safe without asking; anything else stops the repair.
     Preen,
+}
+
+/// Who answers an asked repair's questions: given the problem and its round (from 1).
+pub type Asker<'a> = &'a mut dyn FnMut(&Problem, usize) -> Answer;
+
+/// An answer to one of an asked repair's questions (e2fsck's `ask_yn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Fix this problem.
+    Yes,
+    /// Do not fix it: the round it is in is not applied, and the repair ends.
+    No,
+    /// Fix this and every later problem without asking (e2fsck's 'a').
+    All,
 }
 
 /// One round: the problems a check found, every one of which was fixed after it (a
@@ -65,6 +83,9 @@ pub struct Outcome {
     pub unfixable: Vec<Problem>,
     /// A fix that failed (the problem and why): the rest of its round was not applied.
     pub failed: Option<(Problem, String)>,
+    /// Asked: the fixes of the last check the user declined, the first one asked and
+    /// answered no, the rest not asked (that round changed nothing).
+    pub declined: Vec<Problem>,
     /// Seconds spent per stage, in order: `orphans`, then per round `check N`, `fix N`
     /// (the fixes, with the commits of transactions that filled up) and `commit N`.
     pub stages: Vec<(String, f64)>,
@@ -83,8 +104,10 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr => false,
+        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
         BadExtraIsize => true,
+        IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
+        | DirBadDotDot | HtreeBad => false,
         _ => return None,
     })
 }
@@ -92,6 +115,29 @@ fn fix_of(code: Code) -> Option<bool> {
 /// Checks the image on `dev` (writable, its journal replayed) and repairs what the checks
 /// find, round by round (see the module header), as `mode` permits.
 pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Result<Outcome> {
+    rounds(dev, opts, mode, None)
+}
+
+/// [`repair`], asking `ask` before each fix (with its round, from 1), in the order the
+/// problems are printed (by pass), the whole round before any fix of it is applied.
+/// Problems without a fix here stop the repair before anything is asked, as in
+/// [`Mode::Yes`].
+pub fn repair_asking(
+    dev: Arc<dyn Device>,
+    opts: &Options,
+    ask: Asker<'_>,
+) -> usfs_fs::Result<Outcome> {
+    rounds(dev, opts, Mode::Yes, Some(ask))
+}
+
+/// The rounds of a repair; `ask`, when given, answers for each fix until it answers
+/// [`Answer::All`].
+fn rounds(
+    dev: Arc<dyn Device>,
+    opts: &Options,
+    mode: Mode,
+    mut ask: Option<Asker<'_>>,
+) -> usfs_fs::Result<Outcome> {
     let mut clock = Stages::default();
     release_orphans(&dev)?;
     clock.lap("orphans".into());
@@ -100,11 +146,11 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
         clock.lap(format!("check {n}"));
-        restart_first(&mut report);
         let allowed = |p: &Problem| match fix_of(p.code) {
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
         };
+        restart_first(&mut report, allowed);
         // Problems of either severity without a fix block the round: e2fsck would fix
         // them (relocate a bitmap, rebuild the journal), and the summaries found assume
         // it did.
@@ -120,6 +166,18 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 last: report,
                 unfixable,
                 failed: None,
+                declined: Vec::new(),
+                stages: std::mem::take(&mut clock.done),
+            });
+        }
+        let declined = ask_round(&report.problems, n, &mut ask);
+        if !declined.is_empty() {
+            return Ok(Outcome {
+                rounds,
+                last: report,
+                unfixable: Vec::new(),
+                failed: None,
+                declined,
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -130,6 +188,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
                 last: report,
                 unfixable: vec![failed.0.clone()],
                 failed: Some(*failed),
+                declined: Vec::new(),
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -139,23 +198,63 @@ pub fn repair(dev: Arc<dyn Device>, opts: &Options, mode: Mode) -> usfs_fs::Resu
     }
 }
 
+/// Puts each fix of round `round` to `ask` (when there is one): returns the declined
+/// ones. After the first "no" the rest are not asked (the round will not run) and count
+/// as declined; after "all", `ask` is dropped and nothing more is asked.
+fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) -> Vec<Problem> {
+    for (i, p) in problems.iter().enumerate() {
+        let Some(f) = ask.as_mut() else {
+            return Vec::new();
+        };
+        match f(p, round) {
+            Answer::Yes => {}
+            Answer::All => *ask = None,
+            Answer::No => return problems[i..].to_vec(),
+        }
+    }
+    Vec::new()
+}
+
 /// Fixes after which the rest of a check is not to be trusted: an entry naming an inode
 /// the group descriptors hide from pass 1 (past itable_unused, or in an INODE_UNINIT
 /// group), and a directory block whose chain of entries is broken. e2fsck unhides the
 /// first and restarts; it salvages the second before it reads on. What else the check
 /// found may stem from them (entries taken for dangling, inodes for unattached), so a
 /// round that has any fixes only these, and the next round's check reads the inodes and
-/// the salvaged entries. (The group summaries the volume writes with any fix are the
+/// the salvaged entries. Missing `.` and `..` entries are made first too, as e2fsck's
+/// pass 2 makes them before it reads on, and bad htree indexes dropped (what else the
+/// check said of their nodes is void then). (The group summaries the volume writes with any fix are the
 /// check's; the next round counts again.)
-fn restart_first(report: &mut Report) {
+fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
+    let ps = &mut report.problems;
+    // Superblock, descriptor and block-ownership problems without a fix stop the round
+    // whatever else it has: nothing is safe to write over them (two directories sharing
+    // a block would take turns at its '.').
+    if ps
+        .iter()
+        .any(|p| p.code.def().pass <= Pass::P1B && !allowed(p))
+    {
+        return;
+    }
+    // Blocks claimed twice are cloned (with pass 1's fixes) before anything reads them
+    // as one inode's, as e2fsck's pass 1B-1D runs before pass 2.
+    if ps.iter().any(|p| p.code == Code::MultiplyClaimed) {
+        ps.retain(|p| p.code.def().pass <= Pass::P1B);
+        return;
+    }
     let first = |p: &Problem| {
         matches!(
             p.code,
-            Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup | Code::DirCorruptEntry
+            Code::DirInodeInUnusedArea
+                | Code::DirInodeUninitGroup
+                | Code::DirCorruptEntry
+                | Code::DirBadDot
+                | Code::DirBadDotDot
+                | Code::HtreeBad
         )
     };
-    if report.problems.iter().any(first) {
-        report.problems.retain(first);
+    if ps.iter().any(first) {
+        ps.retain(first);
     }
 }
 
@@ -223,10 +322,13 @@ fn apply(
     dev.read_at(&mut sb, SUPERBLOCK_OFFSET)?;
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
     let mut committed = false;
+    let mut dups = dup::Dups::of(&report.problems);
+    let give_up = inode::too_many_illegal(&report.problems);
     for p in &report.problems {
         let fix = v.apply_fix(|v| {
+            dups.apply(v, p)?;
             group::apply(v, p);
-            inode::apply(v, p)?;
+            inode::apply(v, p, &give_up)?;
             entry::apply(v, p)?;
             connect::apply(v, p)
         });

@@ -2,7 +2,7 @@
 //! see usfs_fs::exercise), reading files (compressed ones through the decompressor).
 //! Run: cargo +nightly fuzz run erofs_image -- -max_len=262144
 //! Seed it with small images from `usfs mkfs.erofs` and mkfs.erofs (-zlz4, -zlz4hc,
-//! -Eztailpacking, -C16384, -Efragments).
+//! -zlzma, -zdeflate, -zzstd, -Eztailpacking, -C16384, -Efragments).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

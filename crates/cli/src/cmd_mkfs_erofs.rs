@@ -5,13 +5,18 @@ use crate::image::{CliError, CliResult};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use usfs_erofs::compress::{Algorithm, LZ4HC_DEFAULT_LEVEL};
+use usfs_erofs::compress::{
+    Algorithm, DEFLATE_DEFAULT_LEVEL, LZ4HC_DEFAULT_LEVEL, LZMA_DEFAULT_LEVEL, ZSTD_DEFAULT_LEVEL,
+};
 use usfs_erofs::mkfs::{self, Options};
 
 /// Arguments of `usfs mkfs.erofs`.
 #[derive(clap::Args)]
 pub(crate) struct MkfsErofsArgs {
-    /// Compression: `lz4` or `lz4hc[,LEVEL]` (default: none).
+    /// Compression (default: none): `lz4`; `lz4hc[,LEVEL]` (1-12, default 9);
+    /// `lzma[,LEVEL]` (MicroLZMA: 0-9, or 100-109 for the extreme presets; default 6);
+    /// `deflate[,LEVEL]` (libdeflate's 0-12, default 1); `zstd[,LEVEL]` (0-22, default 3).
+    /// `ALG,level=LEVEL` works too; `dictsize=` is not taken yet.
     #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
     compress: Option<String>,
     /// Largest physical cluster in bytes (multiple of 4096; more than 4096 = big pclusters).
@@ -97,29 +102,61 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     Some(u)
 }
 
+/// Parses `-z ALG[,LEVEL|,level=LEVEL]` as mkfs.erofs 1.9.3 spells it.
+fn parse_compressor(z: &str) -> Result<Algorithm, String> {
+    let mut parts = z.split(',');
+    let alg = parts.next().unwrap_or("");
+    let mut level = None;
+    for p in parts {
+        let v = p.strip_prefix("level=").unwrap_or(p);
+        if p.starts_with("dictsize=") {
+            return Err(format!(
+                "-z {z}: dictsize= is not supported yet (the default is used)"
+            ));
+        }
+        level = Some(
+            v.parse::<i32>()
+                .map_err(|_| format!("bad option {p:?} in -z {z}"))?,
+        );
+    }
+    let check = |range: std::ops::RangeInclusive<i32>, default: i32| {
+        let l = level.unwrap_or(default);
+        if range.contains(&l) {
+            Ok(l)
+        } else {
+            Err(format!(
+                "{alg} level {l} out of {}..{}",
+                range.start(),
+                range.end()
+            ))
+        }
+    };
+    Ok(match alg {
+        "lz4" => Algorithm::Lz4,
+        "lz4hc" => Algorithm::Lz4Hc(check(1..=12, LZ4HC_DEFAULT_LEVEL)?),
+        "lzma" => {
+            let l = level.unwrap_or(LZMA_DEFAULT_LEVEL as i32);
+            if !(0..=9).contains(&l) && !(100..=109).contains(&l) {
+                return Err(format!("lzma level {l} out of 0..9 and 100..109"));
+            }
+            Algorithm::Lzma(l as u32)
+        }
+        "deflate" => Algorithm::Deflate(check(0..=12, DEFLATE_DEFAULT_LEVEL)?),
+        "zstd" => Algorithm::Zstd(check(0..=22, ZSTD_DEFAULT_LEVEL)?),
+        _ => {
+            return Err(format!(
+                "unsupported compressor {alg} (lz4, lz4hc, lzma, deflate, zstd)"
+            ))
+        }
+    })
+}
+
 /// Runs `usfs mkfs.erofs`.
 pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     let usage = |m: String| CliError(format!("mkfs.erofs: {m}"));
     let mut o = Options::default();
     if let Some(z) = &a.compress {
-        let mut parts = z.splitn(2, ',');
-        let alg = parts.next().unwrap_or("");
-        let level = parts
-            .next()
-            .map(|l| l.parse::<i32>())
-            .transpose()
-            .map_err(|_| usage(format!("bad level in -z {z}")))?;
-        o.compression = Some(match alg {
-            "lz4" => Algorithm::Lz4,
-            "lz4hc" => {
-                let l = level.unwrap_or(LZ4HC_DEFAULT_LEVEL);
-                if !(1..=12).contains(&l) {
-                    return Err(usage(format!("lz4hc level {l} out of 1..12")));
-                }
-                Algorithm::Lz4Hc(l)
-            }
-            _ => return Err(usage(format!("unsupported compressor {alg} (lz4, lz4hc)"))),
-        });
+        o.compression = Some(parse_compressor(z).map_err(usage)?);
     }
     o.pcluster_bytes = a.pcluster;
     for e in a.extended.iter().flat_map(|s| s.split(',')) {

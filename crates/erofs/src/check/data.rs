@@ -118,7 +118,7 @@ fn compressed(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
         }
         let end = ext.la.saturating_add(ext.llen).min(ino.size);
         extent(fs, ino, &ext, pos, end, &mut buf)?;
-        report.extents += u64::from(matches!(ext.stored, Stored::Lz4 { .. }));
+        report.extents += u64::from(matches!(ext.stored, Stored::Compressed { .. }));
         report.bytes += end - pos;
         pos = end;
     }
@@ -135,7 +135,7 @@ fn extent(
     buf: &mut Vec<u8>,
 ) -> Result<()> {
     let plen = match ext.stored {
-        Stored::Lz4 { plen, .. } | Stored::Plain { plen, .. } => plen,
+        Stored::Compressed { plen, .. } | Stored::Plain { plen, .. } => plen,
         Stored::Fragment { .. } => 0,
     };
     if plen > PCLUSTER_MAX || (ext.llen > EXTENT_MAX && plen > 0) {
@@ -149,12 +149,17 @@ fn extent(
         ));
     }
     match ext.stored {
-        Stored::Lz4 { pa, plen, padded } => {
+        Stored::Compressed {
+            alg,
+            pa,
+            plen,
+            padded,
+        } => {
             buf.resize(ext.llen as usize, 0);
             // Without zero padding the stream's end is unknown: only partial decoding
             // (as the kernel does) is possible.
             if padded && ext.full {
-                fs.lz4_exact(ino, pa, plen, buf)
+                fs.decode_exact(ino, alg, pa, plen, buf)
             } else {
                 fs.extent_bytes(ino, ext, 0, buf)
             }

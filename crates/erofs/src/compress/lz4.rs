@@ -34,18 +34,17 @@ extern "C" {
     ) -> c_int;
 }
 
-/// A compressor with its own state (one per worker thread).
-pub struct Compressor {
+/// An LZ4 / LZ4HC compressor with its own state (one per worker thread).
+pub(super) struct Lz4 {
     alg: Algorithm,
     /// LZ4HC state, 8-byte aligned (u64 storage).
     hc_state: Vec<u64>,
 }
 
-impl Compressor {
-    /// A compressor for `alg`.
-    pub fn new(alg: Algorithm) -> Compressor {
+impl Lz4 {
+    /// A compressor for `alg` (LZ4 or LZ4HC).
+    pub(super) fn new(alg: Algorithm) -> Lz4 {
         let hc_state = match alg {
-            Algorithm::Lz4 => Vec::new(),
             Algorithm::Lz4Hc(_) => {
                 // SAFETY: a pure function of the library build.
                 let size = unsafe { LZ4_sizeofStateHC() } as usize;
@@ -57,28 +56,23 @@ impl Compressor {
                 assert!(!p.is_null(), "LZ4_initStreamHC refused the state");
                 st
             }
+            _ => Vec::new(),
         };
-        Compressor { alg, hc_state }
+        Lz4 { alg, hc_state }
     }
 
     /// Compresses a prefix of `src` into exactly at most `dst.len()` bytes, taking as much
     /// input as fits. Returns (input bytes consumed, output bytes), or `None` when LZ4
     /// fails (it does not for valid sizes).
-    pub fn compress_dest_size(&mut self, src: &[u8], dst: &mut [u8]) -> Option<(usize, usize)> {
+    pub(super) fn compress_dest_size(
+        &mut self,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Option<(usize, usize)> {
         let mut src_len: c_int = src.len().min(i32::MAX as usize >> 1) as c_int;
         let dst_len = dst.len().min(i32::MAX as usize) as c_int;
         let out = match self.alg {
-            // SAFETY: src/dst are valid for the lengths passed; LZ4 reads at most
-            // `src_len` bytes and writes at most `dst_len` bytes, and updates `src_len`.
-            Algorithm::Lz4 => unsafe {
-                LZ4_compress_destSize(
-                    src.as_ptr().cast(),
-                    dst.as_mut_ptr().cast(),
-                    &mut src_len,
-                    dst_len,
-                )
-            },
-            // SAFETY: as above; `hc_state` is an LZ4_streamHC_t initialised in `new`. The
+            // SAFETY: as below; `hc_state` is an LZ4_streamHC_t initialised in `new`. The
             // fast reset starts an independent stream (no dictionary) without clearing the
             // 256 KiB of tables that LZ4_compress_HC_destSize clears on every call; the
             // output is the same.
@@ -87,6 +81,16 @@ impl Compressor {
                 LZ4_resetStreamHC_fast(st, level);
                 LZ4_compress_HC_continue_destSize(
                     st,
+                    src.as_ptr().cast(),
+                    dst.as_mut_ptr().cast(),
+                    &mut src_len,
+                    dst_len,
+                )
+            },
+            // SAFETY: src/dst are valid for the lengths passed; LZ4 reads at most
+            // `src_len` bytes and writes at most `dst_len` bytes, and updates `src_len`.
+            _ => unsafe {
+                LZ4_compress_destSize(
                     src.as_ptr().cast(),
                     dst.as_mut_ptr().cast(),
                     &mut src_len,
@@ -103,7 +107,7 @@ impl Compressor {
 
 /// Decodes an LZ4 block from `src` until `dst` is full (or the input ends). Returns the
 /// bytes written, or `None` if the input is malformed.
-pub fn decompress_partial(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+pub(super) fn decompress_partial(src: &[u8], dst: &mut [u8]) -> Option<usize> {
     if src.len() > i32::MAX as usize || dst.len() > i32::MAX as usize {
         return None;
     }
@@ -123,7 +127,7 @@ pub fn decompress_partial(src: &[u8], dst: &mut [u8]) -> Option<usize> {
 /// Decodes a whole LZ4 block: all of `src` must be one stream that fits in `dst`.
 /// Returns the bytes written, or `None` if the input is malformed (or does not end
 /// where `src` ends, or needs more room than `dst`).
-pub fn decompress_exact(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+pub(super) fn decompress_exact(src: &[u8], dst: &mut [u8]) -> Option<usize> {
     if src.len() > i32::MAX as usize || dst.len() > i32::MAX as usize {
         return None;
     }
@@ -149,7 +153,7 @@ mod tests {
             .flat_map(|i| format!("line {} of {}\n", i % 977, i % 13).into_bytes())
             .collect();
         for alg in [Algorithm::Lz4, Algorithm::Lz4Hc(9)] {
-            let mut c = Compressor::new(alg);
+            let mut c = Lz4::new(alg);
             let mut dst = vec![0u8; 4096];
             let (used, out) = c.compress_dest_size(&text, &mut dst).unwrap();
             assert!(out <= 4096 && out > 4000, "{out}");

@@ -40,10 +40,34 @@ pub(super) struct Plan {
 pub(super) struct Written {
     /// The packed inode's content: the fragment tails, in order.
     pub(super) packed: Vec<u8>,
+    /// Fragments already in `packed`, by content hash: (offset, length) of each, so an
+    /// identical fragment is stored once (as mkfs.erofs 1.9.3 does).
+    pub(super) fragments: std::collections::HashMap<u64, Vec<(u64, usize)>>,
     pub(super) used_fragments: bool,
     pub(super) used_tailpacking: bool,
     pub(super) compressed_files: u64,
     pub(super) plain_files: u64,
+}
+
+impl Written {
+    /// Where fragment `t` is in the packed inode: an identical earlier fragment's offset,
+    /// or the end, where it is appended.
+    fn fragment(&mut self, t: &[u8]) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(t);
+        let same = self.fragments.get(&h).and_then(|v| {
+            v.iter().find(|&&(off, len)| {
+                len == t.len() && &self.packed[off as usize..off as usize + len] == t
+            })
+        });
+        if let Some(&(off, _)) = same {
+            return off;
+        }
+        let off = self.packed.len() as u64;
+        self.packed.extend_from_slice(t);
+        self.fragments.entry(h).or_default().push((off, t.len()));
+        off
+    }
 }
 
 /// Cuts every non-empty regular file into jobs.
@@ -97,7 +121,14 @@ pub(super) fn write(
         cfg.opts.workers,
         4 * zfile::SEGMENT,
         |b| b.1,
-        || (cfg.opts.compression.map(Compressor::new), tree.reader()),
+        || {
+            (
+                cfg.opts
+                    .compression
+                    .map(|a| Compressor::new(a, cfg.opts.pcluster_bytes)),
+                tree.reader(),
+            )
+        },
         |(c, r), b| {
             b.0.clone()
                 .map(|k| read_job(c, r.as_mut(), tree, plan, &plan.jobs[k]))
@@ -233,8 +264,7 @@ impl Sink<'_, '_, '_> {
         w.compressed_files += 1;
         let mut frag_off = None;
         if let ZTail::Fragment(t) = &z.tail {
-            frag_off = Some(w.packed.len() as u64);
-            w.packed.extend_from_slice(t);
+            frag_off = Some(w.fragment(t));
             w.used_fragments = true;
         }
         if matches!(z.tail, ZTail::Inline(..)) {

@@ -8,6 +8,8 @@ use super::superblock::{self, Facts};
 use super::timing::Timer;
 use super::tree::Tree;
 use super::{data, dir, packed, place, xattrs, Options, Report, BLOCK_SIZE};
+use crate::compress::{ALG_LZ4, DEFLATE_WINDOW_BITS};
+use crate::format::compr_cfgs;
 use usfs_dev::Device;
 use usfs_fs::Result;
 
@@ -24,6 +26,14 @@ pub(super) struct Cfg<'a> {
     pub(super) zero_padding: bool,
     /// Big pclusters (`-C` above the block size).
     pub(super) big: bool,
+    /// Byte-identical pclusters are written once and shared: `-E dedupe`, and with
+    /// `-E fragments` too, as mkfs.erofs 1.9.3 does (its "dedupe_ext").
+    pub(super) dedupe: bool,
+    /// `available_compr_algs`: bits of the algorithms in use (0: no compression).
+    pub(super) algs: u16,
+    /// The compression configuration records after the superblock (empty without
+    /// `COMPR_CFGS`: plain LZ4 with 4 KiB pclusters needs none).
+    pub(super) compr_cfgs: Vec<u8>,
 }
 
 impl Cfg<'_> {
@@ -34,13 +44,28 @@ impl Cfg<'_> {
         } else {
             now_nsec()
         };
+        let big = opts.pcluster_bytes > BLOCK_SIZE;
+        let algs = opts.compression.map_or(0, |a| 1u16 << a.id());
+        let compr_cfgs = match opts.compression {
+            Some(a) if big || a.id() != ALG_LZ4 => compr_cfgs::build_records(
+                algs,
+                (opts.pcluster_bytes / BLOCK_SIZE) as u16,
+                a.dict_size(opts.pcluster_bytes),
+                DEFLATE_WINDOW_BITS,
+                a.dict_size(opts.pcluster_bytes),
+            ),
+            _ => Vec::new(),
+        };
         Cfg {
             opts,
             bs: u64::from(BLOCK_SIZE),
             build_time,
             build_nsec,
             zero_padding: opts.compression.is_some() && !opts.legacy_compress,
-            big: opts.pcluster_bytes > BLOCK_SIZE,
+            big,
+            dedupe: opts.dedupe || (opts.fragments && opts.compression.is_some()),
+            algs,
+            compr_cfgs,
         }
     }
 }
@@ -53,7 +78,7 @@ pub(super) fn write_image(
     timer: &mut Timer,
 ) -> Result<Report> {
     let cfg = Cfg::new(opts);
-    let mut out = Out::new(dev, cfg.bs, opts.dedupe);
+    let mut out = Out::new(dev, cfg.bs, cfg.dedupe);
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
         ..Report::default()

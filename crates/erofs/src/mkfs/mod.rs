@@ -1,6 +1,6 @@
 //! Building EROFS images from a directory tree (`usfs mkfs.erofs`).
 //!
-//! Layout: block 0 holds the superblock (and the LZ4 configuration with big pclusters);
+//! Layout: block 0 holds the superblock (and the compression configurations when needed);
 //! then the shared xattr area; then file data in tree order (compressed in parallel, written
 //! in order, so the image does not depend on the number of workers); then the metadata
 //! area (inodes with xattrs, inline tails, compression indexes and inline pclusters; the
@@ -52,7 +52,8 @@ pub struct Options {
     pub pcluster_bytes: u32,
     /// `-E ztailpacking`.
     pub ztailpacking: bool,
-    /// `-E fragments`.
+    /// `-E fragments`: file rests that compress into less than a pcluster go to the
+    /// packed inode; identical pclusters are shared as with `dedupe` (as mkfs.erofs 1.9.3).
     pub fragments: bool,
     /// `-E dedupe`: byte-identical pclusters are written once and shared.
     pub dedupe: bool,
@@ -146,6 +147,15 @@ pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
             "pcluster size {} (it must be a multiple of {bs} up to 1 MiB)",
             opts.pcluster_bytes
         )));
+    }
+    if opts.legacy_compress
+        && opts
+            .compression
+            .is_some_and(|a| a.id() != crate::compress::ALG_LZ4)
+    {
+        return Err(Error::incompatible(
+            "-E legacy-compress with an algorithm other than LZ4 (the others need zero padding)",
+        ));
     }
     let mut timer = timing::Timer::start();
     let tree = tree::scan(source, opts)?;

@@ -32,7 +32,7 @@ pub(super) fn write(cfg: &Cfg<'_>, out: &mut Out<'_>, packed: &[u8]) -> Result<I
         let parts = par::map(
             &segs,
             cfg.opts.workers,
-            || Compressor::new(alg),
+            || Compressor::new(alg, cfg.opts.pcluster_bytes),
             |c, r| {
                 let src = &packed[r.start as usize..r.end as usize];
                 zfile::compress_part(c, src, r.start, size, r.end == size, &p)

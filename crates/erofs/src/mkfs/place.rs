@@ -32,7 +32,7 @@ pub(super) fn place(
     inos: &mut [Ino],
 ) -> Result<Placement> {
     let bs = cfg.bs;
-    let sb_end = SUPER_OFFSET + 128 + if cfg.big { 16 } else { 0 };
+    let sb_end = SUPER_OFFSET + 128 + cfg.compr_cfgs.len() as u64;
     let mut b0 = round_up(sb_end, 32);
     // A root directory too large for block 0 with its tail inline keeps the tail in a block.
     let root_too_big = b0 + meta_size(&inos[0], bs).0 > bs;

@@ -1,12 +1,10 @@
 //! The superblock, written last into block 0 (beside the inodes placed there): counts,
-//! addresses, the feature bits of what the image uses, the LZ4 configuration after it
-//! with big pclusters, and its checksum.
+//! addresses, the feature bits of what the image uses, the compression configurations
+//! after it (with big pclusters or an algorithm other than LZ4), and its checksum.
 
 use super::image::Cfg;
 use super::out::Out;
-use super::BLOCK_SIZE;
 use crate::compress::LZ4_MAX_DISTANCE;
-use crate::format::compr_cfgs::ALG_LZ4;
 use crate::format::superblock::{self, compat, incompat, Superblock, SUPER_OFFSET};
 use std::fs::File;
 use std::io;
@@ -54,14 +52,14 @@ pub(super) fn write(cfg: &Cfg<'_>, out: &Out<'_>, mut block0: Vec<u8>, f: &Facts
         if cfg.zero_padding {
             feat |= incompat::ZERO_PADDING;
         }
-        if cfg.big {
-            feat |= incompat::COMPR_CFGS | incompat::BIG_PCLUSTER;
-            sb.set_u1(ALG_LZ4);
+        if !cfg.compr_cfgs.is_empty() {
+            feat |= incompat::COMPR_CFGS;
+            if cfg.big {
+                feat |= incompat::BIG_PCLUSTER;
+            }
+            sb.set_u1(cfg.algs);
             let o = (SUPER_OFFSET + 128) as usize;
-            block0[o..o + 2].copy_from_slice(&14u16.to_le_bytes());
-            block0[o + 2..o + 4].copy_from_slice(&LZ4_MAX_DISTANCE.to_le_bytes());
-            block0[o + 4..o + 6]
-                .copy_from_slice(&((opts.pcluster_bytes / BLOCK_SIZE) as u16).to_le_bytes());
+            block0[o..o + cfg.compr_cfgs.len()].copy_from_slice(&cfg.compr_cfgs);
         } else {
             sb.set_u1(LZ4_MAX_DISTANCE);
         }

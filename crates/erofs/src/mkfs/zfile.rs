@@ -1,4 +1,4 @@
-//! Compressing one file with fixed-size output: each pcluster is filled by LZ4 from as much
+//! Compressing one file with fixed-size output: each pcluster is filled by the compressor from as much
 //! input as fits; a pcluster that does not save a block is stored as one plain block; the
 //! tail goes inline (ztailpacking), into the packed inode (fragments) or into a block.
 //! Large files are cut into fixed segments ([`SEGMENT`]) compressed independently. A pure
@@ -53,6 +53,9 @@ pub(super) struct ZFile {
     pub tail: ZTail,
     /// The whole file is one fragment.
     pub whole_fragment: bool,
+    /// The algorithm of its compressed pclusters (`h_algorithmtype` of HEAD1 lclusters):
+    /// per file, so files of one image may use different algorithms.
+    pub alg: u8,
 }
 
 impl ZFile {
@@ -88,6 +91,7 @@ pub(super) fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile>
         data: Vec::new(),
         tail: ZTail::None,
         whole_fragment: false,
+        alg: 0,
     };
     if size == 0 {
         return None;
@@ -101,6 +105,7 @@ pub(super) fn finish(parts: Vec<ZFile>, size: u64, p: &ZParams) -> Option<ZFile>
         out.data.extend_from_slice(&part.data);
         out.tail = part.tail;
         out.whole_fragment = part.whole_fragment;
+        out.alg = part.alg;
     }
     // Keep it only if it saves at least one block.
     if (out.data.len() / p.bs) as u64 >= size.div_ceil(p.bs as u64) {
@@ -127,6 +132,7 @@ pub(super) fn compress_part(
         data: Vec::new(),
         tail: ZTail::None,
         whole_fragment: false,
+        alg: c.algorithm().id(),
     };
     let p = &ZParams {
         inline_room: if last { p.inline_room } else { 0 },
@@ -154,8 +160,16 @@ pub(super) fn compress_part(
             break;
         }
         let mut stored: Option<(usize, usize)> = None; // (consumed, compressed bytes)
+                                                       // Plain blocks to write when compression does not pay: one; with big pclusters and
+                                                       // an algorithm other than LZ4, as many as the failed attempt took input for (up to
+                                                       // a pcluster), as mkfs.erofs 1.9.3 does, so incompressible data costs one attempt
+                                                       // per pcluster and not one per block (LZ4 keeps 1.5's one block at a time).
+        let mut plain_blocks = 1;
         if !(len <= p.pcluster && !may_inline && len <= bs) {
             if let Some((used, n)) = c.compress_dest_size(&src[pos..], &mut dst) {
+                if c.algorithm().id() != crate::compress::ALG_LZ4 {
+                    plain_blocks = (used.min(p.pcluster) / bs).max(1);
+                }
                 let whole = used == len;
                 let csize = if !whole || n >= bs {
                     n.div_ceil(bs) * bs
@@ -178,20 +192,38 @@ pub(super) fn compress_part(
                     );
                     break;
                 }
-                let count = bs.min(len);
-                let start = out.data.len();
-                out.data.resize(start + bs, 0);
-                out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
-                out.extents.push(ZExtent {
-                    la: base + pos as u64,
-                    raw: true,
-                    blocks: 1,
-                    rel_blk,
-                });
-                rel_blk += 1;
-                pos += count;
+                for _ in 0..plain_blocks {
+                    if pos >= size {
+                        break;
+                    }
+                    let count = bs.min(size - pos);
+                    let start = out.data.len();
+                    out.data.resize(start + bs, 0);
+                    out.data[start..start + count].copy_from_slice(&src[pos..pos + count]);
+                    out.extents.push(ZExtent {
+                        la: base + pos as u64,
+                        raw: true,
+                        blocks: 1,
+                        rel_blk,
+                    });
+                    rel_blk += 1;
+                    pos += count;
+                }
             }
             Some((mut used, mut n)) => {
+                if p.fragments && used == len && n < p.pcluster {
+                    // The rest compresses into less than a pcluster: it goes to the packed
+                    // inode whole, where it compresses with its neighbours (mkfs.erofs
+                    // 1.9.3's rule; from the first byte, the whole file is a fragment).
+                    out.whole_fragment = base == 0 && pos == 0;
+                    out.end_with(
+                        ZTail::Fragment(src[pos..].to_vec()),
+                        base + pos as u64,
+                        false,
+                        rel_blk,
+                    );
+                    break;
+                }
                 if may_inline && used == len && n < bs && n <= p.inline_room {
                     out.end_with(
                         ZTail::Inline(dst[..n].to_vec()),

@@ -21,7 +21,7 @@ pub(super) fn zparams(cfg: &Cfg<'_>, ino: &Ino, size: u64) -> ZParams {
         let head = round_up(ino.head_len(), 8);
         // Shared pclusters are out of file order, which compact indexes cannot express:
         // leave room for full indexes.
-        let idx = index_area(head, size, bs, !opts.legacy_compress && !opts.dedupe);
+        let idx = index_area(head, size, bs, !opts.legacy_compress && !cfg.dedupe);
         // Only the inline pcluster must stay in one block: the inode is placed so that it
         // starts a block, (head + idx) % 32 bytes in (inodes are 32-byte aligned).
         bs.saturating_sub((head + idx) % 32) as usize
@@ -58,7 +58,7 @@ pub(super) fn z_cost(cfg: &Cfg<'_>, z: &ZFile, ino: &Ino, size: u64) -> u64 {
     }
     let base = ino.head_len();
     let head = round_up(base, 8);
-    let compact = !cfg.opts.legacy_compress && !cfg.opts.dedupe;
+    let compact = !cfg.opts.legacy_compress && !cfg.dedupe;
     let inline = match &z.tail {
         ZTail::Inline(t) => t.len() as u64,
         _ => 0,
@@ -192,7 +192,7 @@ fn z_blob(
         }
     };
     h.set_h_advise(advise);
-    h.set_h_algorithmtype(0);
+    h.set_h_algorithmtype(z.alg);
     h.set_h_clusterbits(0);
     let mut blob = h.into_inner();
     blob.extend_from_slice(&idx);

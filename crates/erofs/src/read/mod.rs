@@ -15,7 +15,9 @@ mod zcache;
 mod zdata;
 mod zmap;
 
-use crate::format::compr_cfgs::{Lz4Cfgs, ALG_LZ4};
+use crate::format::compr_cfgs::{
+    DeflateCfgs, Lz4Cfgs, LzmaCfgs, ZstdCfgs, ALG_DEFLATE, ALG_LZ4, ALG_LZMA, ALG_ZSTD,
+};
 use crate::format::superblock::{compat, incompat, Superblock, EROFS_MAGIC, SUPER_OFFSET};
 use std::borrow::Cow;
 use usfs_dev::Device;
@@ -36,6 +38,8 @@ pub struct Erofs {
     image_len: u64,
     /// Largest pcluster in blocks (1 without big pclusters).
     max_pclusterblks: u32,
+    /// What the decoders need from the compression configurations.
+    pub(crate) dcfg: crate::compress::DecodeCfg,
     /// Decompressed extents kept for partial readers, and queued decompression.
     zcache: zcache::ZCache,
     /// Recently read metadata blocks (inodes, map headers, indexes).
@@ -107,6 +111,7 @@ impl Erofs {
             blkbits,
             image_len,
             max_pclusterblks: 1,
+            dcfg: crate::compress::DecodeCfg::default(),
             zcache: zcache::ZCache::new(),
             mcache: mcache::MetaCache::default(),
         };
@@ -119,27 +124,75 @@ impl Erofs {
             return Ok(());
         }
         let algs = self.sb.u1();
-        if algs & !ALG_LZ4 != 0 {
+        let known = ALG_LZ4 | ALG_LZMA | ALG_DEFLATE | ALG_ZSTD;
+        if algs & !known != 0 {
             return Err(Error::incompatible(format!(
-                "compression algorithms {} (only lz4 is supported)",
-                crate::format::compr_cfgs::alg_names(algs & !ALG_LZ4)
+                "compression algorithms {} (usfs knows lz4, lzma, deflate, zstd)",
+                crate::format::compr_cfgs::alg_names(algs & !known)
             )));
         }
+        if algs & ALG_LZ4 == 0 {
+            // Only LZ4's record limits the pcluster size; otherwise the format's 1 MiB.
+            self.max_pclusterblks = (1 << 20) >> self.blkbits;
+        }
         let mut pos = SUPER_OFFSET + self.sb.sb_size();
-        if algs & ALG_LZ4 != 0 {
+        for bit in 0..4u16 {
+            if algs & (1 << bit) == 0 {
+                continue;
+            }
             let len = u16::from_le_bytes(self.meta(pos, 2)?[..].try_into().unwrap());
             let body = self.meta(pos + 2, u64::from(len))?;
-            let cfg = Lz4Cfgs::new(&body[..]).ok_or_else(|| {
+            let bad = |what: &str| {
                 Error::corrupt(
                     Structure::ErofsSuperblock,
-                    format!("LZ4 configuration record of {len} bytes (expected 14)"),
+                    format!(
+                        "{} configuration record of {len} bytes: {what}",
+                        crate::format::compr_cfgs::alg_name(bit as u8)
+                    ),
                 )
                 .with_offset(pos)
-            })?;
-            self.max_pclusterblks = u32::from(cfg.max_pclusterblks()).max(1);
+            };
+            match 1 << bit {
+                ALG_LZ4 => {
+                    let cfg = Lz4Cfgs::new(&body[..]).ok_or_else(|| bad("expected 14"))?;
+                    self.max_pclusterblks = u32::from(cfg.max_pclusterblks()).max(1);
+                }
+                ALG_LZMA => {
+                    let cfg = LzmaCfgs::new(&body[..]).ok_or_else(|| bad("expected 14"))?;
+                    if cfg.format() != 0 || cfg.dict_size() > crate::compress::LZMA_MAX_DICT_SIZE {
+                        return Err(bad(&format!(
+                            "format {}, dictionary {} bytes (0 and at most 8 MiB)",
+                            cfg.format(),
+                            cfg.dict_size()
+                        )));
+                    }
+                    self.dcfg.lzma_dict = cfg.dict_size();
+                }
+                ALG_DEFLATE => {
+                    let cfg = DeflateCfgs::new(&body[..]).ok_or_else(|| bad("expected 6"))?;
+                    if cfg.windowbits() > 15 {
+                        return Err(bad(&format!(
+                            "window bits {} (at most 15)",
+                            cfg.windowbits()
+                        )));
+                    }
+                }
+                _ => {
+                    let cfg = ZstdCfgs::new(&body[..]).ok_or_else(|| bad("expected 6"))?;
+                    let log = u32::from(cfg.windowlog()) + 10;
+                    if cfg.format() != 0
+                        || (1u64 << log.min(40)) > u64::from(crate::compress::ZSTD_MAX_DICT_SIZE)
+                    {
+                        return Err(bad(&format!(
+                            "format {}, window log {log} (0 and at most 20)",
+                            cfg.format()
+                        )));
+                    }
+                    self.dcfg.zstd_window_log = log;
+                }
+            }
             pos += 2 + u64::from(len);
         }
-        let _ = pos;
         Ok(())
     }
 

@@ -77,7 +77,7 @@ fn strided_reads_read_pclusters_and_few_metadata_blocks() {
         while pos < off + n as u64 {
             let e = map.map_extent(&inode, &zi, pos).unwrap();
             need += match e.stored {
-                Stored::Lz4 { plen, .. } => plen,
+                Stored::Compressed { plen, .. } => plen,
                 Stored::Plain { .. } => (e.la + e.llen).min(off + n as u64) - pos,
                 Stored::Fragment { .. } => 0,
             };

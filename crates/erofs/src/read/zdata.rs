@@ -10,7 +10,7 @@
 use super::zcache::{self, Key};
 use super::zmap::{Extent, Stored};
 use super::{Erofs, Inode};
-use crate::compress::{decompress_exact, decompress_partial};
+use crate::compress::{alg_label, decompress_exact, decompress_partial};
 use std::cell::RefCell;
 use std::sync::Arc;
 use usfs_fs::{Corruption, Error, Result, Structure};
@@ -87,12 +87,17 @@ impl Erofs {
                     self.read_image(pa + lo as u64, dst)
                 }
             }
-            Stored::Lz4 { pa, plen, padded } => {
-                self.check_lz4_extent(ino, ext, plen)?;
+            Stored::Compressed {
+                alg,
+                pa,
+                plen,
+                padded,
+            } => {
+                self.check_z_extent(ino, ext, alg, plen)?;
                 if lo == 0 && (hi as u64 == ext.llen || ext.llen as usize > zcache::MAX_EXTENT) {
                     // In place: the caller's buffer is the output (the whole extent, or a
                     // prefix of one too large to cache).
-                    return self.lz4(ino, pa, plen, padded, dst);
+                    return self.decode(ino, alg, pa, plen, padded, dst);
                 }
                 let key: Key = (pa, ext.llen);
                 if let Some(data) = self.zcache.peek(key) {
@@ -103,7 +108,7 @@ impl Erofs {
                     return SCRATCH.with(|s| {
                         let mut s = s.borrow_mut();
                         s.resize(hi, 0);
-                        let r = self.lz4(ino, pa, plen, padded, &mut s[..hi]);
+                        let r = self.decode(ino, alg, pa, plen, padded, &mut s[..hi]);
                         if r.is_ok() {
                             dst.copy_from_slice(&s[lo..hi]);
                         }
@@ -117,7 +122,7 @@ impl Erofs {
                     .zcache
                     .get(key, || {
                         let mut v = vec![0u8; ext.llen as usize];
-                        self.lz4(ino, pa, plen, padded, &mut v)
+                        self.decode(ino, alg, pa, plen, padded, &mut v)
                             .map(|()| Arc::from(v))
                             .map_err(|e| cached_failure(e, ino, pa))
                     })
@@ -128,9 +133,15 @@ impl Erofs {
         }
     }
 
-    fn check_lz4_extent(&self, ino: &Inode, ext: &Extent, plen: u64) -> Result<()> {
-        // LZ4 expands at most about 255 times; anything more is a corrupt map.
-        if ext.llen > plen.saturating_mul(256) + 4096 {
+    fn check_z_extent(&self, ino: &Inode, ext: &Extent, alg: u8, plen: u64) -> Result<()> {
+        // LZ4 expands at most about 255 times; the others are held to the kernel's
+        // largest decompressed extent (12 MiB). Anything more is a corrupt map.
+        let max = if alg == 0 {
+            plen.saturating_mul(256) + 4096
+        } else {
+            12 << 20
+        };
+        if ext.llen > max {
             return Err(Error::corrupt(
                 Structure::CompressedIndex,
                 format!(
@@ -143,21 +154,30 @@ impl Erofs {
         Ok(())
     }
 
-    /// Decompresses the first `dst.len()` bytes of the LZ4 pcluster at `pa`.
-    fn lz4(&self, ino: &Inode, pa: u64, plen: u64, padded: bool, dst: &mut [u8]) -> Result<()> {
+    /// Decompresses the first `dst.len()` bytes of the pcluster at `pa` (algorithm `alg`).
+    fn decode(
+        &self,
+        ino: &Inode,
+        alg: u8,
+        pa: u64,
+        plen: u64,
+        padded: bool,
+        dst: &mut [u8],
+    ) -> Result<()> {
         let src = self.meta(pa, plen)?;
         let mut s = &src[..];
         if padded {
             let skip = s.iter().position(|&b| b != 0).unwrap_or(s.len());
             s = &s[skip..];
         }
-        match decompress_partial(s, dst) {
+        match decompress_partial(alg, &self.dcfg, s, dst) {
             Some(n) if n == dst.len() => Ok(()),
             Some(n) => Err(Error::corrupt(
                 Structure::CompressedData,
                 format!(
-                    "inode {}: pcluster at byte {pa} decompresses to {n} bytes, {} expected",
+                    "inode {}: {} pcluster at byte {pa} decompresses to {n} bytes, {} expected",
                     ino.nid,
+                    alg_label(alg),
                     dst.len()
                 ),
             )
@@ -165,28 +185,40 @@ impl Erofs {
             .with_offset(pa)),
             None => Err(Error::corrupt(
                 Structure::CompressedData,
-                format!("inode {}: pcluster at byte {pa} is not valid LZ4", ino.nid),
+                format!(
+                    "inode {}: pcluster at byte {pa} is not valid {} data",
+                    ino.nid,
+                    alg_label(alg)
+                ),
             )
             .with_ino(ino.nid)
             .with_offset(pa)),
         }
     }
 
-    /// Decodes the whole LZ4 pcluster at `pa` (leading zero padding skipped), which must
-    /// give exactly `dst.len()` bytes: how fsck.erofs checks an extent that is neither
-    /// trimmed nor a partial reference.
-    pub(crate) fn lz4_exact(&self, ino: &Inode, pa: u64, plen: u64, dst: &mut [u8]) -> Result<()> {
+    /// Decodes the whole pcluster at `pa` (leading zero padding skipped), which must give
+    /// exactly `dst.len()` bytes: how fsck.erofs checks an extent that is neither trimmed
+    /// nor a partial reference.
+    pub(crate) fn decode_exact(
+        &self,
+        ino: &Inode,
+        alg: u8,
+        pa: u64,
+        plen: u64,
+        dst: &mut [u8],
+    ) -> Result<()> {
         let src = self.meta(pa, plen)?;
         let skip = src.iter().position(|&b| b != 0).unwrap_or(src.len());
-        match decompress_exact(&src[skip..], dst) {
+        match decompress_exact(alg, &self.dcfg, &src[skip..], dst) {
             Some(n) if n == dst.len() => Ok(()),
             r => Err(Error::corrupt(
                 Structure::CompressedData,
                 format!(
-                    "inode {}: pcluster at byte {pa} does not decode to exactly {} bytes ({})",
+                    "inode {}: {} pcluster at byte {pa} does not decode to exactly {} bytes ({})",
                     ino.nid,
+                    alg_label(alg),
                     dst.len(),
-                    r.map_or("invalid LZ4".into(), |n| format!("{n} bytes"))
+                    r.map_or("invalid data".into(), |n| format!("{n} bytes"))
                 ),
             )
             .with_ino(ino.nid)

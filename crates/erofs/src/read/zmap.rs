@@ -58,8 +58,14 @@ pub(crate) enum Stored {
         plen: u64,
         interlaced: bool,
     },
-    /// LZ4 in `plen` bytes at `pa` (with leading zero padding when `padded`).
-    Lz4 { pa: u64, plen: u64, padded: bool },
+    /// Compressed with algorithm `alg` (`h_algorithmtype`: 0 LZ4, 1 MicroLZMA, 2 DEFLATE,
+    /// 3 Zstandard) in `plen` bytes at `pa` (with leading zero padding when `padded`).
+    Compressed {
+        alg: u8,
+        pa: u64,
+        plen: u64,
+        padded: bool,
+    },
     /// In the packed inode at this offset (the byte of `la`).
     Fragment { off: u64 },
 }
@@ -448,17 +454,18 @@ impl Erofs {
             )
             .with_ino(ino.nid));
         }
-        if alg != 0 {
+        if alg > crate::compress::ALG_ZSTD {
             return Err(Error::incompatible(format!(
-                "inode {}: compression algorithm {} ({alg}; only lz4 is supported)",
-                ino.nid,
-                crate::format::compr_cfgs::alg_name(alg)
+                "inode {}: compression algorithm {alg} (usfs knows lz4, lzma, deflate, zstd)",
+                ino.nid
             )));
         }
-        Ok(Stored::Lz4 {
+        Ok(Stored::Compressed {
+            alg,
             pa,
             plen,
-            padded: self.has_incompat(incompat::ZERO_PADDING),
+            // Every algorithm but LZ4 is always zero padded (mkfs.erofs sets the bit).
+            padded: alg != 0 || self.has_incompat(incompat::ZERO_PADDING),
         })
     }
 

@@ -97,7 +97,8 @@ enum Cmd {
     /// -z), as e2undo does: `usfs undo fsck.e2undo disk.img`.
     Undo(cmd_undo::UndoArgs),
     /// Build an EROFS image from a directory or (`--tar`) a tar stream (mkfs.erofs's
-    /// options; LZ4/LZ4HC with fixed-size output compression).
+    /// options; fixed-size output compression with LZ4/LZ4HC, MicroLZMA, DEFLATE or
+    /// Zstandard).
     #[command(name = "mkfs.erofs")]
     MkfsErofs(cmd_mkfs_erofs::MkfsErofsArgs),
     /// Run a command that sees images at host paths, through an LD_PRELOAD library (no

@@ -16,46 +16,11 @@
 
 mod common;
 
-use common::erofs::noise;
+use common::erofs::{noise, vs_source, ErofsMount};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_testkit::{compare, CmpOptions, TimeGranularity};
-
-/// A file-backed kernel mount (`mount -t erofs IMAGE DIR`), unmounted on drop (also when
-/// the test fails).
-struct ErofsMount {
-    dir: PathBuf,
-}
-
-impl ErofsMount {
-    fn new(image: &Path, dir: &Path) -> ErofsMount {
-        std::fs::create_dir_all(dir).unwrap();
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "erofs", "-o", "ro"])
-                .arg(image)
-                .arg(dir),
-        );
-        ErofsMount {
-            dir: dir.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for ErofsMount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-    }
-}
-
-fn vs_source() -> CmpOptions {
-    CmpOptions {
-        atime: false,
-        ignore_root_attrs: true,
-        ..CmpOptions::default()
-    }
-}
 
 /// The local erofs-utils 1.9.3 tool `rel` (`mkfs/mkfs.erofs`, `fsck/fsck.erofs`), when
 /// built; a visible SKIP line otherwise.

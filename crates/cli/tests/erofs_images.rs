@@ -13,46 +13,11 @@
 
 mod common;
 
-use common::erofs::{gen_tree, noise, usfs_mkfs};
+use common::erofs::{gen_tree, noise, usfs_mkfs, vs_source, ErofsMount};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use usfs_testkit::{compare, CmpOptions};
-
-/// A file-backed kernel mount (`mount -t erofs IMAGE DIR`), unmounted on drop.
-struct ErofsMount {
-    dir: PathBuf,
-}
-
-impl ErofsMount {
-    fn new(image: &Path, dir: &Path) -> ErofsMount {
-        std::fs::create_dir_all(dir).unwrap();
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "erofs", "-o", "ro"])
-                .arg(image)
-                .arg(dir),
-        );
-        ErofsMount {
-            dir: dir.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for ErofsMount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-    }
-}
-
-/// Source comparison: EROFS keeps one time per inode (atime reads as mtime).
-fn vs_source() -> CmpOptions {
-    CmpOptions {
-        atime: false,
-        ignore_root_attrs: true,
-        ..CmpOptions::default()
-    }
-}
 
 fn exact() -> CmpOptions {
     CmpOptions {

@@ -18,17 +18,6 @@ fn debugfs(img: &Path, cmd: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into()
 }
 
-fn e2fsck(img: &Path, opts: &str) -> i32 {
-    Command::new("e2fsck")
-        .arg(opts)
-        .arg(img)
-        .output()
-        .unwrap()
-        .status
-        .code()
-        .unwrap()
-}
-
 /// `usfs ls -R` of the image: every path, for comparing trees.
 fn listing(img: &Path) -> Vec<String> {
     let out = Command::new(usfs())
@@ -70,10 +59,10 @@ fn check(opts: &str, at: u64, byte: u8) {
         Some(&src),
     );
     poke_dir(&img, at, byte);
-    assert_eq!(e2fsck(&img, "-fn"), 4, "the image is damaged");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 4, "the image is damaged");
     let theirs = s.path("e2fsck.img");
     std::fs::copy(&img, &theirs).unwrap();
-    assert_eq!(e2fsck(&theirs, "-fy"), 1);
+    assert_eq!(e2fsck_exit(&theirs, "-fy"), 1);
     let out = Command::new(usfs())
         .args(["fsck", "-fy"])
         .arg(&img)
@@ -81,7 +70,11 @@ fn check(opts: &str, at: u64, byte: u8) {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert_eq!(e2fsck(&img, "-fn"), 0, "e2fsck after usfs's repair: {text}");
+    assert_eq!(
+        e2fsck_exit(&img, "-fn"),
+        0,
+        "e2fsck after usfs's repair: {text}"
+    );
     assert_eq!(
         listing(&img),
         listing(&theirs),

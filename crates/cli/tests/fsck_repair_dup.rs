@@ -69,24 +69,13 @@ fn cat(img: &Path, path: &str) -> Vec<u8> {
     out.stdout
 }
 
-fn e2fsck(img: &Path, opts: &str) -> i32 {
-    Command::new("e2fsck")
-        .arg(opts)
-        .arg(img)
-        .output()
-        .unwrap()
-        .status
-        .code()
-        .unwrap()
-}
-
 fn check(fstype: &str) {
     let s = Scratch::new(&format!("fsck-dup-{fstype}"));
     let img = shared_image(&s, fstype);
-    assert_eq!(e2fsck(&img, "-fn"), 4, "the image is damaged");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 4, "the image is damaged");
     let theirs = s.path("e2fsck.img");
     std::fs::copy(&img, &theirs).unwrap();
-    assert_eq!(e2fsck(&theirs, "-fy"), 1);
+    assert_eq!(e2fsck_exit(&theirs, "-fy"), 1);
     let out = Command::new(usfs())
         .args(["fsck", "-fy"])
         .arg(&img)
@@ -95,7 +84,11 @@ fn check(fstype: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("Multiply-claimed"), "{text}");
-    assert_eq!(e2fsck(&img, "-fn"), 0, "e2fsck after usfs's repair: {text}");
+    assert_eq!(
+        e2fsck_exit(&img, "-fn"),
+        0,
+        "e2fsck after usfs's repair: {text}"
+    );
     for f in ["/a", "/b", "/c", "/d"] {
         assert!(
             cat(&img, f) == cat(&theirs, f),

@@ -10,34 +10,12 @@
 
 mod common;
 
-use common::erofs::{fsck_erofs_finds_damage, oracle_reads};
+use common::erofs::{fsck_erofs_finds_damage, oracle_reads, ErofsMount};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use usfs_testkit::{compare, CmpOptions};
-
-/// A file-backed kernel mount, unmounted on drop (also when the test fails).
-struct ErofsMount(PathBuf);
-
-impl ErofsMount {
-    fn new(image: &Path, dir: &Path) -> ErofsMount {
-        std::fs::create_dir_all(dir).unwrap();
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "erofs", "-o", "ro"])
-                .arg(image)
-                .arg(dir),
-        );
-        ErofsMount(dir.to_path_buf())
-    }
-}
-
-impl Drop for ErofsMount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
 
 /// Everything compared, times to the nanosecond (EROFS has no atime of its own).
 fn cmp_opts() -> CmpOptions {
@@ -136,7 +114,7 @@ fn check(img: &Path, expected: &Path, s: &Scratch, test: &str, args: &[&str]) {
     run_ok(Command::new(usfs()).arg("export").arg(img).arg(&out));
     {
         let m = ErofsMount::new(img, &s.path("mnt"));
-        if let Err(d) = compare(expected, &m.0, &cmp_opts()) {
+        if let Err(d) = compare(expected, &m.dir, &cmp_opts()) {
             panic!("{test}: kernel mount differs from tar's extraction: {d}");
         }
     }
@@ -320,12 +298,12 @@ fn container_layer_whiteouts_as_mkfs_erofs_193() {
         let m = ErofsMount::new(&img, &s.path("mnt"));
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
         for wh in ["etc/gone", "usr/bin"] {
-            let md = std::fs::symlink_metadata(m.0.join(wh)).unwrap();
+            let md = std::fs::symlink_metadata(m.dir.join(wh)).unwrap();
             assert!(md.file_type().is_char_device() && md.rdev() == 0, "{wh}");
         }
-        assert!(!m.0.join("etc/.wh.gone").exists());
-        assert!(!m.0.join("etc/opq/.wh..wh..opq").exists());
-        let opq = usfs_source::xattr::value(&m.0.join("etc/opq"), b"trusted.overlay.opaque");
+        assert!(!m.dir.join("etc/.wh.gone").exists());
+        assert!(!m.dir.join("etc/opq/.wh..wh..opq").exists());
+        let opq = usfs_source::xattr::value(&m.dir.join("etc/opq"), b"trusted.overlay.opaque");
         assert_eq!(opq.unwrap(), b"y");
     }
     // A tar without directory entries (implied directories, the root made at build
@@ -388,7 +366,7 @@ fn container_layer_whiteouts_as_mkfs_erofs_193() {
         );
         let a = ErofsMount::new(&theirs, &s.path("mnt-193"));
         let b = ErofsMount::new(&ours, &s.path("mnt-usfs"));
-        match compare(&a.0, &b.0, cmp) {
+        match compare(&a.dir, &b.dir, cmp) {
             Ok(st) => eprintln!("{test}-{name}: usfs vs mkfs.erofs 1.9.3: {st}"),
             Err(d) => panic!("{test}-{name}: usfs's image differs from mkfs.erofs 1.9.3's: {d}"),
         }
@@ -490,10 +468,10 @@ fn dotdot_and_whiteout_only_archives() {
     mkfs_tar(&img, &tar, &["--tar"], false);
     {
         let m = ErofsMount::new(&img, &s.path("mnt"));
-        assert_eq!(std::fs::read(m.0.join("escape")).unwrap(), b"e");
-        assert_eq!(std::fs::read(m.0.join("b")).unwrap(), b"b");
-        assert_eq!(std::fs::read(m.0.join("c/d")).unwrap(), b"d");
-        assert!(m.0.join("a").is_dir());
+        assert_eq!(std::fs::read(m.dir.join("escape")).unwrap(), b"e");
+        assert_eq!(std::fs::read(m.dir.join("b")).unwrap(), b"b");
+        assert_eq!(std::fs::read(m.dir.join("c/d")).unwrap(), b"d");
+        assert!(m.dir.join("a").is_dir());
     }
     assert!(!s.path("escape").exists() && !s.0.parent().unwrap().join("escape").exists());
     // A layer of whiteouts only.
@@ -507,7 +485,7 @@ fn dotdot_and_whiteout_only_archives() {
     let m = ErofsMount::new(&img, &s.path("mnt"));
     use std::os::unix::fs::FileTypeExt;
     for n in ["x", "y"] {
-        assert!(std::fs::symlink_metadata(m.0.join(n))
+        assert!(std::fs::symlink_metadata(m.dir.join(n))
             .unwrap()
             .file_type()
             .is_char_device());
@@ -536,7 +514,7 @@ fn pax_sparse_versions() {
         // No entry for the root or d: compare the files.
         if let Err(d) = compare(
             &x.join("d"),
-            &m.0.join("d"),
+            &m.dir.join("d"),
             &CmpOptions {
                 ignore_root_attrs: true,
                 ..cmp_opts()
@@ -544,29 +522,6 @@ fn pax_sparse_versions() {
         ) {
             panic!("{test} {v}: {d}");
         }
-    }
-}
-
-/// A read-only loop mount of an ext4 image, unmounted (and the loop device let go) on
-/// drop.
-struct LoopMount(PathBuf);
-
-impl LoopMount {
-    fn new(image: &Path, dir: &Path) -> LoopMount {
-        std::fs::create_dir_all(dir).unwrap();
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "ext4", "-o", "ro,loop"])
-                .arg(image)
-                .arg(dir),
-        );
-        LoopMount(dir.to_path_buf())
-    }
-}
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-d").arg(&self.0).status();
     }
 }
 
@@ -594,12 +549,12 @@ fn mkfs_ext4_from_a_tar() {
             .arg("32M"),
     );
     run_ok(Command::new("e2fsck").arg("-fn").arg(&img));
-    let m = LoopMount::new(&img, &s.path("mnt"));
+    let m = Mount::new(&img, &s.path("mnt"), "ext4", "ro");
     let opts = CmpOptions {
         ignore: vec!["lost+found".into()],
         ..cmp_opts()
     };
-    match compare(&x, &m.0, &opts) {
+    match compare(&x, &m.dir, &opts) {
         Ok(st) => eprintln!("{test}: kernel ext4 mount vs extraction: {st}"),
         Err(d) => panic!("{test}: mkfs.ext4 -d TAR differs from tar's extraction: {d}"),
     }

@@ -126,3 +126,41 @@ pub(crate) fn noise(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A file-backed kernel mount of an EROFS image (`mount -t erofs -o ro IMAGE DIR`),
+/// unmounted on drop (also when the test fails).
+pub(crate) struct ErofsMount {
+    /// The mount point.
+    pub dir: PathBuf,
+}
+
+impl ErofsMount {
+    pub(crate) fn new(image: &Path, dir: &Path) -> ErofsMount {
+        std::fs::create_dir_all(dir).unwrap();
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "erofs", "-o", "ro"])
+                .arg(image)
+                .arg(dir),
+        );
+        ErofsMount {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for ErofsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+/// Comparison of an image's tree with its source: EROFS keeps one time per inode (atime
+/// reads as mtime), and the root's attributes are the builder's.
+pub(crate) fn vs_source() -> usfs_testkit::CmpOptions {
+    usfs_testkit::CmpOptions {
+        atime: false,
+        ignore_root_attrs: true,
+        ..usfs_testkit::CmpOptions::default()
+    }
+}

@@ -245,3 +245,15 @@ pub(crate) fn e2fsprogs_images(dir: &Path) -> impl Iterator<Item = (String, Path
         out.status.success().then_some((name, case, out.stdout))
     })
 }
+
+/// The exit status of `e2fsck OPTS IMAGE` (output discarded).
+pub(crate) fn e2fsck_exit(img: &Path, opts: &str) -> i32 {
+    Command::new("e2fsck")
+        .arg(opts)
+        .arg(img)
+        .output()
+        .unwrap()
+        .status
+        .code()
+        .unwrap_or(-1)
+}

@@ -23,8 +23,6 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
     ("f_badorphan", "a corrupt orphan list is not cleared (its inodes are left to pass 1)"),
     ("f_big_sparse", "a revision 0 file system with feature flags and a missing LARGE_FILE flag are not checked"),
     ("f_ea_inode", "i_blocks of inodes with xattr values in ea_inodes is counted as e2fsck does not (the fix sets the checker's count)"),
-    ("f_ea_checks", "i_blocks of a device file is not checked once its xattr block is cleared (a device file has no blocks of its own)"),
-    ("f_filetype", "immutable or append-only flags on special files are not checked"),
     ("f_imagic", "the imagic flag is not checked"),
     ("f_itable_collision", "in-use inodes left from a corrupted orphan list (e2fsck's PR_1_ORPHAN_LIST_REFUGEES) are not checked"),
     ("f_mke2fs2b", "a root inode with dtime set (old mke2fs) is not checked"),
@@ -98,6 +96,16 @@ const REPAIRED: &[&str] = &[
     "f_holedir",
     "f_holedir3",
     "f_rebuild_csum_rootdir",
+    "f_badinode",
+    "f_badsymlinks",
+    "f_clear_xattr",
+    "f_dir_bad_mode",
+    "f_fast_symlink_extents",
+    "f_inlinedir_detector",
+    "f_invalid_extent_symlink",
+    "f_orphan_dotdot_ft",
+    "f_ea_checks",
+    "f_filetype",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

@@ -85,7 +85,8 @@ pub(crate) fn walk_indirect(
     w.walk = scratch;
 }
 
-fn map_ctx(ctx: &Ctx, ino: u32, generation: u32) -> MapCtx {
+/// The walkers' view of inode `ino` (generation `generation`) on this file system.
+pub(crate) fn map_ctx(ctx: &Ctx, ino: u32, generation: u32) -> MapCtx {
     MapCtx {
         ino,
         generation,

@@ -33,6 +33,7 @@ mod plan;
 pub mod problem;
 pub mod repair;
 pub(crate) mod sched;
+mod special;
 pub(crate) mod state;
 mod summary;
 

@@ -147,6 +147,11 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     if ino == 2 && ft != FileType::Directory {
         w.report(Problem::new(Code::ReservedInode, "Root inode is not a directory").ino(ino));
     }
+    let ft = if reserved {
+        ft
+    } else {
+        crate::special::check(ctx, w, ino, ft, links)
+    };
     if dtime != 0 && !reserved && links != 0 {
         w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
     }
@@ -161,6 +166,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         );
     }
     let f = &geo.features;
+    check_high_fields(ctx, w, ino);
     if iflags & flags::INDEX != 0 && (ft != FileType::Directory || !f.has_compat(compat::DIR_INDEX))
     {
         w.report(
@@ -215,6 +221,29 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         return;
     }
     check_inode_blocks(ctx, w, ino, ft);
+}
+
+/// Fields of inode `ino` (in `w.inode`) only a feature gives meaning: i_blocks_hi without
+/// huge_file and i_file_acl_hi without 64bit must be zero (e2fsck marks the inode bad in
+/// pass 1 and clears them in pass 2).
+fn check_high_fields(ctx: &Ctx, w: &mut Worker, ino: u32) {
+    let f = &ctx.geo.features;
+    let blocks_hi = w.inode.l_i_blocks_high();
+    if blocks_hi != 0 && !f.has_ro_compat(ro_compat::HUGE_FILE) {
+        w.report(
+            Problem::new(Code::BlocksHi, format!("for inode {ino} is {blocks_hi}"))
+                .ino(ino)
+                .values(blocks_hi as u64, 0),
+        );
+    }
+    let acl_hi = w.inode.l_i_file_acl_high();
+    if acl_hi != 0 && !f.has_incompat(incompat::BIT64) {
+        w.report(
+            Problem::new(Code::FileAclHi, format!("for inode {ino} is {acl_hi}"))
+                .ino(ino)
+                .values(acl_hi as u64, 0),
+        );
+    }
 }
 
 fn inode_checksum_ok(rec: &[u8], seed: u32, ino: u32, isz: usize) -> bool {
@@ -290,8 +319,6 @@ struct BlockFacts {
     is_dir: bool,
     /// The data is inline (INLINE_DATA_FL).
     inline: bool,
-    /// A symlink whose target lives in i_block.
-    fast_symlink: bool,
     /// The inode maps blocks (extents or a block map) to walk.
     has_blocks: bool,
 }
@@ -304,19 +331,7 @@ impl BlockFacts {
         let huge = geo.features.has_ro_compat(ro_compat::HUGE_FILE);
         let stored_blocks = inode.blocks_512(huge, geo.block_size);
         let inline = iflags & flags::INLINE_DATA != 0;
-        let fast_symlink = ft == FileType::Symlink && !inline && {
-            let ea_blocks = if file_acl != 0 {
-                geo.block_size as u64 / 512
-            } else {
-                0
-            };
-            stored_blocks.saturating_sub(ea_blocks) == 0
-        };
-        let has_blocks = matches!(
-            ft,
-            FileType::Regular | FileType::Directory | FileType::Symlink
-        ) && !inline
-            && !fast_symlink;
+        let has_blocks = !inline && crate::special::has_valid_blocks(inode, ft);
         BlockFacts {
             ino,
             ft,
@@ -328,7 +343,6 @@ impl BlockFacts {
             stored_blocks,
             is_dir: ft == FileType::Directory,
             inline,
-            fast_symlink,
             has_blocks,
         }
     }
@@ -372,23 +386,16 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     }
 }
 
-/// Walks the inode's extent tree or block map into `claim`; or, for a fast symlink,
-/// checks the target in i_block.
+/// Walks the inode's extent tree or block map into `claim` (a fast symlink's target
+/// was checked with its type, in `special`).
 fn walk_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &mut Claim) {
-    let (ino, size, i_block) = (f.ino, f.size, &f.i_block);
+    let (ino, i_block) = (f.ino, &f.i_block);
     if f.has_blocks {
         if f.iflags & flags::EXTENTS != 0 {
             walk_extents(ctx, w, ino, f.generation, i_block, true, claim);
         } else {
             walk_indirect(ctx, w, ino, i_block, true, claim);
         }
-    } else if f.fast_symlink
-        && (size == 0
-            || size >= 60
-            || i_block[..size as usize].contains(&0)
-            || f.iflags & flags::EXTENTS != 0)
-    {
-        w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
     }
 }
 
@@ -424,7 +431,7 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
     }
     let counted = claim.blocks * (geo.block_size as u64 / 512);
     let (ino, stored) = (f.ino, f.stored_blocks);
-    if (f.has_blocks || f.file_acl != 0) && counted != stored {
+    if counted != stored {
         w.report(
             Problem::new(
                 Code::BadIBlocks,

@@ -180,6 +180,22 @@ problems! {
     /// A bitmap is on the bad-blocks list.
     BadBlocksMetadata = 0x01_0017, P1, Error, Relocate, "{}";
 
+    /// A device file, FIFO or socket whose data is a directory's (e2fsck's
+    /// PR_1_TREAT_AS_DIRECTORY): its mode becomes a directory's.
+    TreatAsDirectory = 0x01_0019, P1, Error, SetField, "Inode {} but it looks like it is really a directory";
+    /// A device file, FIFO or socket with the extents or inline-data flag (cleared).
+    SpecialFlags = 0x01_001A, P1, Error, SetField, "Special (device/socket/fifo) file (inode {}) has extents or inline-data flag set";
+    /// A device file, FIFO, socket or symlink with the immutable or append-only flag
+    /// (cleared).
+    SpecialImmutable = 0x01_001B, P1, Error, SetField, "Special (device/socket/fifo/symlink) file (inode {}) has immutable or append-only flag set";
+    /// A device file, FIFO or socket with a size (set to 0).
+    SpecialSize = 0x01_001C, P1, Error, SetField, "Special (device/socket/fifo) inode {} has non-zero size";
+    /// A fast symlink with the extents flag (cleared).
+    FastSymlinkExtents = 0x01_001E, P1, Error, SetField, "Fast symlink {} has EXTENT_FL set";
+    /// A device file, FIFO or socket whose i_block or flags no such file has (e2fsck's
+    /// PR_2_BAD_CHAR_DEV and kin): cleared, with the entries naming it.
+    BadSpecial = 0x01_001D, P1, Error, ClearInode, "Inode {}";
+
     /// Blocks claimed by more than one inode.
     MultiplyClaimed = 0x11_0001, P1B, Error, CloneBlocks, "Multiply-claimed block(s) in inode {}";
 
@@ -217,6 +233,10 @@ problems! {
     DirInodeUninitGroup = 0x02_0012, P2, Error, SetField, "Entry {}";
     /// An inode's obsolete fragment address (i_faddr) is not zero.
     InodeFaddr = 0x02_0013, P2, Error, SetField, "i_faddr {}, should be zero";
+    /// i_blocks_hi is set but the huge_file feature is off.
+    BlocksHi = 0x02_0014, P2, Error, SetField, "i_blocks_hi {}, should be zero";
+    /// i_file_acl_hi is set but the 64bit feature is off.
+    FileAclHi = 0x02_0015, P2, Error, SetField, "i_file_acl_hi {}, should be zero";
     /// A hole in a directory.
     /// (Its values: the hole's first logical block, and the block after its end.)
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";

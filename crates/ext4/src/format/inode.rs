@@ -22,6 +22,10 @@ pub const JOURNAL_INO: u32 = 8;
 
 /// `i_flags` bits.
 pub mod flags {
+    /// Immutable file.
+    pub const IMMUTABLE: u32 = 0x10;
+    /// Writes may only append.
+    pub const APPEND: u32 = 0x20;
     /// Directory uses hashed (htree) indexing.
     pub const INDEX: u32 = 0x1000;
     /// Encrypted inode.

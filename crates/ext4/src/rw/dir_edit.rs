@@ -283,6 +283,21 @@ impl<'a> DirEdit<'a> {
         self.write_leaf(pblk, buf)
     }
 
+    /// Sets the file type byte of the entry at byte `off` of logical block `lblk` to
+    /// `ft` (a checker's fix, the entry named by place as in [`Self::remove_at`]).
+    pub fn set_type_at(&mut self, lblk: u64, off: usize, ft: u8) -> Result<()> {
+        let (pblk, mut buf) = self.read_raw(lblk)?;
+        let usable = self.fmt.usable();
+        let found = dirent::Dirents::lenient(&buf[..usable], self.fmt.bs, self.fmt.has_ft)
+            .map_while(|e| e.ok())
+            .any(|e| e.off == off);
+        if !found || !self.fmt.has_ft {
+            return Err(self.corrupt(lblk, format!("no typed entry at offset {off}")));
+        }
+        buf[off + 7] = ft;
+        self.write_leaf(pblk, buf)
+    }
+
     /// Does the directory hold nothing but `.` and `..`?
     pub fn is_empty(&mut self) -> Result<bool> {
         let indexed = self.indexed();

@@ -121,6 +121,14 @@ impl Volume {
         self.put_inode(&mut d)
     }
 
+    /// Sets the file type of the entry at byte `off` of logical block `lblk` of
+    /// directory `dir` to `ft` (a dirent file type code; a checker's fix).
+    pub fn set_entry_type(&mut self, dir: u32, lblk: u64, off: usize, ft: u8) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.set_type_at(lblk, off, ft))?;
+        self.put_inode(&mut d)
+    }
+
     /// Turns on read-only-compatible feature `flag` (e2fsck's fix of a file system that
     /// uses it without saying so, e.g. dir_nlink).
     pub fn add_ro_compat(&mut self, flag: u32) {

@@ -2,9 +2,9 @@
 //! offset): an entry naming an inode that is out of range, unused or stored in a bad
 //! block, or naming the root (other than `..` of a top directory), is removed, as
 //! e2fsck clears it; a block whose chain of entries is broken is salvaged as e2fsck does;
-//! a first block whose first entries are not `.` and `..` gets them. (A wrong file type is not fixed yet: e2fsck
-//! decides first whether the inode's mode is the wrong one, e.g. a "socket" whose blocks
-//! hold a directory, which the checker does not look for yet.)
+//! a first block whose first entries are not `.` and `..` gets them; a wrong file type is
+//! set to the inode's (pass 1 has decided by then whether the inode's mode was the wrong
+//! one, e.g. a "socket" whose blocks hold a directory).
 
 use crate::problem::{Code, Problem};
 use usfs_ext4::rw::Volume;
@@ -31,6 +31,11 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         | Code::DirEntryToRoot => v.remove_entry(dir, lblk, off),
         // e2fsck's salvage of the block: what it keeps is checked in the next round.
         Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk),
+        // The type the entry's inode has (e2fsck's check_filetype).
+        Code::DirBadFileType => {
+            let ft = p.expected.ok_or(usfs_fs::Error::Invalid)? as u8;
+            v.set_entry_type(dir, lblk, off, ft)
+        }
         _ => Ok(()),
     }
 }

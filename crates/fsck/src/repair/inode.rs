@@ -3,6 +3,7 @@
 
 use crate::problem::{Code, Problem};
 use std::collections::{HashMap, HashSet};
+use usfs_ext4::format::inode::flags;
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
 
@@ -48,6 +49,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         }
         Code::InodeDtimeSet => v.repair_inode(ino, |r| r.set_i_dtime(0)),
         Code::InodeFaddr => v.repair_inode(ino, |r| r.set_i_obso_faddr(0)),
+        Code::BlocksHi => v.repair_inode(ino, |r| r.set_l_i_blocks_high(0)),
+        Code::FileAclHi => v.repair_inode(ino, |r| r.set_l_i_file_acl_high(0)),
         Code::InodeZeroDtime => v.repair_inode(ino, |r| r.set_i_dtime(now)),
         // Rewritten as it is: its checksum is set on the way.
         Code::InodeChecksum => v.repair_inode(ino, |_| {}),
@@ -55,7 +58,22 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).
         Code::DirHole => v.fix_dir_hole(ino, p.found.ok_or(Error::Invalid)?, needs_value()?),
-        Code::InodeBadMode => v.repair_inode(ino, |r| {
+        // e2fsck's check_is_really_dir: the file type bits become a directory's.
+        Code::TreatAsDirectory => {
+            let mode = needs_value()? as u16;
+            v.repair_inode(ino, |r| r.set_i_mode(mode))
+        }
+        Code::SpecialFlags => v.repair_inode(ino, |r| {
+            r.set_i_flags(r.i_flags() & !(flags::EXTENTS | flags::INLINE_DATA))
+        }),
+        Code::FastSymlinkExtents => {
+            v.repair_inode(ino, |r| r.set_i_flags(r.i_flags() & !flags::EXTENTS))
+        }
+        Code::SpecialImmutable => v.repair_inode(ino, |r| {
+            r.set_i_flags(r.i_flags() & !(flags::IMMUTABLE | flags::APPEND))
+        }),
+        Code::SpecialSize => v.repair_inode(ino, |r| r.set_size(0)),
+        Code::InodeBadMode | Code::BadSpecial | Code::BadSymlink => v.repair_inode(ino, |r| {
             r.set_i_links_count(0);
             r.set_i_dtime(now);
         }),

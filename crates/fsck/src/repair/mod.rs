@@ -105,7 +105,10 @@ fn fix_of(code: Code) -> Option<bool> {
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
         DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
-        BadExtraIsize => true,
+        BadExtraIsize | SpecialSize | FileAclHi => true,
+        BlocksHi => false,
+        TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
+        | BadSymlink | DirBadFileType => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
         | DirBadDotDot | HtreeBad => false,
         _ => return None,

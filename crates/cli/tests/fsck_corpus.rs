@@ -126,22 +126,6 @@ struct Known {
 /// else is a bug.
 const KNOWN_DISAGREEMENTS: &[Known] = &[
     Known {
-        kind: "file_acl_bogus",
-        base: "*",
-        when: |o| {
-            o.desc.contains(" (l) ")
-                && o.u_problems.iter().any(|p| p.contains(" BadSymlink]"))
-                && o.e_out.contains("has an incorrect filetype")
-        },
-        reason: "a slow symlink of one block given a bogus i_file_acl: usfs decides a symlink \
-                 is fast as the kernel's ext4_inode_is_fast_symlink does (i_blocks less the \
-                 xattr block is 0), so it finds a 61-byte fast symlink, reports it invalid and \
-                 its data block unowned (pass 5); e2fsck 1.47 keeps the symlink as a slow one \
-                 with its block and reports only the xattr block and, in pass 2, the file \
-                 type. Which inode the corpus picks depends on the kernel's placement, so this \
-                 shows up in some runs only",
-    },
-    Known {
         kind: "raw_block_bitmap",
         base: "*",
         when: |o| o.e_exit == Some(0) && o.desc.contains("metadata of BLOCK_UNINIT group"),
@@ -185,14 +169,6 @@ const KNOWN_DISAGREEMENTS: &[Known] = &[
     },
     // Gaps of the checker not closed yet (check mode, first version): listed so the suite
     // stays a regression test; each is work to do, not an e2fsck quirk.
-    Known {
-        kind: "link_dir_extra",
-        base: "*",
-        when: |o| o.u_problems.iter().any(|p| p.contains(" DirLinkToDir]")),
-        reason: "usfs reports a second name of a directory in pass 2 and then finds the tree \
-                 connected; e2fsck also reports it in pass 3 (it disconnects the extra link \
-                 first). Not yet modelled",
-    },
     Known {
         kind: "raw_xattr_block",
         base: "*",

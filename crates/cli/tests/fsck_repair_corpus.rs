@@ -106,6 +106,15 @@ const REPAIRED: &[&str] = &[
     "f_orphan_dotdot_ft",
     "f_ea_checks",
     "f_filetype",
+    "f_baddir",
+    "f_dirlink",
+    "f_dupfsblks",
+    "f_emptydir",
+    "f_hugedir_blocks",
+    "f_lotsbad",
+    "f_resize_inode_meta_bg",
+    "f_toobig_extent_dir",
+    "f_uninit_dir",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

@@ -2,7 +2,7 @@
 //! queues); [`Worker`] is one thread's own state (buffers, problems found, counters,
 //! intermediate results), merged only at the end: pFSCK's per-thread contexts.
 
-use crate::problem::Problem;
+use crate::problem::{EntryAt, Problem};
 use crate::sched::Queues;
 use crate::state::Shared;
 use std::collections::HashMap;
@@ -29,6 +29,25 @@ pub(crate) struct DirBlock {
     /// The hash its names use (from its root block; indexed directories only), for the
     /// htree certification of leaf blocks.
     pub hash: Option<HashVersion>,
+}
+
+/// An entry naming a directory, as pass 3 weighs it: the first such entry in e2fsck's
+/// pass-2 order makes its directory the parent, every later one is a hard link to a
+/// directory. The order (of the derived `Ord`, after `child`): first blocks of
+/// directories before the others, then by physical block, directory, logical block and
+/// offset (e2fsck sorts its directory blocks so).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SubdirEntry {
+    /// The directory named.
+    pub child: u32,
+    /// The entry is not in a first block.
+    pub later_block: bool,
+    /// The physical block holding the entry.
+    pub pblk: u64,
+    /// The directory holding the entry.
+    pub dir: u32,
+    /// Where in it.
+    pub at: EntryAt,
 }
 
 /// Read-only context shared by all threads.
@@ -127,8 +146,8 @@ pub(crate) struct Worker {
     pub xattr_refs: HashMap<u64, u32>,
     /// (directory, its `..` entry), from pass 2.
     pub dotdots: Vec<(u32, u32)>,
-    /// (directory, a directory holding an entry for it), from pass 2.
-    pub parents: Vec<(u32, u32)>,
+    /// Entries naming directories, from pass 2.
+    pub parents: Vec<SubdirEntry>,
     /// Directory blocks whose entries named inodes pass 1 had not reached yet: their
     /// reference checks run after pass 1 (deferred certification).
     pub revisit: Vec<DirBlock>,

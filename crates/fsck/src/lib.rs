@@ -19,6 +19,7 @@ pub(crate) mod badblocks;
 pub(crate) mod blocks;
 pub(crate) mod ctx;
 pub(crate) mod dirio;
+mod dirmap;
 pub(crate) mod htree;
 mod merge;
 mod pass0;

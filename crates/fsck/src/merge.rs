@@ -32,8 +32,8 @@ struct Joined {
     xattr_refs: HashMap<u64, u32>,
     /// (directory, its `..` entry).
     dotdots: Vec<(u32, u32)>,
-    /// (directory, a directory holding an entry for it).
-    parents: Vec<(u32, u32)>,
+    /// Entries naming directories.
+    parents: Vec<crate::ctx::SubdirEntry>,
     /// `/lost+found`, if a worker saw it.
     lost_found: Option<u32>,
     /// (inode, i_links_count) of inodes with many links.

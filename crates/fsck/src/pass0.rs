@@ -113,6 +113,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
         out.extend(check_journal(ctx));
     }
     out.extend(check_quota_inodes(ctx));
+    out.extend(check_resize_feature(ctx));
     if ctx.fs.superblock().s_last_orphan() != 0 {
         out.push(Problem::new(
             Code::OrphanList,
@@ -131,6 +132,42 @@ pub(crate) fn metadata_blocks_of_group(ctx: &Ctx, g: u32) -> Vec<u64> {
         .group_base_meta(g, ctx.fs.superblock().s_reserved_gdt_blocks() as u32)
 }
 
+/// e2fsck's check_resize_inode, its first part: resize_inode may not go with meta_bg;
+/// without it the reserved GDT block count and the resize inode's map are zero.
+fn check_resize_feature(ctx: &Ctx) -> Vec<Problem> {
+    let (sb, f) = (ctx.fs.superblock(), &ctx.geo.features);
+    if f.has_compat(compat::RESIZE_INODE) {
+        if f.has_incompat(usfs_ext4::format::features::incompat::META_BG) {
+            return vec![Problem::new(Code::ResizeInodeMetaBg, "")];
+        }
+        return Vec::new();
+    }
+    let mapped = ctx
+        .fs
+        .read_inode_raw(7)
+        .is_ok_and(|r| r.i_block().iter().any(|&b| b != 0));
+    let mut out = Vec::new();
+    if sb.s_reserved_gdt_blocks() != 0 {
+        out.push(Problem::new(
+            Code::ResizeInodeNotClear,
+            format!(
+                "Filesystem does not have resize_inode enabled, but s_reserved_gdt_blocks is {}; should be zero",
+                sb.s_reserved_gdt_blocks()
+            ),
+        ));
+    }
+    if mapped {
+        out.push(
+            Problem::new(
+                Code::ResizeInodeNotClear,
+                "Resize_inode not enabled, but the resize inode is non-zero",
+            )
+            .ino(7),
+        );
+    }
+    out
+}
+
 /// The superblock's quota inode numbers: a reserved inode other than the quota ones (3
 /// and 4), or a number past the inode count, is invalid (e2fsck's rule).
 fn check_quota_inodes(ctx: &Ctx) -> Vec<Problem> {
@@ -144,12 +181,15 @@ fn check_quota_inodes(ctx: &Ctx) -> Vec<Problem> {
         ("project", sb.s_prj_quota_inum()),
     ]
     .into_iter()
-    .filter(|&(_, ino)| invalid(ino))
-    .map(|(what, ino)| {
+    .enumerate()
+    .filter(|&(_, (_, ino))| invalid(ino))
+    .map(|(kind, (what, ino))| {
+        // (found: the quota type, 0 user, 1 group, 2 project; the fix sets it to 0.)
         Problem::new(
             Code::QuotaInode,
             format!("Invalid {what} quota inode {ino}"),
         )
+        .values(kind as u64, 0)
     })
     .collect()
 }

@@ -197,6 +197,11 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
             .ino(ino),
         );
     }
+    if ft == FileType::Directory && crate::dirmap::zero_length(ctx, &w.inode) {
+        // Cleared by the fix: left unused, so entries naming it go in the same round.
+        w.report(Problem::new(Code::ZeroLengthDir, ino.to_string()).ino(ino));
+        return;
+    }
     if !ctx.shared.set_inode(ino, InodeKind::Used(ft), links) {
         w.links.push((ino, links));
     }
@@ -268,10 +273,27 @@ struct Claim<'a> {
     /// The inode is block-mapped: its indirect blocks take part in the contiguity check
     /// (e2fsck reports them in pre-order with the data blocks); extent tree blocks do not.
     indirect: bool,
+    /// A directory's first logical block past e2fsck's size limit (u64::MAX: none).
+    dir_end: u64,
+    /// The first directory block found at or past `dir_end`.
+    too_big: Option<u64>,
+    /// The first directory block in an uninitialized extent.
+    dir_uninit: Option<u64>,
 }
 
 impl Visit for Claim<'_> {
     fn block(&mut self, pblk: u64, kind: BlockKind) {
+        if let (BlockKind::Data { lblk, init }, Some(_)) = (kind, &self.dir) {
+            // A directory block past e2fsck's limit is cleared, not claimed; an
+            // uninitialized one is a directory block all the same.
+            if lblk >= self.dir_end {
+                self.too_big.get_or_insert(lblk);
+                return;
+            }
+            if !init {
+                self.dir_uninit.get_or_insert(lblk);
+            }
+        }
         self.ctx.shared.claim_block(pblk);
         self.blocks += 1;
         if let BlockKind::Data { lblk, init } = kind {
@@ -362,6 +384,9 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         last_init_lblk: None,
         dir: f.is_dir.then(Vec::new),
         indirect: f.iflags & flags::EXTENTS == 0,
+        dir_end: crate::dirmap::end(ctx, &w.inode, f.is_dir),
+        too_big: None,
+        dir_uninit: None,
     };
     // Inline data and xattrs first (they borrow the inode view).
     let ibody = check_in_inode_xattrs(ctx, w, ino);
@@ -375,6 +400,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
             .ino(ino),
         );
     }
+    crate::dirmap::report(w, ino, claim.dir_end, claim.too_big, claim.dir_uninit);
     claim.blocks += ibody.ea_blocks;
     check_file_acl(ctx, w, &mut f, &mut claim);
     check_block_count(ctx, w, &f, &claim);
@@ -517,6 +543,14 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
         let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
         w.htree_dirs
             .push((ino, nblocks.min(u32::MAX as u64) as u32));
+    }
+    if blocks.is_empty() && f.iflags & flags::EXTENTS == 0 {
+        // e2fsck always visits block 0 of a block-mapped directory.
+        w.report(
+            Problem::new(Code::DirHole, format!("{ino} (block #0)"))
+                .ino(ino)
+                .values(0, 1),
+        );
     }
     let mut expect = 0u64;
     for (lblk, pblk) in blocks {

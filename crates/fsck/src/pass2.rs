@@ -5,7 +5,7 @@
 //! inode's group, otherwise the block is revisited after pass 1 (deferred certification,
 //! in-order commit).
 
-use crate::ctx::{Ctx, DirBlock, Worker};
+use crate::ctx::{Ctx, DirBlock, SubdirEntry, Worker};
 use crate::dirio;
 use crate::htree::HtreeFact;
 use crate::problem::{Code, EntryAt, Problem};
@@ -314,7 +314,11 @@ impl<'a> EntryWalk<'a> {
         }
         if self.report {
             if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-                w.report(Problem::new(Code::DirBadName, shown()).ino(b.dir));
+                w.report(
+                    Problem::new(Code::DirBadName, shown())
+                        .ino(b.dir)
+                        .at_entry(at),
+                );
             }
             // A `.` or `..` past the first two entries is a duplicate too.
             if name == b"." || name == b".." || !self.names.insert(name) {
@@ -362,7 +366,7 @@ impl<'a> EntryWalk<'a> {
             };
             match hidden {
                 Some(area) => hidden_reference(w, self.b.dir, ino, (name, at), area),
-                None => check_reference(w, self.b.dir, ino, (ft, name, at), kind, self.has_ft),
+                None => check_reference(w, self.b, ino, (ft, name, at), kind, self.has_ft),
             }
         }
         false
@@ -417,12 +421,13 @@ fn hidden_reference(
 /// The checks that need pass 1's verdict on the named inode.
 fn check_reference(
     w: &mut Worker,
-    dir: u32,
+    b: &DirBlock,
     ino: u32,
     (ft, name, at): (u8, &[u8], EntryAt),
     kind: InodeKind,
     has_ft: bool,
 ) {
+    let dir = b.dir;
     let shown = || {
         format!(
             "'{}' in directory inode {dir}",
@@ -456,7 +461,13 @@ fn check_reference(
                 );
             }
             if t == FileType::Directory {
-                w.parents.push((ino, dir));
+                w.parents.push(SubdirEntry {
+                    child: ino,
+                    later_block: b.lblk != 0,
+                    pblk: b.pblk,
+                    dir,
+                    at,
+                });
             }
         }
     }

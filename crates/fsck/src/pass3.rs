@@ -3,7 +3,7 @@
 //! two parents or sit in a loop, and /lost+found must exist. Memory stays proportional to
 //! the directories: sorted pair lists and one state byte per inode, no hash maps.
 
-use crate::ctx::Worker;
+use crate::ctx::{SubdirEntry, Worker};
 use crate::problem::{Code, Problem};
 use crate::state::{InodeKind, Shared};
 use usfs_ext4::format::geometry::Geometry;
@@ -24,7 +24,7 @@ pub(crate) fn run(
     shared: &Shared,
     w: &mut Worker,
     dotdots: &mut [(u32, u32)],
-    parents: &mut Vec<(u32, u32)>,
+    parents: &mut Vec<SubdirEntry>,
     lost_found: Option<u32>,
 ) {
     if shared.kind(ROOT_INO) != InodeKind::Used(FileType::Directory) {
@@ -33,29 +33,37 @@ pub(crate) fn run(
     }
     dotdots.sort_unstable();
     parents.sort_unstable();
+    // (A block the checker visits twice gives the same entry twice.)
     parents.dedup();
-    // Several entries may name one directory: the parent is the one its `..` names (or,
-    // failing that, the lowest-numbered, so the verdict does not depend on thread
-    // timing); every other name is a hard link to a directory.
+    // Several entries may name one directory: the first in e2fsck's pass-2 order makes
+    // the parent; every later one, and one naming the directory holding it (e2fsck's
+    // "link to '.'"), is a hard link to a directory.
     let mut chosen: Vec<(u32, u32)> = Vec::with_capacity(parents.len());
-    for group in parents.chunk_by(|a, b| a.0 == b.0) {
-        let child = group[0].0;
-        let dd = find(dotdots, child);
-        let pick = dd
-            .filter(|d| group.iter().any(|g| g.1 == *d))
-            .unwrap_or(group[0].1);
-        for &(_, p) in group {
-            if p != pick {
-                w.report(
-                    Problem::new(
-                        Code::DirLinkToDir,
-                        format!("in directory inode {p} ({child}), already in {pick}"),
-                    )
-                    .ino(p),
-                );
+    for group in parents.chunk_by(|a, b| a.child == b.child) {
+        let child = group[0].child;
+        let pick = group.iter().find(|e| e.dir != child).map(|e| e.dir);
+        let mut picked = false;
+        for e in group {
+            if e.dir != child && Some(e.dir) == pick && !picked {
+                picked = true;
+                continue;
             }
+            let already = pick.unwrap_or(child);
+            w.report(
+                Problem::new(
+                    Code::DirLinkToDir,
+                    format!(
+                        "in directory inode {} ({child}), already in {already}",
+                        e.dir
+                    ),
+                )
+                .ino(e.dir)
+                .at_entry(e.at),
+            );
         }
-        chosen.push((child, pick));
+        if let Some(p) = pick {
+            chosen.push((child, p));
+        }
     }
     // Per inode: 0 unknown, 1 on the current path, 2 reaches the root, 3 does not.
     let mut state = vec![0u8; geo.inodes_count as usize + 1];

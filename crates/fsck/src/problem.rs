@@ -130,6 +130,12 @@ problems! {
     SuperblockCounts = 0x00_0007, P0, Info, FixSummary, "{}";
     /// A quota inode number in the superblock names an impossible inode.
     QuotaInode = 0x00_0008, P0, Error, SetField, "{}";
+    /// resize_inode and meta_bg are both on (they do not go together): resize_inode is
+    /// turned off, with the reserved GDT blocks, and the resize inode cleared.
+    ResizeInodeMetaBg = 0x00_0009, P0, Error, SetField, "Resize_inode and meta_bg features are enabled. Those features are not compatible. Resize inode should be disabled{}";
+    /// resize_inode is off but the resize inode maps blocks, or s_reserved_gdt_blocks is
+    /// not 0: both are cleared.
+    ResizeInodeNotClear = 0x00_000A, P0, Error, SetField, "{}";
 
     /// An inode's checksum does not match.
     InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";
@@ -190,6 +196,14 @@ problems! {
     SpecialImmutable = 0x01_001B, P1, Error, SetField, "Special (device/socket/fifo/symlink) file (inode {}) has immutable or append-only flag set";
     /// A device file, FIFO or socket with a size (set to 0).
     SpecialSize = 0x01_001C, P1, Error, SetField, "Special (device/socket/fifo) inode {} has non-zero size";
+    /// A directory without a single block (cleared).
+    ZeroLengthDir = 0x01_001F, P1, Error, ClearInode, "Inode {} is a zero-length directory";
+    /// A directory with blocks past e2fsck's 2^31-byte limit (without large_dir): they
+    /// are cleared. (Its values: the first block found past the limit, and the first
+    /// logical block the directory may not map.)
+    TooBigDir = 0x01_0020, P1, Error, Rebuild, "Inode {} is too big";
+    /// A directory block in an uninitialized extent (the extent is marked initialized).
+    DirUninitExtent = 0x01_0021, P1, Error, SetField, "Directory inode {} has extent marked uninitialized";
     /// A fast symlink with the extents flag (cleared).
     FastSymlinkExtents = 0x01_001E, P1, Error, SetField, "Fast symlink {} has EXTENT_FL set";
     /// A device file, FIFO or socket whose i_block or flags no such file has (e2fsck's
@@ -282,7 +296,7 @@ problems! {
 }
 
 /// Where a directory entry lies: its directory's logical block and the byte offset in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EntryAt {
     /// Logical block of the directory.
     pub lblk: u32,

@@ -298,6 +298,29 @@ impl<'a> DirEdit<'a> {
         self.write_leaf(pblk, buf)
     }
 
+    /// Replaces each '/' and NUL in the name of the entry at byte `off` of logical block
+    /// `lblk` with '.', or removes the entry if its name is empty (a checker's fix).
+    pub fn fix_name_at(&mut self, lblk: u64, off: usize) -> Result<()> {
+        let (pblk, mut buf) = self.read_raw(lblk)?;
+        let usable = self.fmt.usable();
+        let name_len = dirent::Dirents::lenient(&buf[..usable], self.fmt.bs, self.fmt.has_ft)
+            .map_while(|e| e.ok())
+            .find(|e| e.off == off)
+            .map(|e| e.name.len());
+        match name_len {
+            None => Err(self.corrupt(lblk, format!("no entry at offset {off}"))),
+            Some(0) => self.remove_at(lblk, off),
+            Some(n) => {
+                for c in &mut buf[off + 8..off + 8 + n] {
+                    if *c == b'/' || *c == 0 {
+                        *c = b'.';
+                    }
+                }
+                self.write_leaf(pblk, buf)
+            }
+        }
+    }
+
     /// Does the directory hold nothing but `.` and `..`?
     pub fn is_empty(&mut self) -> Result<bool> {
         let indexed = self.indexed();

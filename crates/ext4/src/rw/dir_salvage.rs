@@ -199,11 +199,13 @@ fn step(fmt: &LeafFmt, area: &mut [u8], off: usize, f: DirentFault, prev: Option
         set_rec_len(area, p_off, p_len + rest);
         return;
     }
-    // The first entry: the block becomes one empty entry.
+    // The first entry: the block becomes one empty entry (name length and file type
+    // both 0: without the filetype feature the two bytes are one 16-bit name length).
     let mut h = DirEntryHeader::new(&mut area[off..off + DIRENT_HEADER]).expect("8 bytes");
     h.set_inode(0);
     h.set_name_len(0);
     h.set_rec_len(encode_rec_len(rest as u32, fmt.bs));
+    area[off + 7] = 0;
 }
 
 #[cfg(test)]

@@ -25,6 +25,27 @@ struct Found {
     nodes: Vec<u64>,
 }
 
+/// How [`Volume::rebuild`] lays the runs out again.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Move runs down to close holes.
+    collapse: bool,
+    /// Leave out logical blocks from this one on.
+    end: u64,
+    /// Map uninitialized runs as initialized.
+    written: bool,
+}
+
+impl Default for Shape {
+    fn default() -> Shape {
+        Shape {
+            collapse: false,
+            end: u64::MAX,
+            written: false,
+        }
+    }
+}
+
 impl MapVisitor for Found {
     fn data(&mut self, lblk: u64, pblk: u64, len: u64, unwritten: bool) {
         self.runs.push((lblk, pblk, len, unwritten));
@@ -46,23 +67,41 @@ impl Volume {
     /// is unchanged, the tree blocks are those of the new map. An inode without a block
     /// map (inline data, fast symlink, device) is left alone.
     pub fn rebuild_map(&mut self, ino: u32, shared: &mut dyn FnMut(u64) -> bool) -> Result<()> {
-        self.rebuild(ino, shared, false)
+        self.rebuild(ino, shared, Shape::default())
     }
 
     /// Closes the holes in the map of extent-mapped directory `dir` by moving each
     /// extent after a gap down to the next logical block (e2fsck's "block B should be at
     /// block C"); its i_size follows in the next check.
     pub fn collapse_dir_holes(&mut self, dir: u32) -> Result<()> {
-        self.rebuild(dir, &mut |_| false, true)
+        let shape = Shape {
+            collapse: true,
+            ..Shape::default()
+        };
+        self.rebuild(dir, &mut |_| false, shape)
     }
 
-    /// [`Volume::rebuild_map`], with the runs moved down to close holes if `collapse`.
+    /// Builds the map of directory `dir` again without the blocks at logical `end` and
+    /// past (e2fsck's "causes directory to be too big. CLEARED": the checker left them
+    /// unclaimed, so they are not freed here), and, if `written`, with its uninitialized
+    /// extents marked initialized (e2fsck's fix of a directory block in one).
+    pub fn rebuild_dir_map(&mut self, dir: u32, end: u64, written: bool) -> Result<()> {
+        let shape = Shape {
+            end,
+            written,
+            ..Shape::default()
+        };
+        self.rebuild(dir, &mut |_| false, shape)
+    }
+
+    /// [`Volume::rebuild_map`] in the given shape.
     fn rebuild(
         &mut self,
         ino: u32,
         shared: &mut dyn FnMut(u64) -> bool,
-        collapse: bool,
+        shape: Shape,
     ) -> Result<()> {
+        let collapse = shape.collapse;
         let mut rec = self.inode_any(ino)?;
         if !self.has_block_map(&rec) {
             return Ok(());
@@ -83,6 +122,14 @@ impl Volume {
         rec.add_blocks(-(found.nodes.len() as i64), bs);
         let mut next = 0;
         for &(lblk, pblk, len, unwritten) in &found.runs {
+            let kept = len.min(shape.end.saturating_sub(lblk));
+            // Blocks left out are no longer the inode's (not freed: see rebuild_dir_map).
+            rec.add_blocks(-((len - kept) as i64), bs);
+            if kept == 0 {
+                continue;
+            }
+            let len = kept;
+            let unwritten = unwritten && !shape.written;
             let lblk = if collapse { lblk.min(next) } else { lblk };
             next = lblk + len;
             // Each block is asked about once, then runs of one fate are mapped together.

@@ -10,6 +10,7 @@ use crate::format::features::ro_compat;
 use crate::format::group_desc::GroupDesc;
 use crate::format::inode::Inode;
 use crate::format::inode::ROOT_INO;
+use crate::format::superblock::Superblock;
 use std::collections::BTreeMap;
 use usfs_dev::Device;
 use usfs_fs::{FileType, NewNode, Result, Timestamp};
@@ -127,6 +128,22 @@ impl Volume {
         let mut d = self.inode_any(dir)?;
         self.dir_edit(&mut d, |e| e.set_type_at(lblk, off, ft))?;
         self.put_inode(&mut d)
+    }
+
+    /// Makes the name of the entry at byte `off` of logical block `lblk` of directory
+    /// `dir` legal as e2fsck does: each '/' and NUL becomes '.'; an empty name's entry is
+    /// removed.
+    pub fn fix_entry_name(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.fix_name_at(lblk, off))?;
+        self.put_inode(&mut d)
+    }
+
+    /// Changes superblock fields (a checker's fix: a feature flag, a reserved-block or
+    /// quota-inode field); the superblock and its checksum are written at the commit.
+    pub fn edit_superblock(&mut self, edit: impl FnOnce(&mut Superblock<Vec<u8>>)) {
+        edit(&mut self.fs.core.sb);
+        self.sb_dirty = true;
     }
 
     /// Turns on read-only-compatible feature `flag` (e2fsck's fix of a file system that
@@ -294,6 +311,11 @@ impl Volume {
             self.map_add(&mut d, lblk, p, 1, false)?;
             d.add_blocks(1, bs);
             self.dir_edit(&mut d, |e| e.write_empty_leaf(p))?;
+        }
+        // As e2fsck's allocate_dir_block, i_size covers the new blocks.
+        let end = to * u64::from(bs);
+        if d.raw.size() < end {
+            d.raw.set_size(end);
         }
         self.put_inode(&mut d)
     }

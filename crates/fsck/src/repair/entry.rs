@@ -28,7 +28,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         Code::DirUnusedInode
         | Code::DirBadInode
         | Code::DirBadBlockInode
-        | Code::DirEntryToRoot => v.remove_entry(dir, lblk, off),
+        | Code::DirEntryToRoot
+        | Code::DirLinkToDir => v.remove_entry(dir, lblk, off),
+        // '/' and NUL become '.' (e2fsck's check_name); an empty name goes.
+        Code::DirBadName => v.fix_entry_name(dir, lblk, off),
         // e2fsck's salvage of the block: what it keeps is checked in the next round.
         Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk),
         // The type the entry's inode has (e2fsck's check_filetype).

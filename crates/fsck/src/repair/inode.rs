@@ -73,10 +73,13 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
             r.set_i_flags(r.i_flags() & !(flags::IMMUTABLE | flags::APPEND))
         }),
         Code::SpecialSize => v.repair_inode(ino, |r| r.set_size(0)),
-        Code::InodeBadMode | Code::BadSpecial | Code::BadSymlink => v.repair_inode(ino, |r| {
-            r.set_i_links_count(0);
-            r.set_i_dtime(now);
-        }),
+        Code::TooBigDir => v.rebuild_dir_map(ino, needs_value()?, false),
+        Code::DirUninitExtent => v.rebuild_dir_map(ino, u64::MAX, true),
+        Code::InodeBadMode | Code::BadSpecial | Code::BadSymlink | Code::ZeroLengthDir => v
+            .repair_inode(ino, |r| {
+                r.set_i_links_count(0);
+                r.set_i_dtime(now);
+            }),
         // As e2fsck clears a bad xattr block: the inode lets go of it (i_blocks and the
         // block's bit follow in the next round).
         Code::BadXattrBlock => v.repair_inode(ino, |r| r.set_file_acl(0)),

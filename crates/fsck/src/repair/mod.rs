@@ -27,6 +27,7 @@ mod dup;
 mod entry;
 mod group;
 mod inode;
+mod superblock;
 
 use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
@@ -104,9 +105,11 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirEntryToRoot | InodeBadMode | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
+        DirLinkToDir | DirBadName | DirEntryToRoot | InodeBadMode | DirCorruptEntry
+        | InodeFaddr | MultiplyClaimed => false,
         BadExtraIsize | SpecialSize | FileAclHi => true,
-        BlocksHi => false,
+        QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
+        BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
@@ -256,8 +259,10 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
                 | Code::HtreeBad
         )
     };
+    // Pass 1's fixes go with them: they do not depend on entries, and pass 2's fixes
+    // may need them (a salvage needs the directory's i_size to cover the block).
     if ps.iter().any(first) {
-        ps.retain(first);
+        ps.retain(|p| first(p) || p.code.def().pass <= Pass::P1B);
     }
 }
 
@@ -331,6 +336,7 @@ fn apply(
         let fix = v.apply_fix(|v| {
             dups.apply(v, p)?;
             group::apply(v, p);
+            superblock::apply(v, p)?;
             inode::apply(v, p, &give_up)?;
             entry::apply(v, p)?;
             connect::apply(v, p)

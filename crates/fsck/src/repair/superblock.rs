@@ -1,0 +1,45 @@
+//! Fixes of superblock fields pass 0 finds wrong: resize_inode with meta_bg (turned off,
+//! as e2fsck's check_resize_inode does), leftovers of a resize inode without the feature,
+//! and invalid quota inode numbers (set to 0).
+
+use crate::problem::{Code, Problem};
+use usfs_ext4::format::features::compat;
+use usfs_ext4::rw::Volume;
+use usfs_fs::Result;
+
+/// The resize inode.
+const RESIZE_INO: u32 = 7;
+
+/// Applies `p`'s fix if it is a superblock field's.
+pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
+    match p.code {
+        Code::ResizeInodeMetaBg => {
+            v.edit_superblock(|sb| {
+                sb.set_s_feature_compat(sb.s_feature_compat() & !compat::RESIZE_INODE);
+                sb.set_s_reserved_gdt_blocks(0);
+            });
+            clear_resize_inode(v)
+        }
+        Code::ResizeInodeNotClear if p.ino.is_some() => clear_resize_inode(v),
+        Code::ResizeInodeNotClear => {
+            v.edit_superblock(|sb| sb.set_s_reserved_gdt_blocks(0));
+            Ok(())
+        }
+        Code::QuotaInode => {
+            let kind = p.found.ok_or(usfs_fs::Error::Invalid)?;
+            v.edit_superblock(|sb| match kind {
+                0 => sb.set_s_usr_quota_inum(0),
+                1 => sb.set_s_grp_quota_inum(0),
+                _ => sb.set_s_prj_quota_inum(0),
+            });
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Zeroes the resize inode's first 128 bytes, as e2fsck does (its blocks are free in
+/// the next check).
+fn clear_resize_inode(v: &mut Volume) -> Result<()> {
+    v.repair_inode(RESIZE_INO, |r| r.bytes_mut()[..128].fill(0))
+}

@@ -126,6 +126,19 @@ struct Known {
 /// else is a bug.
 const KNOWN_DISAGREEMENTS: &[Known] = &[
     Known {
+        kind: "flags_clear_extents",
+        base: "*",
+        when: |o| {
+            o.u_problems.iter().any(|p| p.contains(" BadFlags]"))
+                && o.e_out
+                    .contains("missing EXTENT_FL, but is in extents format")
+        },
+        reason: "e2fsck -n, answering no to \"missing EXTENT_FL\", goes on reading the extent \
+                 tree in i_block as a block map and reports what that finds (illegal blocks, \
+                 blocks claimed twice); usfs reports the missing flag and checks the inode as \
+                 the fix leaves it, as e2fsck -y does",
+    },
+    Known {
         kind: "raw_block_bitmap",
         base: "*",
         when: |o| o.e_exit == Some(0) && o.desc.contains("metadata of BLOCK_UNINIT group"),

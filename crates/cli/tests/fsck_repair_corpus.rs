@@ -23,6 +23,8 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
     ("f_badorphan", "a corrupt orphan list is not cleared (its inodes are left to pass 1)"),
     ("f_big_sparse", "a revision 0 file system with feature flags and a missing LARGE_FILE flag are not checked"),
     ("f_ea_inode", "i_blocks of inodes with xattr values in ea_inodes is counted as e2fsck does not (the fix sets the checker's count)"),
+    ("f_bad_disconnected_inode", "the reserved inodes' flags are not checked (the bad-blocks inode's EXTENTS_FL without the feature, the casefold flag on inode 9)"),
+    ("f_ea_inode_self_ref", "an in-inode xattr with an invalid hash whose value names an inode that is no EA inode is not checked"),
     ("f_imagic", "the imagic flag is not checked"),
     ("f_itable_collision", "in-use inodes left from a corrupted orphan list (e2fsck's PR_1_ORPHAN_LIST_REFUGEES) are not checked"),
     ("f_mke2fs2b", "a root inode with dtime set (old mke2fs) is not checked"),
@@ -115,6 +117,17 @@ const REPAIRED: &[&str] = &[
     "f_resize_inode_meta_bg",
     "f_toobig_extent_dir",
     "f_uninit_dir",
+    "f_dup_de",
+    "f_dup_de2",
+    "f_dupdot",
+    "f_extents",
+    "f_idata_and_extents",
+    "f_inlinedata_dirblocks",
+    "f_inlinedata_flags",
+    "f_trunc_dirent_header",
+    "f_write_ea_no_extra_isize",
+    "f_write_ea_toobig_extra_isize",
+    "f_write_ea_toosmall_extra_isize",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

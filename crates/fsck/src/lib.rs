@@ -21,6 +21,7 @@ pub(crate) mod ctx;
 pub(crate) mod dirio;
 mod dirmap;
 pub(crate) mod htree;
+mod iflags;
 mod merge;
 mod pass0;
 mod pass1;

@@ -169,14 +169,16 @@ problems! {
     XattrBlockChecksum = 0x01_0018, P1, Error, RecomputeChecksum, "Inode {} extended attribute block passes checks, but checksum does not match";
     /// An xattr block's reference count disagrees with its users.
     XattrRefcount = 0x01_000F, P1, Error, SetField, "Extended attribute block {}";
-    /// A flag the inode's type or the features do not allow.
+    /// A flag the inode's type or the features do not allow, or one missing. (Its
+    /// values: i_flags, and the flags to clear; 0: the extents flag is to be set.)
     BadFlags = 0x01_0010, P1, Error, SetField, "Inode {}";
     /// A reserved inode is wrong (root not a directory, journal inode bad, ...).
     ReservedInode = 0x01_0011, P1, Error, ClearInode, "{}";
     /// i_extra_isize out of range.
     BadExtraIsize = 0x01_0012, P1, Error, SetField, "Inode {} has an invalid extra size";
-    /// Inline data malformed.
-    BadInlineData = 0x01_0013, P1, Error, ClearInode, "Inode {} has inline data problems";
+    /// The inline-data flag without a `system.data` attribute: the inode is truncated
+    /// (size 0, no flag, i_block zeroed).
+    BadInlineData = 0x01_0013, P1, Error, SetField, "Inode {}";
     /// The inode is marked in use but its group's table says unused.
     InodeInUnusedArea = 0x01_0014, P1, Error, SetField, "{}";
     /// The bad-blocks inode lists a block number outside the file system.
@@ -204,6 +206,18 @@ problems! {
     TooBigDir = 0x01_0020, P1, Error, Rebuild, "Inode {} is too big";
     /// A directory block in an uninitialized extent (the extent is marked initialized).
     DirUninitExtent = 0x01_0021, P1, Error, SetField, "Directory inode {} has extent marked uninitialized";
+    /// Both the inline-data and the extents flag, and i_block is neither (cleared).
+    InlineJunk = 0x01_0022, P1, Error, ClearInode, "Inode {}";
+    /// The inline-data flag and a `system.data` attribute, but the feature is off: the
+    /// feature is turned on.
+    InlineFeature = 0x01_0023, P1, Error, SetField, "Inode {} has inline data, but superblock is missing INLINE_DATA feature";
+    /// The inline-data flag without the feature or a `system.data` attribute (cleared).
+    InlineNoFeature = 0x01_0024, P1, Error, ClearInode, "Inode {} has INLINE_DATA_FL flag on filesystem without inline data support";
+    /// The extents flag and an extent header, but the feature is off: the feature is
+    /// turned on.
+    ExtentFeature = 0x01_0025, P1, Error, SetField, "Inode {}";
+    /// The extents flag without the feature or an extent header (cleared).
+    ExtentsNoFeature = 0x01_0026, P1, Error, ClearInode, "Inode {}";
     /// A fast symlink with the extents flag (cleared).
     FastSymlinkExtents = 0x01_001E, P1, Error, SetField, "Fast symlink {} has EXTENT_FL set";
     /// A device file, FIFO or socket whose i_block or flags no such file has (e2fsck's

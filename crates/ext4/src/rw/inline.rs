@@ -52,7 +52,7 @@ fn loaded(rec: &InodeRec) -> LoadedInode {
 
 /// The entry areas of an inline directory whose store is `len` bytes: the rest of
 /// i_block after the parent, then the `system.data` value (possibly empty).
-fn areas(len: usize) -> [(usize, usize); 2] {
+pub(super) fn areas(len: usize) -> [(usize, usize); 2] {
     [(DOTDOT_SIZE, I_BLOCK_SIZE), (I_BLOCK_SIZE, len)]
 }
 
@@ -141,7 +141,7 @@ impl Volume {
 
     /// What inline inode `rec` stores, as the reader reads it (i_block, then the
     /// `system.data` value when i_size reaches past i_block).
-    fn inline_store(&self, rec: &InodeRec) -> Result<Vec<u8>> {
+    pub(super) fn inline_store(&self, rec: &InodeRec) -> Result<Vec<u8>> {
         self.fs.inline_bytes(&loaded(rec))
     }
 
@@ -226,7 +226,7 @@ impl Volume {
     }
 
     /// How entries in inline directories look (no checksum tail).
-    fn inline_fmt(&self) -> LeafFmt {
+    pub(super) fn inline_fmt(&self) -> LeafFmt {
         let geo = &self.fs.core.geo;
         LeafFmt {
             bs: geo.block_size,
@@ -291,7 +291,7 @@ impl Volume {
     }
 
     /// Writes inline directory store `b` back into `dir` (i_size follows it).
-    fn inline_dir_put(&self, dir: &mut InodeRec, b: Vec<u8>) -> Result<()> {
+    pub(super) fn inline_dir_put(&self, dir: &mut InodeRec, b: Vec<u8>) -> Result<()> {
         let len = b.len() as u64;
         if !self.store_inline(dir, b)? {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));

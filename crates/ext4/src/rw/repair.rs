@@ -4,6 +4,7 @@
 //! through the volume's transactions (journaled where the image has a journal), so a
 //! crash during a repair leaves the image as it was or repaired, never half of it.
 
+use super::inline_repair::InlineFix;
 use super::meta::Meta;
 use super::volume::Volume;
 use crate::format::features::ro_compat;
@@ -116,17 +117,42 @@ impl Volume {
     /// Removes the entry at byte `off` of block `lblk` of directory `dir` (e2fsck's
     /// clearing of an entry in pass 2).
     pub fn remove_entry(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
-        let mut d = self.inode_any(dir)?;
         // (As e2fsck, the directory's times stay.)
-        self.dir_edit(&mut d, |e| e.remove_at(lblk, off))?;
-        self.put_inode(&mut d)
+        self.entry_fix(dir, off, InlineFix::Remove, |e| e.remove_at(lblk, off))
     }
 
     /// Sets the file type of the entry at byte `off` of logical block `lblk` of
     /// directory `dir` to `ft` (a dirent file type code; a checker's fix).
     pub fn set_entry_type(&mut self, dir: u32, lblk: u64, off: usize, ft: u8) -> Result<()> {
+        self.entry_fix(dir, off, InlineFix::SetType(ft), |e| {
+            e.set_type_at(lblk, off, ft)
+        })
+    }
+
+    /// Applies a checker's fix of the entry at byte `off` of directory `dir`: `block` to
+    /// a directory of blocks, `inline` to an inline directory (whose entries the checker
+    /// names by their offset in the inline store).
+    fn entry_fix(
+        &mut self,
+        dir: u32,
+        off: usize,
+        inline: InlineFix,
+        block: impl FnOnce(&mut super::dir_edit::DirEdit) -> Result<()>,
+    ) -> Result<()> {
         let mut d = self.inode_any(dir)?;
-        self.dir_edit(&mut d, |e| e.set_type_at(lblk, off, ft))?;
+        if Volume::is_inline(&d) {
+            self.inline_fix(&mut d, off, inline)?;
+        } else {
+            self.dir_edit(&mut d, block)?;
+        }
+        self.put_inode(&mut d)
+    }
+
+    /// Fixes the names directory `dir` holds twice as e2fsck does (see `DirEdit::
+    /// fix_duplicates`).
+    pub fn fix_duplicate_entries(&mut self, dir: u32) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        self.dir_edit(&mut d, |e| e.fix_duplicates().map(|_| ()))?;
         self.put_inode(&mut d)
     }
 
@@ -134,9 +160,7 @@ impl Volume {
     /// `dir` legal as e2fsck does: each '/' and NUL becomes '.'; an empty name's entry is
     /// removed.
     pub fn fix_entry_name(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
-        let mut d = self.inode_any(dir)?;
-        self.dir_edit(&mut d, |e| e.fix_name_at(lblk, off))?;
-        self.put_inode(&mut d)
+        self.entry_fix(dir, off, InlineFix::FixName, |e| e.fix_name_at(lblk, off))
     }
 
     /// Changes superblock fields (a checker's fix: a feature flag, a reserved-block or
@@ -259,18 +283,25 @@ impl Volume {
     }
 
     /// Salvages leaf block `lblk` of directory `dir` whose chain of entries is broken, as
-    /// e2fsck's pass 2 does (see `dir_salvage`), and sets its checksum.
-    pub fn salvage_dir_block(&mut self, dir: u32, lblk: u64) -> Result<()> {
-        let mut d = self.inode_any(dir)?;
-        self.dir_edit(&mut d, |e| e.salvage(lblk).map(|_| ()))?;
-        self.put_inode(&mut d)
+    /// e2fsck's pass 2 does (see `dir_salvage`), and sets its checksum (an inline
+    /// directory: the entry area holding byte `off` of its store).
+    pub fn salvage_dir_block(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
+        self.entry_fix(dir, off, InlineFix::Salvage, |e| {
+            e.salvage(lblk).map(|_| ())
+        })
     }
 
     /// Makes the first entries of directory `dir` `.` and `..` as e2fsck's pass 2 does
     /// (see `DirEdit::fix_dots`).
     pub fn fix_dots(&mut self, dir: u32) -> Result<()> {
         let mut d = self.inode_any(dir)?;
-        self.dir_edit(&mut d, |e| e.fix_dots().map(|_| ()))?;
+        if Volume::is_inline(&d) {
+            // An inline directory's `.` is implied and its `..` a field: a bad one names
+            // the root until pass 3 sets the parent.
+            self.inline_dir_set_dotdot(&mut d, crate::format::inode::ROOT_INO);
+        } else {
+            self.dir_edit(&mut d, |e| e.fix_dots().map(|_| ()))?;
+        }
         self.put_inode(&mut d)
     }
 

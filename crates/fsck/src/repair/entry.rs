@@ -17,6 +17,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // next round's pass 3 sets the parent).
         return v.fix_dots(dir);
     }
+    if let (Code::DirDuplicateEntry, Some(dir)) = (p.code, p.ino) {
+        // The whole directory at once (its first problem does it; the rest find nothing).
+        return v.fix_duplicate_entries(dir);
+    }
     if let (Code::HtreeBad, Some(dir)) = (p.code, p.ino) {
         return v.drop_dir_index(dir);
     }
@@ -33,7 +37,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // '/' and NUL become '.' (e2fsck's check_name); an empty name goes.
         Code::DirBadName => v.fix_entry_name(dir, lblk, off),
         // e2fsck's salvage of the block: what it keeps is checked in the next round.
-        Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk),
+        Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk, off),
         // The type the entry's inode has (e2fsck's check_filetype).
         Code::DirBadFileType => {
             let ft = p.expected.ok_or(usfs_fs::Error::Invalid)? as u8;

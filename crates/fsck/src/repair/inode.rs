@@ -3,6 +3,7 @@
 
 use crate::problem::{Code, Problem};
 use std::collections::{HashMap, HashSet};
+use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::flags;
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
@@ -66,6 +67,29 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         Code::SpecialFlags => v.repair_inode(ino, |r| {
             r.set_i_flags(r.i_flags() & !(flags::EXTENTS | flags::INLINE_DATA))
         }),
+        // The flags the check names (expected: the mask) go.
+        Code::BadFlags => match needs_value()? as u32 {
+            0 => v.repair_inode(ino, |r| r.set_i_flags(r.i_flags() | flags::EXTENTS)),
+            mask => v.repair_inode(ino, |r| r.set_i_flags(r.i_flags() & !mask)),
+        },
+        Code::ExtentFeature => {
+            v.edit_superblock(|sb| {
+                sb.set_s_feature_incompat(sb.s_feature_incompat() | incompat::EXTENTS)
+            });
+            Ok(())
+        }
+        // e2fsck's truncation of an inline inode without its attribute.
+        Code::BadInlineData => v.repair_inode(ino, |r| {
+            r.set_size(0);
+            r.set_i_flags(r.i_flags() & !flags::INLINE_DATA);
+            r.set_i_block(&[0u8; 60]);
+        }),
+        Code::InlineFeature => {
+            v.edit_superblock(|sb| {
+                sb.set_s_feature_incompat(sb.s_feature_incompat() | incompat::INLINE_DATA)
+            });
+            Ok(())
+        }
         Code::FastSymlinkExtents => {
             v.repair_inode(ino, |r| r.set_i_flags(r.i_flags() & !flags::EXTENTS))
         }
@@ -75,11 +99,16 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         Code::SpecialSize => v.repair_inode(ino, |r| r.set_size(0)),
         Code::TooBigDir => v.rebuild_dir_map(ino, needs_value()?, false),
         Code::DirUninitExtent => v.rebuild_dir_map(ino, u64::MAX, true),
-        Code::InodeBadMode | Code::BadSpecial | Code::BadSymlink | Code::ZeroLengthDir => v
-            .repair_inode(ino, |r| {
-                r.set_i_links_count(0);
-                r.set_i_dtime(now);
-            }),
+        Code::InodeBadMode
+        | Code::BadSpecial
+        | Code::BadSymlink
+        | Code::ZeroLengthDir
+        | Code::InlineJunk
+        | Code::InlineNoFeature
+        | Code::ExtentsNoFeature => v.repair_inode(ino, |r| {
+            r.set_i_links_count(0);
+            r.set_i_dtime(now);
+        }),
         // As e2fsck clears a bad xattr block: the inode lets go of it (i_blocks and the
         // block's bit follow in the next round).
         Code::BadXattrBlock => v.repair_inode(ino, |r| r.set_file_acl(0)),

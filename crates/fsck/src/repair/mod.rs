@@ -105,9 +105,11 @@ fn fix_of(code: Code) -> Option<bool> {
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
-        DirLinkToDir | DirBadName | DirEntryToRoot | InodeBadMode | DirCorruptEntry
-        | InodeFaddr | MultiplyClaimed => false,
+        DirLinkToDir | DirDuplicateEntry | DirBadName | DirEntryToRoot | InodeBadMode
+        | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
         BadExtraIsize | SpecialSize | FileAclHi => true,
+        BadFlags | BadInlineData | InlineJunk | InlineFeature | InlineNoFeature => false,
+        ExtentFeature | ExtentsNoFeature => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
@@ -240,6 +242,26 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         .iter()
         .any(|p| p.code.def().pass <= Pass::P1B && !allowed(p))
     {
+        return;
+    }
+    // A feature turned on changes how the check reads every inode: e2fsck reads the
+    // inodes after the first that turns it on with it, and the ones before without. So
+    // that goes first, with the fixes of the inodes before it that lacked it.
+    let first = |code: Code| {
+        ps.iter()
+            .filter(|p| p.code == code)
+            .filter_map(|p| p.ino)
+            .min()
+    };
+    let (extents, inline) = (first(Code::ExtentFeature), first(Code::InlineFeature));
+    if extents.is_some() || inline.is_some() {
+        let before = |at: Option<u32>, p: &Problem| at.zip(p.ino).is_some_and(|(a, i)| i < a);
+        ps.retain(|p| match p.code {
+            Code::ExtentFeature | Code::InlineFeature => true,
+            Code::ExtentsNoFeature => before(extents, p),
+            Code::InlineNoFeature => before(inline, p),
+            _ => false,
+        });
         return;
     }
     // Blocks claimed twice are cloned (with pass 1's fixes) before anything reads them

@@ -27,8 +27,6 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
     ("f_ea_inode_self_ref", "an in-inode xattr with an invalid hash whose value names an inode that is no EA inode is not checked"),
     ("f_imagic", "the imagic flag is not checked"),
     ("f_itable_collision", "in-use inodes left from a corrupted orphan list (e2fsck's PR_1_ORPHAN_LIST_REFUGEES) are not checked"),
-    ("f_mke2fs2b", "a root inode with dtime set (old mke2fs) is not checked"),
-    ("f_noroot", "a root inode with dtime set is not checked"),
     ("f_quota", "quota usage is not recomputed"),
 ];
 
@@ -128,6 +126,18 @@ const REPAIRED: &[&str] = &[
     "f_write_ea_no_extra_isize",
     "f_write_ea_toobig_extra_isize",
     "f_write_ea_toosmall_extra_isize",
+    "f_lpffile",
+    "f_badroot",
+    "f_mke2fs2b",
+    "f_noroot",
+    "f_illbbitmap",
+    "f_illibitmap",
+    "f_illitable",
+    "f_illitable_flexbg",
+    "f_miss_blk_bmap",
+    "f_misstable",
+    "f_preen",
+    "f_zero_group",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

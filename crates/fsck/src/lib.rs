@@ -15,6 +15,7 @@
 //! Only [`check`], [`Options`], [`Report`], [`Trace`] and [`problem`] are the crate's
 //! interface (with [`Summary`] and [`Counters`], the types of their fields).
 
+pub(crate) mod backup_gdt;
 pub(crate) mod badblocks;
 pub(crate) mod blocks;
 pub(crate) mod ctx;

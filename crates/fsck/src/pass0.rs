@@ -22,15 +22,21 @@ pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
                 ));
             }
             OpenIssue::DescriptorChecksum { group, .. } => bad_groups.push(*group),
-            OpenIssue::MetadataOutside { group, what, block } => out.push(
-                Problem::new(
+            OpenIssue::MetadataOutside { group, what, block } => {
+                let p = Problem::new(
                     Code::GroupMetadataLocation,
                     format!(
                         "The {what} for group {group} is not in the filesystem (block {block})"
                     ),
                 )
-                .group(*group),
-            ),
+                .group(*group);
+                // Relocated (found: 1 block bitmap, 2 inode bitmap, 3 inode table).
+                out.push(match *what {
+                    "block bitmap" => p.values(1, 0),
+                    "inode bitmap" => p.values(2, 0),
+                    _ => p.values(3, 0),
+                });
+            }
         }
     }
     if !bad_groups.is_empty() {
@@ -112,6 +118,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
     if geo.features.has_compat(compat::HAS_JOURNAL) {
         out.extend(check_journal(ctx));
     }
+    out.extend(crate::backup_gdt::check(ctx));
     out.extend(check_quota_inodes(ctx));
     out.extend(check_resize_feature(ctx));
     if ctx.fs.superblock().s_last_orphan() != 0 {

@@ -43,6 +43,14 @@ pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
     let desc = ctx.fs.group(chunk.group);
     let offset = (desc.inode_table() << geo.block_size_log) + chunk.start as u64 * isz as u64;
     let len = chunk.count as usize * isz;
+    let itable_blocks = (geo.inodes_per_group as u64 * isz as u64).div_ceil(geo.block_size as u64);
+    if !ctx.valid_block(desc.inode_table())
+        || !ctx.valid_block(desc.inode_table() + itable_blocks - 1)
+    {
+        // A table outside the file system (pass 0 said so): its inodes are unread and
+        // count as unused, as they will be in the zeroed table the repair puts in place.
+        return;
+    }
     let mut table = std::mem::take(&mut w.table);
     table.resize(len, 0);
     if let Err(e) = ctx.fs.device().read_at(&mut table, offset) {
@@ -96,7 +104,9 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     let mode = u16::from_le_bytes([rec[0], rec[1]]);
     let dtime = u32::from_le_bytes(rec[0x14..0x18].try_into().unwrap());
     let reserved = ino < geo.first_ino;
-    if links == 0 && !(reserved && ino != BAD_BLOCKS_INO && mode != 0) {
+    // (Reserved inodes with a mode are in use without links, but for the root: e2fsck
+    // takes a root without links for a missing one, to be made again in pass 3.)
+    if links == 0 && !(reserved && ino != BAD_BLOCKS_INO && ino != 2 && mode != 0) {
         // A deleted inode's record is still checksummed (an all-zero record never was).
         if let Some(seed) = ctx.fs.csum_seed() {
             if !reserved && rec.iter().any(|&b| b != 0) && !inode_checksum_ok(rec, seed, ino, isz) {
@@ -156,7 +166,8 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     } else {
         crate::special::check(ctx, w, ino, ft, links)
     };
-    if dtime != 0 && !reserved && links != 0 {
+    // (The root too: old mke2fs set its dtime; e2fsck clears it.)
+    if dtime != 0 && (!reserved || ino == 2) && links != 0 {
         w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
     }
     // The obsolete fragment address must be zero (e2fsck marks the inode bad in pass 1

@@ -118,8 +118,14 @@ problems! {
     SuperblockChecksum = 0x00_0001, P0, Info, RecomputeChecksum, "Superblock checksum does not match superblock ({})";
     /// A group descriptor checksum is wrong.
     GroupDescChecksum = 0x00_0002, P0, Error, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
-    /// A bitmap or inode table lies outside the file system or its group.
+    /// A bitmap or inode table lies outside the file system or its group. (Its value
+    /// `found`, for one outside the file system: 1 block bitmap, 2 inode bitmap, 3 inode
+    /// table; such a one is relocated, an inode table zeroed.)
     GroupMetadataLocation = 0x00_0003, P0, Info, Rebuild, "{}";
+    /// The primary group descriptors put metadata outside the file system but group 1's
+    /// backup copy is sound: the backup is written over the primary. (Its values: the
+    /// backup's first block, the primary's.)
+    GroupDescBackup = 0x00_000B, P0, Error, Rebuild, "Group descriptors look bad... using backup blocks ({})";
     /// itable_unused / flags of a group contradict its counts.
     GroupUnusedInodes = 0x00_0004, P0, Info, SetField, "{}";
     /// The journal inode or the journal superblock is invalid.

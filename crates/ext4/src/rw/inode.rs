@@ -126,9 +126,33 @@ impl Volume {
             .inodes
             .alloc(kind, pg, &|f| blocks.flex_free(f), &flex_total)
             .map_err(|e| no_space("inodes", e))?;
+        Ok(self.fresh_record(ino, kind != InodeKind::File, file_type, perm, uid, gid))
+    }
+
+    /// Takes inode `ino` for a new `file_type` (a checker's re-creation of the root
+    /// directory), whatever it held: its fresh record, as [`Volume::new_inode`]. (One the
+    /// check counted in use stays counted; the next check corrects the group's counts.)
+    pub fn take_inode(&mut self, ino: u32, file_type: FileType, perm: u32) -> InodeRec {
+        let is_dir = file_type == FileType::Directory;
+        let _ = self.inodes.reserve(ino, is_dir);
+        self.fresh_record(ino, is_dir, file_type, perm, 0, 0)
+    }
+
+    /// The record of newly allocated inode `ino` (its group joins the transaction, its
+    /// descriptor covers it): mode, owner, one link, times now, a new generation.
+    fn fresh_record(
+        &mut self,
+        ino: u32,
+        is_dir: bool,
+        file_type: FileType,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> InodeRec {
+        let geo = &self.fs.core.geo;
         let g = (ino - 1) / geo.inodes_per_group;
         self.txn.groups.insert(g);
-        self.undo_inode(ino, kind != InodeKind::File, true);
+        self.undo_inode(ino, is_dir, true);
         self.mark_inode_slot_used(ino);
         let geo = &self.fs.core.geo;
         let isz = geo.inode_size as usize;
@@ -152,7 +176,7 @@ impl Volume {
         {
             // i_blocks counts 512-byte units; the HUGE_FILE flag stays off.
         }
-        Ok(InodeRec { ino, raw })
+        InodeRec { ino, raw }
     }
 
     /// Makes the descriptor of `ino`'s group cover the inode at once (INODE_UNINIT off,

@@ -5,7 +5,7 @@
 //! crash during a repair leaves the image as it was or repaired, never half of it.
 
 use super::inline_repair::InlineFix;
-use super::meta::Meta;
+use super::meta::{Freed, Meta};
 use super::volume::Volume;
 use crate::format::features::ro_compat;
 use crate::format::group_desc::GroupDesc;
@@ -14,7 +14,7 @@ use crate::format::inode::ROOT_INO;
 use crate::format::superblock::Superblock;
 use std::collections::BTreeMap;
 use usfs_dev::Device;
-use usfs_fs::{FileType, NewNode, Result, Timestamp};
+use usfs_fs::{Error, FileType, NewNode, Result, Timestamp};
 
 /// The name e2fsck reconnects lost inodes under.
 const LOST_FOUND: &[u8] = b"lost+found";
@@ -91,6 +91,88 @@ impl Volume {
             rdev: 0,
         };
         self.mkdir(ROOT_INO, LOST_FOUND, node)
+    }
+
+    /// Puts the group descriptors stored from block `backup` (a backup copy, after a
+    /// backup superblock) in place of the ones in use: they are written over the primary
+    /// table (and the backups) at the commit, with every group's bitmaps.
+    pub fn restore_descriptors(&mut self, backup: u64) -> Result<()> {
+        let geo = &self.fs.core.geo;
+        let (n, ds, groups) = (
+            geo.gdt_blocks() as u64,
+            geo.desc_size as usize,
+            geo.group_count,
+        );
+        let mut raw = Vec::new();
+        for b in backup..backup + n {
+            raw.extend_from_slice(&self.read_meta(b)?);
+        }
+        for g in 0..groups {
+            let at = g as usize * ds;
+            self.fs.core.groups[g as usize] = GroupDesc::from_raw(&raw[at..at + ds]);
+            self.txn.groups.insert(g);
+        }
+        self.sb_dirty = true;
+        Ok(())
+    }
+
+    /// Gives group `g` a new block or inode bitmap (`inode`) in place of one the
+    /// descriptor puts outside the file system (e2fsck's "Relocate?"): the first free
+    /// block from the group's start (of what the check found in use); its contents are
+    /// written with the group's summary at the commit.
+    pub fn relocate_bitmap(&mut self, g: u32, inode: bool) -> Result<u64> {
+        let goal = self.fs.core.geo.group_first_block(g);
+        let (blk, _) = self.alloc_blocks(0, goal, 1)?;
+        self.repair_group(g, |d| {
+            if inode {
+                d.set_inode_bitmap(blk)
+            } else {
+                d.set_block_bitmap(blk)
+            }
+        });
+        Ok(blk)
+    }
+
+    /// Gives group `g` a new, zeroed inode table in place of one the descriptor puts
+    /// outside the file system (e2fsck's "Relocate?", with its warning: the inodes of
+    /// the group are lost, and the next check finds what named them).
+    pub fn relocate_inode_table(&mut self, g: u32) -> Result<u64> {
+        let geo = &self.fs.core.geo;
+        let n =
+            (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
+        let goal = geo.group_first_block(g);
+        let (blk, got) = self.alloc_blocks(0, goal, n as u32)?;
+        if u64::from(got) < n {
+            self.free_blocks(0, blk, u64::from(got), Freed::Metadata)?;
+            return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
+        }
+        let zero = vec![0u8; self.fs.core.geo.block_size as usize];
+        for b in blk..blk + n {
+            self.write_meta(b, zero.clone())?;
+        }
+        self.repair_group(g, |d| d.set_inode_table(blk));
+        Ok(blk)
+    }
+
+    /// Makes a new root directory in inode 2 (e2fsck's "Root inode not allocated.
+    /// Allocate?"; what inode 2 held is overwritten): mode 0755, owned by root, `.` and
+    /// `..` naming it, two links.
+    pub fn make_root(&mut self) -> Result<()> {
+        let mut rec = self.take_inode(ROOT_INO, FileType::Directory, 0o755);
+        self.init_map(&mut rec);
+        rec.raw.set_i_links_count(2);
+        self.dir_init(&mut rec, ROOT_INO)?;
+        self.put_inode(&mut rec)
+    }
+
+    /// Unlinks `/lost+found` when it is not a directory and makes a new one (e2fsck's
+    /// "/lost+found is not a directory. Unlink?"); the old inode, no longer named, is the
+    /// next check's to reconnect.
+    pub fn replace_lost_found(&mut self) -> Result<u32> {
+        let mut root = self.inode_any(ROOT_INO)?;
+        self.dir_edit(&mut root, |e| e.remove(LOST_FOUND).map(|_| ()))?;
+        self.put_inode(&mut root)?;
+        self.lost_found()
     }
 
     /// Connects inode `ino`, which no entry names, to `/lost+found` as `#ino` (e2fsck's

@@ -16,6 +16,8 @@ const XATTR_MAGIC: u32 = 0xEA02_0000;
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
     match (p.code, p.ino) {
         (Code::NoLostFound, _) => v.lost_found().map(|_| ()),
+        (Code::NoRoot, _) => v.make_root(),
+        (Code::LostFoundNotDir, _) => v.replace_lost_found().map(|_| ()),
         (Code::DirNlinkFeature, _) => {
             v.add_ro_compat(ro_compat::DIR_NLINK);
             Ok(())

@@ -14,6 +14,16 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) {
     };
     match p.code {
         Code::GroupUnusedInodes => {}
+        Code::GroupMetadataLocation => {
+            // (A failed allocation shows in the next check: the table still lies
+            // outside.)
+            let _ = match p.found {
+                Some(3) => v.relocate_inode_table(g),
+                Some(kind) => v.relocate_bitmap(g, kind == 2),
+                None => Ok(0),
+            };
+            return;
+        }
         // e2fsck's pass 2 fixes: the descriptor stops hiding the inodes an entry names.
         Code::DirInodeInUnusedArea => return v.repair_group(g, |d| d.set_itable_unused(0)),
         Code::DirInodeUninitGroup => {

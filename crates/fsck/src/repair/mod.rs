@@ -109,7 +109,8 @@ fn fix_of(code: Code) -> Option<bool> {
         | DirCorruptEntry | InodeFaddr | MultiplyClaimed => false,
         BadExtraIsize | SpecialSize | FileAclHi => true,
         BadFlags | BadInlineData | InlineJunk | InlineFeature | InlineNoFeature => false,
-        ExtentFeature | ExtentsNoFeature => false,
+        ExtentFeature | ExtentsNoFeature | LostFoundNotDir | NoRoot | ReservedInode => false,
+        GroupMetadataLocation | GroupDescBackup => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
@@ -155,6 +156,8 @@ fn rounds(
         let mut report = check(Box::new(dev.clone()), opts)?;
         clock.lap(format!("check {n}"));
         let allowed = |p: &Problem| match fix_of(p.code) {
+            // (Of misplaced metadata, only bitmaps outside the file system have a fix.)
+            Some(_) if p.code == Code::GroupMetadataLocation && p.found.is_none() => false,
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
         };
@@ -242,6 +245,20 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         .iter()
         .any(|p| p.code.def().pass <= Pass::P1B && !allowed(p))
     {
+        return;
+    }
+    // Backup descriptors in place of bad primary ones change everything the check read
+    // through them: alone, first.
+    if ps.iter().any(|p| p.code == Code::GroupDescBackup) {
+        ps.retain(|p| p.code == Code::GroupDescBackup);
+        return;
+    }
+    // A relocated inode table is a zeroed one: what the check found of its group and
+    // of the entries naming its inodes is void. It goes first, with the bitmaps (e2fsck
+    // restarts after it).
+    let relocated = |p: &Problem| p.code == Code::GroupMetadataLocation && p.found.is_some();
+    if ps.iter().any(|p| relocated(p) && p.found == Some(3)) {
+        ps.retain(relocated);
         return;
     }
     // A feature turned on changes how the check reads every inode: e2fsck reads the

@@ -25,6 +25,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             v.edit_superblock(|sb| sb.set_s_reserved_gdt_blocks(0));
             Ok(())
         }
+        Code::GroupDescBackup => v.restore_descriptors(p.found.ok_or(usfs_fs::Error::Invalid)?),
         Code::QuotaInode => {
             let kind = p.found.ok_or(usfs_fs::Error::Invalid)?;
             v.edit_superblock(|sb| match kind {

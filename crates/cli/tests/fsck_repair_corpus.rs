@@ -138,6 +138,9 @@ const REPAIRED: &[&str] = &[
     "f_misstable",
     "f_preen",
     "f_zero_group",
+    "f_corrupt_dirent_tail",
+    "f_dir_bad_csum",
+    "f_htree_bad_csum",
 ];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of

@@ -13,17 +13,19 @@ use usfs_fs::Result;
 
 /// One live entry, as the fix sees it.
 #[derive(Clone, Debug)]
-struct Named {
+pub(super) struct Named {
     /// Its directory block.
-    lblk: u64,
+    pub(super) lblk: u64,
     /// Its offset in the block.
-    off: usize,
+    pub(super) off: usize,
     /// Inode number; 0 once removed.
-    ino: u32,
+    pub(super) ino: u32,
     /// Its name (as renamed).
-    name: Vec<u8>,
+    pub(super) name: Vec<u8>,
+    /// Its file type code.
+    pub(super) ft: u8,
     /// Removed or renamed by the fix.
-    changed: bool,
+    pub(super) changed: bool,
 }
 
 /// The live entries of a directory and the places (block, offset) of stray `.` and `..`.
@@ -77,6 +79,7 @@ impl DirEdit<'_> {
                     off: e.off,
                     ino: e.ino,
                     name: e.name.to_vec(),
+                    ft: e.file_type,
                     changed: false,
                 });
             }
@@ -108,7 +111,7 @@ impl DirEdit<'_> {
 
 /// e2fsck's duplicate_search_and_fix over `ents`, repeated until it changes nothing;
 /// returns whether any entry was renamed.
-fn resolve(ents: &mut [Named]) -> bool {
+pub(super) fn resolve(ents: &mut [Named]) -> bool {
     let mut renamed = false;
     // Each pass removes or renames at least one entry, which then sorts apart from the
     // rest of its name: the passes are bounded by the entries (and a little more).
@@ -218,6 +221,7 @@ mod tests {
             off,
             ino,
             name: name.as_bytes().to_vec(),
+            ft: 1,
             changed: false,
         }
     }

@@ -8,6 +8,7 @@
 //! after a removal. Htrees never shrink (as in the kernel).
 
 use super::dir_leaf::{Ent, LeafFmt};
+use super::entry_fix::{edit_area, EntryFix};
 use super::meta::{DirFile, Meta};
 use crate::format::dirent::{self, DirentFault};
 use crate::format::dx_hash::{dx_hash, HashVersion};
@@ -197,22 +198,27 @@ impl<'a> DirEdit<'a> {
     /// [`Error::Io`] of kind StorageFull) when no block can be allocated or the htree
     /// index is full.
     pub fn add(&mut self, name: &[u8], ino: u32, ft: FileType) -> Result<()> {
-        check_entry_name(name)?;
-        if ino == 0 || ino > self.fmt.inodes_count {
-            return Err(Error::Invalid);
-        }
         let e = Ent {
             name: name.to_vec(),
             ino,
             ft: dirent::dirent_file_type(ft),
         };
+        self.add_ent(&e)
+    }
+
+    /// [`DirEdit::add`] of entry `e` as it is (its file type code kept).
+    pub(crate) fn add_ent(&mut self, e: &Ent) -> Result<()> {
+        check_entry_name(&e.name)?;
+        if e.ino == 0 || e.ino > self.fmt.inodes_count {
+            return Err(Error::Invalid);
+        }
         if self.indexed() {
-            if self.find(name)?.is_some() {
+            if self.find(&e.name)?.is_some() {
                 return Err(exists());
             }
-            return self.htree_add(&e);
+            return self.htree_add(e);
         }
-        self.linear_add(&e)
+        self.linear_add(e)
     }
 
     /// Removes `name`; returns the inode it pointed at. NotFound if it is not there.
@@ -259,66 +265,28 @@ impl<'a> DirEdit<'a> {
         self.write_leaf(pblk, buf)
     }
 
-    /// Removes the entry at byte `off` of logical block `lblk`: a checker's fix of an
-    /// entry it names by place, so the chain before it need not be sound for lookups, only
-    /// walkable. The block's checksum tail is set.
-    pub fn remove_at(&mut self, lblk: u64, off: usize) -> Result<()> {
+    /// Applies a checker's `fix` to the entry at byte `off` of leaf block `lblk`, named by
+    /// place (the chain before it need only be walkable), and writes the block back with
+    /// its checksum tail set. A leaf that lacks its tail under metadata_csum is edited
+    /// whole and written back as it is: e2fsck reads it as a block without a tail, and
+    /// the directory is rehashed.
+    pub(crate) fn fix_at(&mut self, lblk: u64, off: usize, fix: EntryFix) -> Result<()> {
         let (pblk, mut buf) = self.read_raw(lblk)?;
-        let usable = self.fmt.usable();
-        let area = &mut buf[..usable];
-        let mut prev = None;
-        let mut found = None;
-        for e in dirent::Dirents::lenient(area, self.fmt.bs, self.fmt.has_ft) {
-            let Ok(e) = e else { break };
-            if e.off == off {
-                found = Some(e.rec_len);
-                break;
-            }
-            prev = Some((e.off, e.rec_len));
-        }
-        let Some(rec_len) = found else {
+        let whole = self.fmt.csum && dirent::find_tail(&buf).is_none();
+        let len = if whole { buf.len() } else { self.fmt.usable() };
+        if !edit_area(&self.fmt, &mut buf[..len], off, fix) {
             return Err(self.corrupt(lblk, format!("no entry at offset {off}")));
-        };
-        self.fmt.delete(area, off, rec_len, prev);
-        self.write_leaf(pblk, buf)
+        }
+        if whole {
+            self.m.write_meta(pblk, buf)
+        } else {
+            self.write_leaf(pblk, buf)
+        }
     }
 
-    /// Sets the file type byte of the entry at byte `off` of logical block `lblk` to
-    /// `ft` (a checker's fix, the entry named by place as in [`Self::remove_at`]).
-    pub fn set_type_at(&mut self, lblk: u64, off: usize, ft: u8) -> Result<()> {
-        let (pblk, mut buf) = self.read_raw(lblk)?;
-        let usable = self.fmt.usable();
-        let found = dirent::Dirents::lenient(&buf[..usable], self.fmt.bs, self.fmt.has_ft)
-            .map_while(|e| e.ok())
-            .any(|e| e.off == off);
-        if !found || !self.fmt.has_ft {
-            return Err(self.corrupt(lblk, format!("no typed entry at offset {off}")));
-        }
-        buf[off + 7] = ft;
-        self.write_leaf(pblk, buf)
-    }
-
-    /// Replaces each '/' and NUL in the name of the entry at byte `off` of logical block
-    /// `lblk` with '.', or removes the entry if its name is empty (a checker's fix).
-    pub fn fix_name_at(&mut self, lblk: u64, off: usize) -> Result<()> {
-        let (pblk, mut buf) = self.read_raw(lblk)?;
-        let usable = self.fmt.usable();
-        let name_len = dirent::Dirents::lenient(&buf[..usable], self.fmt.bs, self.fmt.has_ft)
-            .map_while(|e| e.ok())
-            .find(|e| e.off == off)
-            .map(|e| e.name.len());
-        match name_len {
-            None => Err(self.corrupt(lblk, format!("no entry at offset {off}"))),
-            Some(0) => self.remove_at(lblk, off),
-            Some(n) => {
-                for c in &mut buf[off + 8..off + 8 + n] {
-                    if *c == b'/' || *c == 0 {
-                        *c = b'.';
-                    }
-                }
-                self.write_leaf(pblk, buf)
-            }
-        }
+    /// Removes the entry at byte `off` of logical block `lblk` ([`Self::fix_at`]).
+    pub fn remove_at(&mut self, lblk: u64, off: usize) -> Result<()> {
+        self.fix_at(lblk, off, EntryFix::Remove)
     }
 
     /// Does the directory hold nothing but `.` and `..`?

@@ -5,6 +5,7 @@
 
 use super::dir_edit::DirEdit;
 use super::dir_leaf::{Ent, LeafFmt};
+use super::entry_fix::EntryFix;
 use crate::format::dirent::{
     self, encode_rec_len, entry_size, DirEntryHeader, DirentFault, Dirents, DIRENT_HEADER,
 };
@@ -15,14 +16,11 @@ impl DirEdit<'_> {
     /// and writes it back with its checksum set; returns whether it changed.
     pub fn salvage(&mut self, lblk: u64) -> Result<bool> {
         if self.indexed() && (lblk == 0 || self.is_dx_node(lblk)?) {
-            return Err(self.corrupt(lblk, "an htree index node is not salvaged as a leaf".into()));
+            // A broken index node: the index goes (as e2fsck clears it and rebuilds).
+            self.drop_index()?;
+            return Ok(true);
         }
-        let (pblk, mut buf) = self.read_raw(lblk)?;
-        let usable = self.fmt.usable();
-        if !salvage_area(&self.fmt, &mut buf[..usable]) {
-            return Ok(false);
-        }
-        self.write_leaf(pblk, buf)?;
+        self.fix_at(lblk, 0, EntryFix::Salvage)?;
         Ok(true)
     }
 
@@ -90,6 +88,10 @@ impl DirEdit<'_> {
     /// keeps its `.` and `..`), with checksum tails where metadata_csum wants them, and
     /// the INDEX flag is cleared. Leaves are left as they are.
     pub fn drop_index(&mut self) -> Result<()> {
+        if !self.d.is_indexed() {
+            // Dropped already (or never there): block 0 is a leaf to keep.
+            return Ok(());
+        }
         let dir = self.d.ino();
         let ft = dirent::dirent_file_type(FileType::Directory);
         for lblk in 0..self.d.nblocks() {

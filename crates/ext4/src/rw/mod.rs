@@ -22,9 +22,11 @@ mod dir_htree;
 mod dir_leaf;
 #[cfg(test)]
 mod dir_oracle_tests;
+mod dir_rehash;
 mod dir_salvage;
 #[cfg(test)]
 mod dir_tests;
+mod entry_fix;
 mod extent_edit;
 pub(crate) mod fast_commit;
 mod indirect_edit;

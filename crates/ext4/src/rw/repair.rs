@@ -4,7 +4,7 @@
 //! through the volume's transactions (journaled where the image has a journal), so a
 //! crash during a repair leaves the image as it was or repaired, never half of it.
 
-use super::inline_repair::InlineFix;
+use super::entry_fix::EntryFix;
 use super::meta::{Freed, Meta};
 use super::volume::Volume;
 use crate::format::features::ro_compat;
@@ -200,33 +200,48 @@ impl Volume {
     /// clearing of an entry in pass 2).
     pub fn remove_entry(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
         // (As e2fsck, the directory's times stay.)
-        self.entry_fix(dir, off, InlineFix::Remove, |e| e.remove_at(lblk, off))
+        self.entry_fix(dir, lblk, off, EntryFix::Remove)
     }
 
     /// Sets the file type of the entry at byte `off` of logical block `lblk` of
     /// directory `dir` to `ft` (a dirent file type code; a checker's fix).
     pub fn set_entry_type(&mut self, dir: u32, lblk: u64, off: usize, ft: u8) -> Result<()> {
-        self.entry_fix(dir, off, InlineFix::SetType(ft), |e| {
-            e.set_type_at(lblk, off, ft)
-        })
+        self.entry_fix(dir, lblk, off, EntryFix::SetType(ft))
     }
 
     /// Applies a checker's fix of the entry at byte `off` of directory `dir`: `block` to
     /// a directory of blocks, `inline` to an inline directory (whose entries the checker
     /// names by their offset in the inline store).
-    fn entry_fix(
-        &mut self,
-        dir: u32,
-        off: usize,
-        inline: InlineFix,
-        block: impl FnOnce(&mut super::dir_edit::DirEdit) -> Result<()>,
-    ) -> Result<()> {
+    fn entry_fix(&mut self, dir: u32, lblk: u64, off: usize, fix: EntryFix) -> Result<()> {
         let mut d = self.inode_any(dir)?;
         if Volume::is_inline(&d) {
-            self.inline_fix(&mut d, off, inline)?;
+            self.inline_fix(&mut d, off, fix)?;
         } else {
-            self.dir_edit(&mut d, block)?;
+            self.dir_edit(&mut d, |e| e.fix_at(lblk, off, fix))?;
         }
+        self.put_inode(&mut d)
+    }
+
+    /// [`Volume::entry_fix`] for a salvage, which in a block directory may be of an
+    /// htree index node (the index goes: `DirEdit::salvage`).
+    fn entry_fix_salvage(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        if Volume::is_inline(&d) {
+            self.inline_fix(&mut d, off, EntryFix::Salvage)?;
+        } else {
+            self.dir_edit(&mut d, |e| e.salvage(lblk).map(|_| ()))?;
+        }
+        self.put_inode(&mut d)
+    }
+
+    /// Rehashes directory `dir` as e2fsck's pass 3A does (see `DirEdit::rehash`); an
+    /// inline directory is left as it is.
+    pub fn rehash_dir(&mut self, dir: u32) -> Result<()> {
+        let mut d = self.inode_any(dir)?;
+        if Volume::is_inline(&d) {
+            return Ok(());
+        }
+        self.dir_edit(&mut d, |e| e.rehash())?;
         self.put_inode(&mut d)
     }
 
@@ -242,7 +257,7 @@ impl Volume {
     /// `dir` legal as e2fsck does: each '/' and NUL becomes '.'; an empty name's entry is
     /// removed.
     pub fn fix_entry_name(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
-        self.entry_fix(dir, off, InlineFix::FixName, |e| e.fix_name_at(lblk, off))
+        self.entry_fix(dir, lblk, off, EntryFix::FixName)
     }
 
     /// Changes superblock fields (a checker's fix: a feature flag, a reserved-block or
@@ -368,9 +383,7 @@ impl Volume {
     /// e2fsck's pass 2 does (see `dir_salvage`), and sets its checksum (an inline
     /// directory: the entry area holding byte `off` of its store).
     pub fn salvage_dir_block(&mut self, dir: u32, lblk: u64, off: usize) -> Result<()> {
-        self.entry_fix(dir, off, InlineFix::Salvage, |e| {
-            e.salvage(lblk).map(|_| ())
-        })
+        self.entry_fix_salvage(dir, lblk, off)
     }
 
     /// Makes the first entries of directory `dir` `.` and `..` as e2fsck's pass 2 does

@@ -21,6 +21,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // The whole directory at once (its first problem does it; the rest find nothing).
         return v.fix_duplicate_entries(dir);
     }
+    if let (Code::DirNoTail, Some(dir)) = (p.code, p.ino) {
+        // e2fsck rehashes a directory with a leaf lacking its checksum tail.
+        return v.rehash_dir(dir);
+    }
     if let (Code::HtreeBad, Some(dir)) = (p.code, p.ino) {
         return v.drop_dir_index(dir);
     }

@@ -110,7 +110,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BadExtraIsize | SpecialSize | FileAclHi => true,
         BadFlags | BadInlineData | InlineJunk | InlineFeature | InlineNoFeature => false,
         ExtentFeature | ExtentsNoFeature | LostFoundNotDir | NoRoot | ReservedInode => false,
-        GroupMetadataLocation | GroupDescBackup => false,
+        GroupMetadataLocation | GroupDescBackup | DirNoTail => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
@@ -371,7 +371,13 @@ fn apply(
     let mut committed = false;
     let mut dups = dup::Dups::of(&report.problems);
     let give_up = inode::too_many_illegal(&report.problems);
-    for p in &report.problems {
+    // Directories rebuilt whole go last: the entry fixes before them name entries by
+    // their place in the blocks as the check found them.
+    let (rehash, rest): (Vec<&Problem>, Vec<&Problem>) = report
+        .problems
+        .iter()
+        .partition(|p| p.code == Code::DirNoTail);
+    for p in rest.into_iter().chain(rehash) {
         let fix = v.apply_fix(|v| {
             dups.apply(v, p)?;
             group::apply(v, p);

@@ -350,3 +350,49 @@ fn preen(name: &str, img: &Path, orig: &[u8], n: &mut [usize; 3]) -> Result<(), 
     }
     Ok(())
 }
+
+/// A directory whose htree index is bad gets an index again, as e2fsck's pass 3A
+/// rebuilds it (f_h_reindex: directory 16001, ~30000 entries, bad hashes in its index):
+/// after `usfs fsck -fy` its INDEX flag is on and `debugfs htree` walks the index, and
+/// e2fsck finds the image clean.
+#[test]
+fn a_bad_htree_index_is_built_again() {
+    let Some(dir) = e2fsprogs_corpus() else {
+        eprintln!("SKIP htree rebuild: the e2fsprogs corpus is not found");
+        return;
+    };
+    if !need_tool("htree rebuild", "debugfs") || !need_tool("htree rebuild", "e2fsck") {
+        return;
+    }
+    let Some((_, _, bytes)) = e2fsprogs_images(&dir).find(|(n, _, _)| n == "f_h_reindex") else {
+        eprintln!("SKIP htree rebuild: f_h_reindex is not in the corpus");
+        return;
+    };
+    let s = Scratch::new("htree-rebuild");
+    let img = s.path("image");
+    std::fs::write(&img, &bytes).unwrap();
+    let (code, out, _) = run(Command::new(usfs()).args(["fsck", "-fy"]).arg(&img), 120);
+    assert_eq!(code, Some(1), "{out}");
+    let (e2, e2out, _) = run(Command::new("e2fsck").arg("-fn").arg(&img), 30);
+    assert_eq!(e2, Some(0), "{e2out}");
+    let stat = Command::new("debugfs")
+        .args(["-R", "stat <16001>"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stat = String::from_utf8_lossy(&stat.stdout);
+    assert!(
+        stat.contains("Flags: 0x1000"),
+        "no INDEX flag after the repair:\n{stat}"
+    );
+    let htree = Command::new("debugfs")
+        .args(["-R", "htree <16001>"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let htree = String::from_utf8_lossy(&htree.stdout);
+    assert!(
+        htree.contains("Root node dump") && htree.contains("Entry #"),
+        "{htree}"
+    );
+}

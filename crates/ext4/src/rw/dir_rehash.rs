@@ -41,7 +41,7 @@ impl DirEdit<'_> {
         let mut parent = ROOT_INO;
         let mut ents = Vec::new();
         for lblk in 0..self.d.nblocks() {
-            if indexed && lblk != 0 && self.is_dx_node(lblk)? {
+            if indexed && lblk != 0 && self.is_dx_node(lblk).unwrap_or(false) {
                 continue;
             }
             let Ok((_, buf)) = self.read_raw(lblk) else {

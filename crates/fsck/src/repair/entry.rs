@@ -7,6 +7,7 @@
 //! one, e.g. a "socket" whose blocks hold a directory).
 
 use crate::problem::{Code, Problem};
+use std::collections::BTreeMap;
 use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
 
@@ -21,13 +22,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         // The whole directory at once (its first problem does it; the rest find nothing).
         return v.fix_duplicate_entries(dir);
     }
-    if let (Code::DirNoTail, Some(dir)) = (p.code, p.ino) {
-        // e2fsck rehashes a directory with a leaf lacking its checksum tail.
-        return v.rehash_dir(dir);
-    }
-    if let (Code::HtreeBad, Some(dir)) = (p.code, p.ino) {
-        return v.drop_dir_index(dir);
-    }
+    // (A leaf without its checksum tail, a bad htree index: the directory is rehashed,
+    // once, after the round's other fixes: `rehash_dirs`.)
     let (Some(dir), Some(at)) = (p.ino, p.entry) else {
         return Ok(());
     };
@@ -49,4 +45,20 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// The directories a round rehashes, as e2fsck's pass 3A does, each with its first
+/// problem: those with a leaf lacking its checksum tail, and those whose htree index is
+/// bad (e2fsck clears the index and builds it again).
+pub(super) fn rehash_dirs(problems: &[Problem]) -> BTreeMap<u32, &Problem> {
+    let mut dirs = BTreeMap::new();
+    for p in problems
+        .iter()
+        .filter(|p| matches!(p.code, Code::DirNoTail | Code::HtreeBad))
+    {
+        if let Some(dir) = p.ino {
+            dirs.entry(dir).or_insert(p);
+        }
+    }
+    dirs
 }

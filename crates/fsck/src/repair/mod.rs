@@ -371,14 +371,16 @@ fn apply(
     let mut committed = false;
     let mut dups = dup::Dups::of(&report.problems);
     let give_up = inode::too_many_illegal(&report.problems);
-    // Directories rebuilt whole go last: the entry fixes before them name entries by
-    // their place in the blocks as the check found them.
-    let (rehash, rest): (Vec<&Problem>, Vec<&Problem>) = report
-        .problems
-        .iter()
-        .partition(|p| p.code == Code::DirNoTail);
-    for p in rest.into_iter().chain(rehash) {
+    // Directories rebuilt whole go last, each once (in the name of its first problem):
+    // the entry fixes before them name entries by their place as the check found them.
+    let rehash = entry::rehash_dirs(&report.problems);
+    let steps = (report.problems.iter().map(|p| (p, None)))
+        .chain(rehash.iter().map(|(&dir, &p)| (p, Some(dir))));
+    for (p, rehash) in steps {
         let fix = v.apply_fix(|v| {
+            if let Some(dir) = rehash {
+                return v.rehash_dir(dir);
+            }
             dups.apply(v, p)?;
             group::apply(v, p);
             superblock::apply(v, p)?;

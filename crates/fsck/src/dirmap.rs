@@ -5,6 +5,7 @@
 
 use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
+use usfs_ext4::format::extent;
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::{flags, Inode};
 
@@ -56,9 +57,8 @@ pub(crate) fn report(
 pub(crate) fn zero_length(ctx: &Ctx, inode: &Inode<Vec<u8>>) -> bool {
     let ib = inode.i_block();
     let empty = if inode.i_flags() & flags::EXTENTS != 0 {
-        // A sound extent header (magic, max) with no entries.
-        let u16at = |at: usize| u16::from_le_bytes([ib[at], ib[at + 1]]);
-        u16at(0) == 0xF30A && u16at(2) == 0 && u16at(4) != 0
+        // A sound extent header with no entries.
+        extent::header_ok(ib) && ib[2..4] == [0, 0]
     } else {
         ib.iter().all(|&b| b == 0)
     };

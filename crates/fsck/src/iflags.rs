@@ -13,12 +13,13 @@
 use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
 use std::ops::ControlFlow;
+use usfs_ext4::format::extent;
 use usfs_ext4::format::features::incompat;
-use usfs_ext4::format::inode::{flags, GOOD_OLD_INODE_SIZE};
+use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use usfs_ext4::format::xattr;
 use usfs_ext4::walk::{
     self,
-    xattr::{Entry, XattrCtx, XattrIssue, XattrVisitor},
+    xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor},
     Mode,
 };
 use usfs_fs::FileType;
@@ -62,7 +63,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
     if w.inode.i_flags() & flags::INLINE_DATA == 0 {
         return extents(ctx, w, ino, ft);
     }
-    let attr = system_data(ctx, w, ino);
+    let attr = matches!(system_data(ctx, &w.inode, ino), Some(Some(_)));
     if !inline_fs {
         if attr {
             w.report(Problem::new(Code::InlineFeature, ino.to_string()).ino(ino));
@@ -93,7 +94,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
 fn extents(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
     let extent_fs = ctx.geo.features.has_incompat(incompat::EXTENTS);
     let has_flag = w.inode.i_flags() & flags::EXTENTS != 0;
-    let header = extent_header_ok(w.inode.i_block());
+    let header = extent::header_ok(w.inode.i_block());
     if has_flag && !extent_fs {
         if header {
             // (e2fsck turns the feature on at the first such inode and takes the
@@ -158,7 +159,7 @@ fn both_flags(ctx: &Ctx, w: &Worker, ft: FileType) -> Option<u32> {
     }
     let inode = &w.inode;
     let ib = inode.i_block();
-    if extent_header_ok(ib) {
+    if extent::header_ok(ib) {
         return Some(flags::INLINE_DATA);
     }
     let isz = ctx.geo.inode_size as u64;
@@ -176,24 +177,21 @@ fn both_flags(ctx: &Ctx, w: &Worker, ft: FileType) -> Option<u32> {
     block_map.then_some(both)
 }
 
-/// ext2fs_extent_header_verify on an inode's i_block: the magic, at most as many entries
-/// as fit, and a maximum that fits and is not much below what fits.
-fn extent_header_ok(ib: &[u8; 60]) -> bool {
-    let u16at = |at: usize| u16::from_le_bytes([ib[at], ib[at + 1]]);
-    let (magic, entries, max) = (u16at(0), u16at(2), u16at(4));
-    // Two entries less than fit are allowed (room for a checksum tail in a block).
-    let fit = (60 - 12) / 12;
-    magic == 0xF30A && entries <= max && max <= fit && max + 2 >= fit
-}
-
-/// Does inode `ino` (in `w.inode`) hold a readable `system.data` attribute (in the
-/// inode's xattr area; e2fsck's get_inline_data_ea_size, which a damaged area fails)?
-fn system_data(ctx: &Ctx, w: &Worker, ino: u32) -> bool {
-    /// Found the attribute; the area is damaged.
-    struct Seen(bool, bool);
+/// The `system.data` attribute of inode record `inode` (`ino`) as e2fsck's
+/// get_inline_data_ea_size reads it from the inode's xattr area: `None` when the area is
+/// damaged, else the value's length if the attribute is there.
+pub(crate) fn system_data(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> Option<Option<usize>> {
+    /// The value's length if seen; the area is damaged.
+    struct Seen(Option<usize>, bool);
     impl<'a> XattrVisitor<'a> for Seen {
         fn entry(&mut self, e: Entry<'a>) {
-            self.0 |= e.index == xattr::INDEX_SYSTEM && e.name == b"data";
+            if e.index == xattr::INDEX_SYSTEM && e.name == b"data" {
+                self.0 = Some(match e.value {
+                    Value::Here(v) => v.len(),
+                    Value::Inode { size, .. } => size as usize,
+                    Value::Outside => 0,
+                });
+            }
         }
         fn issue(&mut self, _: XattrIssue) -> ControlFlow<()> {
             self.1 = true;
@@ -201,8 +199,8 @@ fn system_data(ctx: &Ctx, w: &Worker, ino: u32) -> bool {
         }
     }
     let isz = ctx.geo.inode_size as usize;
-    let mut seen = Seen(false, false);
-    if let Some(area) = walk::xattr::ibody(w.inode.bytes(), isz, w.inode.i_extra_isize()) {
+    let mut seen = Seen(None, false);
+    if let Some(area) = walk::xattr::ibody(inode.bytes(), isz, inode.i_extra_isize()) {
         let cx = XattrCtx {
             ino,
             ea_inode: ctx.geo.features.has_incompat(incompat::EA_INODE),
@@ -210,5 +208,5 @@ fn system_data(ctx: &Ctx, w: &Worker, ino: u32) -> bool {
         };
         let _ = walk::xattr::scan_entries(area, 0, &cx, Mode::Lenient, &mut seen);
     }
-    seen.0 && !seen.1
+    (!seen.1).then_some(seen.0)
 }

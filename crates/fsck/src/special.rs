@@ -9,15 +9,11 @@
 use crate::blocks::map_ctx;
 use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
-use std::ops::ControlFlow;
+use usfs_ext4::format::dirent::decode_rec_len;
+use usfs_ext4::format::extent::{self, Extent, ExtentHeader};
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::format::inode::{flags, Inode};
-use usfs_ext4::format::xattr;
-use usfs_ext4::walk::{
-    self,
-    xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor},
-    Mode,
-};
+use usfs_ext4::walk;
 use usfs_fs::FileType;
 
 /// Bytes of i_block (`EXT4_MIN_INLINE_DATA_SIZE`, the fast symlink limit).
@@ -185,7 +181,9 @@ fn really_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32, ft: FileType, links: 
 /// sane record lengths (e2fsck's test)?
 fn block_starts_dir(buf: &[u8], ino: u32) -> bool {
     let bs = buf.len();
-    let rec = |at: usize| rec_len(u16::from_le_bytes([buf[at + 4], buf[at + 5]]), bs);
+    let rec = |at: usize| {
+        decode_rec_len(u16::from_le_bytes([buf[at + 4], buf[at + 5]]), bs as u32) as usize
+    };
     let first = u32::from_le_bytes(buf[0..4].try_into().unwrap());
     let len1 = rec(0);
     if buf[6] != 1
@@ -201,17 +199,6 @@ fn block_starts_dir(buf: &[u8], ino: u32) -> bool {
     buf[len1 + 6] == 2 && &buf[len1 + 8..len1 + 10] == b".." && len2 >= 12 && len2 % 4 == 0
 }
 
-/// A stored rec_len in bytes (ext2fs_get_rec_len).
-fn rec_len(raw: u16, bs: usize) -> usize {
-    if bs < 65536 {
-        raw as usize
-    } else if raw == 65535 || raw == 0 {
-        bs
-    } else {
-        (raw as usize & 65532) | ((raw as usize & 3) << 16)
-    }
-}
-
 /// check_is_really_dir for inline data: a size that is a multiple of 4, a parent and a
 /// first entry naming plausible inodes, and a first record that fits i_block.
 fn inline_looks_like_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
@@ -225,7 +212,7 @@ fn inline_looks_like_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
     let word = |at: usize| u32::from_le_bytes(ib[at..at + 4].try_into().unwrap());
     let (geo, first) = (ctx.geo, ctx.geo.first_ino);
     let (dotdot, de) = (word(0), word(4));
-    let len = rec_len(u16::from_le_bytes([ib[8], ib[9]]), geo.block_size as usize);
+    let len = decode_rec_len(u16::from_le_bytes([ib[8], ib[9]]), geo.block_size) as usize;
     !(dotdot >= geo.inodes_count
         || (dotdot < first && dotdot != 2)
         || de >= geo.inodes_count
@@ -233,35 +220,10 @@ fn inline_looks_like_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
         || len > I_BLOCK - 4)
 }
 
-/// ext2fs_inline_data_size: i_block and the `system.data` value (none: i_block alone).
+/// ext2fs_inline_data_size: i_block and the `system.data` value (none: i_block alone);
+/// `None` when the xattr area is damaged.
 fn inline_size(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> Option<usize> {
-    struct Data(usize, bool);
-    impl<'a> XattrVisitor<'a> for Data {
-        fn entry(&mut self, e: Entry<'a>) {
-            if e.index == xattr::INDEX_SYSTEM && e.name == b"data" {
-                self.0 = match e.value {
-                    Value::Here(v) => v.len(),
-                    Value::Inode { size, .. } => size as usize,
-                    Value::Outside => 0,
-                };
-            }
-        }
-        fn issue(&mut self, _: XattrIssue) -> ControlFlow<()> {
-            self.1 = true;
-            ControlFlow::Break(())
-        }
-    }
-    let isz = ctx.geo.inode_size as usize;
-    let mut d = Data(0, false);
-    if let Some(area) = walk::xattr::ibody(inode.bytes(), isz, inode.i_extra_isize()) {
-        let cx = XattrCtx {
-            ino,
-            ea_inode: ctx.geo.features.has_incompat(incompat::EA_INODE),
-            seed: ctx.fs.csum_seed(),
-        };
-        let _ = walk::xattr::scan_entries(area, 0, &cx, Mode::Lenient, &mut d);
-    }
-    (!d.1).then_some(I_BLOCK + d.0)
+    crate::iflags::system_data(ctx, inode, ino).map(|v| I_BLOCK + v.unwrap_or(0))
 }
 
 /// e2fsck_pass1_check_symlink: a size (under 4 GiB, not 0), no index flag, and a target
@@ -307,26 +269,16 @@ fn symlink_ok(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
 /// block) or its only block pointer, in range.
 fn one_block(ctx: &Ctx, inode: &Inode<Vec<u8>>) -> Option<u64> {
     let ib = inode.i_block();
-    let u16at = |at: usize| u16::from_le_bytes([ib[at], ib[at + 1]]);
     let blk = if inode.i_flags() & flags::EXTENTS != 0 {
-        // Header: magic, entries, max, depth; then the first extent.
-        let (magic, entries, max, depth) = (u16at(0), u16at(2), u16at(4), u16at(6));
-        if magic != 0xF30A || max == 0 || entries > max || entries != 1 || depth != 0 {
+        let h = ExtentHeader::new(&ib[..12])?;
+        let e = Extent::new(&ib[12..24])?;
+        if !extent::header_ok(ib) || h.eh_entries() != 1 || h.eh_depth() != 0 {
             return None;
         }
-        let e = &ib[12..24];
-        let lblk = u32::from_le_bytes(e[0..4].try_into().unwrap());
-        let raw_len = u16::from_le_bytes([e[4], e[5]]);
-        let len = if raw_len > 32768 {
-            raw_len - 32768
-        } else {
-            raw_len
-        };
-        if lblk != 0 || len != 1 {
+        if e.ee_block() != 0 || e.len() != 1 {
             return None;
         }
-        let hi = u64::from(u16::from_le_bytes([e[6], e[7]]));
-        hi << 32 | u64::from(u32::from_le_bytes(e[8..12].try_into().unwrap()))
+        e.start()
     } else {
         if (1..15).any(|i| ptr(inode, i) != 0) {
             return None;

@@ -88,6 +88,18 @@ impl<B: AsRef<[u8]>> Extent<B> {
     }
 }
 
+/// libext2fs's ext2fs_extent_header_verify on `node` (an inode's i_block or a tree
+/// block): the magic, no more entries than its maximum, and a maximum that fits the node
+/// and is at most two entries short of it (room for a checksum tail).
+pub fn header_ok(node: &[u8]) -> bool {
+    let Some(h) = ExtentHeader::new(node) else {
+        return false;
+    };
+    let fit = (node.len() - 12) / ENTRY_SIZE;
+    let max = h.eh_max() as usize;
+    h.eh_magic() == EXTENT_MAGIC && h.eh_entries() <= h.eh_max() && max <= fit && max + 2 >= fit
+}
+
 /// Byte offset of the checksum tail in an extent block with capacity `eh_max`.
 pub fn tail_offset(eh_max: u16) -> usize {
     ENTRY_SIZE + ENTRY_SIZE * eh_max as usize

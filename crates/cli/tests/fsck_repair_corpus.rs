@@ -34,6 +34,7 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
 /// stay so. (A newly repaired image is reported, to be added here.)
 const REPAIRED: &[&str] = &[
     "f_bad_bbitmap",
+    "f_overfsblks",
     "f_bad_bmap_csum",
     "f_bad_gdt_csum",
     "f_bad_ibitmap",

@@ -70,25 +70,30 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
     }
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
-        for (what, b, n) in [
-            ("block bitmap", d.block_bitmap(), 1),
-            ("inode bitmap", d.inode_bitmap(), 1),
-            ("inode table", d.inode_table(), itable_blocks),
+        // e2fsck's mark_table_blocks order: the inode table, then the bitmaps.
+        for (kind, what, b, n) in [
+            (3, "inode table", d.inode_table(), itable_blocks),
+            (1, "block bitmap", d.block_bitmap(), 1),
+            (2, "inode bitmap", d.inode_bitmap(), 1),
         ] {
-            if ctx.valid_block(b) && ctx.valid_block(b + n - 1) {
-                // Over a superblock or descriptor copy?
-                if (0..n).any(|k| super_or_desc.contains(&(b + k))) {
-                    out.push(
-                        Problem::new(
-                            Code::GroupMetadataLocation,
-                            format!("The {what} for group {g} overlaps the superblock or group descriptors (block {b})"),
-                        )
-                        .group(g),
-                    );
-                }
-                for k in 0..n {
-                    ctx.shared.claim_block(b + k);
-                }
+            if !ctx.valid_block(b) || !ctx.valid_block(b + n - 1) {
+                continue;
+            }
+            // Over a superblock, a descriptor copy or another table (e2fsck's
+            // PR_1_*_CONFLICT): relocated, a table with its contents.
+            if (0..n).any(|k| ctx.shared.blocks.get(b + k)) {
+                out.push(
+                    Problem::new(
+                        Code::GroupMetadataLocation,
+                        format!("Group {g}'s {what} at {b} conflicts with some other fs block"),
+                    )
+                    .group(g)
+                    .values(kind, b),
+                );
+                continue;
+            }
+            for k in 0..n {
+                ctx.shared.claim_block(b + k);
             }
         }
         if csums {

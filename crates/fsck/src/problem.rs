@@ -118,9 +118,11 @@ problems! {
     SuperblockChecksum = 0x00_0001, P0, Info, RecomputeChecksum, "Superblock checksum does not match superblock ({})";
     /// A group descriptor checksum is wrong.
     GroupDescChecksum = 0x00_0002, P0, Error, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
-    /// A bitmap or inode table lies outside the file system or its group. (Its value
-    /// `found`, for one outside the file system: 1 block bitmap, 2 inode bitmap, 3 inode
-    /// table; such a one is relocated, an inode table zeroed.)
+    /// A bitmap or inode table lies outside the file system, or over other metadata
+    /// (e2fsck's PR_1_*_CONFLICT). (Its values: `found` 1 block bitmap, 2 inode bitmap,
+    /// 3 inode table, relocated; `expected` the block over other metadata, whose
+    /// contents a relocated inode table keeps, or 0 outside the file system, where it
+    /// is zeroed.)
     GroupMetadataLocation = 0x00_0003, P0, Info, Rebuild, "{}";
     /// The primary group descriptors put metadata outside the file system but group 1's
     /// backup copy is sound: the backup is written over the primary. (Its values: the

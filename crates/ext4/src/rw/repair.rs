@@ -133,10 +133,11 @@ impl Volume {
         Ok(blk)
     }
 
-    /// Gives group `g` a new, zeroed inode table in place of one the descriptor puts
-    /// outside the file system (e2fsck's "Relocate?", with its warning: the inodes of
-    /// the group are lost, and the next check finds what named them).
-    pub fn relocate_inode_table(&mut self, g: u32) -> Result<u64> {
+    /// Gives group `g` a new inode table (e2fsck's "Relocate?"): a copy of the one at
+    /// `from` (a table over other metadata), or zeroed for one the descriptor puts
+    /// outside the file system (with e2fsck's warning: the inodes of the group are lost,
+    /// and the next check finds what named them).
+    pub fn relocate_inode_table(&mut self, g: u32, from: Option<u64>) -> Result<u64> {
         let geo = &self.fs.core.geo;
         let n =
             (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
@@ -147,8 +148,12 @@ impl Volume {
             return Err(Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC)));
         }
         let zero = vec![0u8; self.fs.core.geo.block_size as usize];
-        for b in blk..blk + n {
-            self.write_meta(b, zero.clone())?;
+        for k in 0..n {
+            let data = match from {
+                Some(old) => self.read_meta(old + k)?,
+                None => zero.clone(),
+            };
+            self.write_meta(blk + k, data)?;
         }
         self.repair_group(g, |d| d.set_inode_table(blk));
         Ok(blk)

@@ -18,7 +18,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) {
             // (A failed allocation shows in the next check: the table still lies
             // outside.)
             let _ = match p.found {
-                Some(3) => v.relocate_inode_table(g),
+                Some(3) => v.relocate_inode_table(g, p.expected.filter(|&b| b != 0)),
                 Some(kind) => v.relocate_bitmap(g, kind == 2),
                 None => Ok(0),
             };

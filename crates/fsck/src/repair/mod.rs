@@ -34,6 +34,7 @@ use crate::{check, Options, Report};
 use std::sync::Arc;
 use std::time::Instant;
 use usfs_dev::Device;
+use usfs_ext4::format::features::incompat::BIT64;
 use usfs_ext4::format::features::ro_compat::ORPHAN_PRESENT;
 use usfs_ext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use usfs_ext4::rw::Volume;
@@ -203,10 +204,68 @@ fn rounds(
                 stages: std::mem::take(&mut clock.done),
             });
         }
+        let last = report.problems.iter().all(|p| settles(p.code));
         rounds.push(Round {
             problems: std::mem::take(&mut report.problems),
         });
+        if last {
+            // Nothing the next check would find: the image is as this one judged it
+            // clean, but for the superblock's counts the fixes wrote.
+            let mut raw = vec![0u8; 1024];
+            dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+            let sb = Superblock::new(&raw[..]).ok_or(usfs_fs::Error::Invalid)?;
+            let is64 = sb.s_feature_incompat() & BIT64 != 0;
+            (report.summary).recount(sb.s_free_inodes_count() as u64, sb.free_blocks_count(is64));
+            return Ok(Outcome {
+                rounds,
+                last: report,
+                unfixable: Vec::new(),
+                failed: None,
+                declined: Vec::new(),
+                stages: std::mem::take(&mut clock.done),
+            });
+        }
     }
+}
+
+/// Does fixing `code` settle it, its effects already counted by the check that found
+/// it, so that no fix of the same round changes what another found? Such a fix sets a
+/// field to the value the check computed (link counts as pass 4 counted them, i_size
+/// and i_blocks as pass 1 measured them, dtime, checksums, the group summaries of pass
+/// 5) and touches nothing another pass reads. A round of such fixes only is the last:
+/// e2fsck does not restart for them either, and the next check would find nothing.
+/// Fixes that remove entries, clear inodes or move things change what the other passes
+/// counted, and the next round's check looks again.
+fn settles(code: Code) -> bool {
+    use Code::*;
+    matches!(
+        code,
+        BlockBitmapDiff
+            | InodeBitmapDiff
+            | GroupFreeBlocks
+            | GroupFreeInodes
+            | GroupDirs
+            | TotalFreeBlocks
+            | TotalFreeInodes
+            | BitmapChecksum
+            | BitmapPadding
+            | SuperblockChecksum
+            | GroupDescChecksum
+            | SuperblockCounts
+            | GroupUnusedInodes
+            | BadRefCount
+            | BadISize
+            | BadIBlocks
+            | InodeDtimeSet
+            | InodeZeroDtime
+            | InodeChecksum
+            | FileAclHi
+            | BlocksHi
+            | DirBlockChecksum
+            | HtreeChecksum
+            | ExtentChecksum
+            | XattrBlockChecksum
+    )
 }
 
 /// Puts each fix of round `round` to `ask` (when there is one): returns the declined

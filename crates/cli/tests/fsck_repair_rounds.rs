@@ -1,0 +1,97 @@
+//! How many checks a repair runs: a round whose fixes all settle (link counts, sizes,
+//! i_blocks, dtime, bitmaps and counts: values the check computed, which no other fix
+//! of the round changes) is the last, as e2fsck does not restart for them; a round with
+//! a fix that changes what another pass counted (an inode reconnected) is checked again.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// A small image made by mke2fs from a tree of a few files and a directory.
+fn image(s: &Scratch) -> std::path::PathBuf {
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..20 {
+        std::fs::write(src.join(format!("d/f{i}")), vec![b'x'; 3000 * (i + 1)]).unwrap();
+    }
+    let img = s.path("img");
+    mke2fs(&img, "8M", &["-t", "ext4", "-b", "1024"], Some(&src));
+    img
+}
+
+/// Damages `img` with debugfs's write commands.
+fn debugfs(img: &Path, cmds: &str) {
+    let script = img.with_extension("cmd");
+    std::fs::write(&script, cmds).unwrap();
+    run_ok(
+        Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(&script)
+            .arg(img),
+    );
+    assert_eq!(e2fsck_exit(img, "-fn"), 4, "the damage must be seen");
+}
+
+/// `usfs fsck -fy --trace IMG`: its standard output and the checks it ran.
+fn repair(img: &Path) -> (String, usize) {
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy", "--trace"])
+        .arg(img)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let checks = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("trace: repair check "))
+        .count();
+    (stdout, checks)
+}
+
+/// The summary line (the last of the output), without the image's name.
+fn summary(out: &str) -> String {
+    let last = out.lines().rev().find(|l| l.contains(" files (")).unwrap();
+    last.split_once(": ").unwrap().1.to_string()
+}
+
+#[test]
+fn a_round_of_settling_fixes_is_the_last() {
+    if !need_tool("settling fixes", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("rounds-settle");
+    let img = image(&s);
+    debugfs(
+        &img,
+        "sif /d/f1 links_count 7\nsif /d/f2 size 1\nsif /d/f3 dtime 12345\n\
+         sif /d/f4 blocks 999\nfreei /d/f5\nsif /d links_count 9\n",
+    );
+    let (out, checks) = repair(&img);
+    assert_eq!(checks, 1, "one check, no second: {out}");
+    let e2 = Command::new("e2fsck")
+        .arg("-fn")
+        .arg(&img)
+        .output()
+        .unwrap();
+    let e2out = String::from_utf8_lossy(&e2.stdout);
+    assert_eq!(e2.status.code(), Some(0), "{e2out}");
+    // The summary is of the repaired image (the free counts the fixes wrote).
+    assert_eq!(summary(&out), summary(&e2out), "{out}");
+}
+
+#[test]
+fn a_round_that_reconnects_is_checked_again() {
+    if !need_tool("reconnecting fixes", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("rounds-reconnect");
+    let img = image(&s);
+    debugfs(&img, "unlink /d/f6\nsif /d/f1 links_count 7\n");
+    let (out, checks) = repair(&img);
+    assert!(checks >= 2, "a reconnection is checked again: {out}");
+    assert!(out.contains("Unattached inode"), "{out}");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
+}

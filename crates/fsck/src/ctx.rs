@@ -40,14 +40,21 @@ pub(crate) struct DirBlock {
 pub(crate) struct SubdirEntry {
     /// The directory named.
     pub child: u32,
-    /// The entry is not in a first block.
-    pub later_block: bool,
-    /// The physical block holding the entry.
-    pub pblk: u64,
+    /// The physical block holding the entry, with bit 63 set when it is not a first
+    /// block (see [`SubdirEntry::order`]).
+    pub order: u64,
     /// The directory holding the entry.
     pub dir: u32,
     /// Where in it.
     pub at: EntryAt,
+}
+
+impl SubdirEntry {
+    /// The order key of an entry in physical block `pblk`, logical block `lblk` of
+    /// its directory: first blocks before the others, then by physical block.
+    pub(crate) fn order(lblk: u32, pblk: u64) -> u64 {
+        u64::from(lblk != 0) << 63 | pblk
+    }
 }
 
 /// Read-only context shared by all threads.

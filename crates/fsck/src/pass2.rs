@@ -463,8 +463,7 @@ fn check_reference(
             if t == FileType::Directory {
                 w.parents.push(SubdirEntry {
                     child: ino,
-                    later_block: b.lblk != 0,
-                    pblk: b.pblk,
+                    order: SubdirEntry::order(b.lblk, b.pblk),
                     dir,
                     at,
                 });

@@ -359,7 +359,7 @@ pub struct Problem {
     /// The directory entry concerned (its directory is `ino`), for entry fixes.
     pub entry: Option<EntryAt>,
     /// Details filled into the message.
-    pub detail: String,
+    pub detail: Box<str>,
     /// The shared blocks of a multiply-claimed inode.
     pub claims: Option<Box<Claims>>,
 }
@@ -375,7 +375,7 @@ impl Problem {
             found: None,
             expected: None,
             entry: None,
-            detail: detail.into(),
+            detail: detail.into().into_boxed_str(),
             claims: None,
         }
     }

@@ -35,6 +35,12 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
 const REPAIRED: &[&str] = &[
     "f_bad_bbitmap",
     "f_overfsblks",
+    "f_badbblocks",
+    "f_badprimary",
+    "f_badtable",
+    "f_bbfile",
+    "f_invalid_bad_inode",
+    "f_bb_in_bb",
     "f_bad_bmap_csum",
     "f_bad_gdt_csum",
     "f_bad_ibitmap",

@@ -52,6 +52,8 @@ fn shared_with_metadata(ctx: &Ctx) -> HashSet<u64> {
 
 /// The resize inode.
 const RESIZE_INO: u32 = 7;
+/// The bad-blocks inode.
+const BAD_BLOCKS_INO: u32 = 1;
 
 /// The raw inode `ino` and its multiply-claimed blocks in map order, once per claim (None
 /// for an inode without a block map: unused, a device, inline data).
@@ -95,8 +97,18 @@ pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
     if let Some((_, found)) = walk_inode(ctx, w, RESIZE_INO) {
         metadata.extend(found);
     }
+    // So do the bad-blocks inode's (e2fsck's pass 1D never clones inode 1): a file
+    // sharing a listed block gets a copy of it.
+    if let Ok(raw) = ctx.fs.read_inode_raw(BAD_BLOCKS_INO) {
+        let mut v = Shared {
+            ctx,
+            found: Vec::new(),
+        };
+        walk_indirect(ctx, w, BAD_BLOCKS_INO, raw.i_block(), false, &mut v);
+        metadata.extend(v.found);
+    }
     for ino in 1..=geo.inodes_count {
-        if ino == RESIZE_INO {
+        if ino == RESIZE_INO || ino == BAD_BLOCKS_INO {
             continue;
         }
         let Some((raw, mut found)) = walk_inode(ctx, w, ino) else {

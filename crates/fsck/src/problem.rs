@@ -189,12 +189,22 @@ problems! {
     BadInlineData = 0x01_0013, P1, Error, SetField, "Inode {}";
     /// The inode is marked in use but its group's table says unused.
     InodeInUnusedArea = 0x01_0014, P1, Error, SetField, "{}";
-    /// The bad-blocks inode lists a block number outside the file system.
-    BadBlocksIllegal = 0x01_0015, P1, Error, ClearInode, "{}";
-    /// The primary superblock or descriptors are on the bad-blocks list.
+    /// The bad-blocks inode lists a block number outside the file system: the pointer
+    /// is zeroed (e2fsck's PR_1_BB_ILLEGAL_BLOCK_NUM). (Its values: `block` the map
+    /// block holding the pointer, 0 for i_block; `found` the pointer's index there,
+    /// `expected` the block it names.)
+    BadBlocksIllegal = 0x01_0015, P1, Error, SetField, "{}";
+    /// The primary superblock or descriptors are on the bad-blocks list: the pointer
+    /// is zeroed, as e2fsck's "Clear?". (Its values as [`Code::BadBlocksIllegal`]'s.)
     BadBlocksPrimary = 0x01_0016, P1, Error, SetField, "{}";
-    /// A bitmap is on the bad-blocks list.
+    /// A bitmap is on the bad-blocks list: it is relocated (its values: `found` 1 block
+    /// bitmap, 2 inode bitmap; `expected` the bad block).
     BadBlocksMetadata = 0x01_0017, P1, Error, Relocate, "{}";
+    /// The bad-blocks inode itself is unusable: invalid fields (e2fsck's
+    /// PR_1_INVALID_BAD_INODE), its own inode-table block on its list
+    /// (PR_1_BADBLOCKS_IN_BADBLOCKS) or too many illegal blocks
+    /// (PR_1_TOO_MANY_BAD_BLOCKS). Its first 128 bytes are zeroed: the list is empty.
+    BadBlocksInodeClear = 0x01_0027, P1, Error, ClearInode, "{}";
 
     /// A device file, FIFO or socket whose data is a directory's (e2fsck's
     /// PR_1_TREAT_AS_DIRECTORY): its mode becomes a directory's.

@@ -78,6 +78,35 @@ impl Volume {
         self.put_inode(&mut rec)
     }
 
+    /// Zeroes the pointer at word `index` of inode `ino`'s block map: in its i_block
+    /// (`map` 0) or in the indirect block `map`, which must hold `names` there (e2fsck's
+    /// "CLEARED" of a bad-blocks list entry; the block it named is let go, and i_blocks
+    /// is the next check's).
+    pub fn clear_map_pointer(&mut self, ino: u32, map: u64, index: u32, names: u32) -> Result<()> {
+        let at = index as usize * 4;
+        let word = |b: &[u8]| {
+            b.get(at..at + 4)
+                .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+        };
+        if map == 0 {
+            let raw = self.fs.read_inode_raw(self.fs.check_ino(ino as u64)?)?;
+            if word(&raw.i_block()[..]) != Some(names) {
+                return Err(Error::Invalid);
+            }
+            return self.repair_inode(ino, |r| {
+                let mut b: [u8; 60] = r.i_block()[..].try_into().expect("60 bytes");
+                b[at..at + 4].fill(0);
+                r.set_i_block(&b);
+            });
+        }
+        let mut block = self.read_meta(map)?;
+        if word(&block) != Some(names) {
+            return Err(Error::Invalid);
+        }
+        block[at..at + 4].fill(0);
+        self.write_meta(map, block)
+    }
+
     /// `/lost+found`, made (mode 0700, owned by root) when the root has no such entry, as
     /// e2fsck's pass 3 makes it.
     pub fn lost_found(&mut self) -> Result<u32> {
@@ -172,12 +201,17 @@ impl Volume {
         self.put_inode(&mut rec)
     }
 
-    /// Unlinks `/lost+found` when it is not a directory and makes a new one (e2fsck's
+    /// Unlinks `/lost+found` when it is not a directory (if still there) and makes a new one (e2fsck's
     /// "/lost+found is not a directory. Unlink?"); the old inode, no longer named, is the
     /// next check's to reconnect.
     pub fn replace_lost_found(&mut self) -> Result<u32> {
         let mut root = self.inode_any(ROOT_INO)?;
-        self.dir_edit(&mut root, |e| e.remove(LOST_FOUND).map(|_| ()))?;
+        // (The entry may be gone already: removed in the same round as one naming an
+        // inode in a bad block.)
+        self.dir_edit(&mut root, |e| match e.remove(LOST_FOUND) {
+            Ok(_) | Err(Error::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        })?;
         self.put_inode(&mut root)?;
         self.lost_found()
     }

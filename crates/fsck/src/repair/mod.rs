@@ -22,6 +22,7 @@
 //! `..`); group descriptors (`group`: unused-inodes counts, uninit flags); blocks claimed
 //! more than once (`dup`: cloned, as e2fsck's pass 1D).
 
+mod badblocks;
 mod connect;
 mod dup;
 mod entry;
@@ -114,6 +115,7 @@ fn fix_of(code: Code) -> Option<bool> {
         GroupMetadataLocation | GroupDescBackup | DirNoTail => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
+        BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
@@ -306,6 +308,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     {
         return;
     }
+    // A cleared bad-blocks inode takes its list with it: what the check said of the
+    // inodes in listed inode-table blocks (unread, their entries dangling) is void.
+    if ps.iter().any(|p| p.code == Code::BadBlocksInodeClear) {
+        ps.retain(|p| p.code == Code::BadBlocksInodeClear);
+        return;
+    }
     // Backup descriptors in place of bad primary ones change everything the check read
     // through them: alone, first.
     if ps.iter().any(|p| p.code == Code::GroupDescBackup) {
@@ -441,6 +449,7 @@ fn apply(
                 return v.rehash_dir(dir);
             }
             dups.apply(v, p)?;
+            badblocks::apply(v, p)?;
             group::apply(v, p);
             superblock::apply(v, p)?;
             inode::apply(v, p, &give_up)?;

@@ -113,7 +113,20 @@ fn repair_image(
                 Mode::Preen => " FIXED.",
                 Mode::Yes => " Fix? yes",
             });
+            if r.problems
+                .iter()
+                .any(|p| p.code == usfs_fsck::problem::Code::JournalBad)
+            {
+                println!("\n*** journal has been deleted ***\n");
+            }
         }
+    }
+    match &out.journal {
+        Some(Ok(blocks)) => println!(
+            "\nRecreate journal? yes\n\nCreating journal ({blocks} blocks):  Done.\n\n*** journal has been regenerated ***"
+        ),
+        Some(Err(why)) => println!("\nRecreate journal? yes\n\nCreating journal: {why}"),
+        None => {}
     }
     if let Some((_, rest)) = out.declined.split_first() {
         // The first was asked and declined; the rest of its round was not asked.

@@ -95,3 +95,43 @@ fn a_round_that_reconnects_is_checked_again() {
     assert!(out.contains("Unattached inode"), "{out}");
     assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
 }
+
+#[test]
+fn an_unusable_journal_is_deleted_and_made_anew() {
+    if !need_tool("journal recreation", "debugfs") || !need_tool("journal recreation", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal");
+    let img = image(&s);
+    // The journal inode cleared: e2fsck deletes the journal, then makes a new one.
+    run_ok(
+        Command::new("debugfs")
+            .args(["-w", "-R", "clri <8>"])
+            .arg(&img),
+    );
+    assert_eq!(
+        e2fsck_exit(&img, "-fn"),
+        12,
+        "e2fsck -n cannot go on without the journal"
+    );
+    let (out, _) = repair(&img);
+    assert!(out.contains("*** journal has been deleted ***"), "{out}");
+    assert!(
+        out.contains("Creating journal (1024 blocks):  Done."),
+        "{out}"
+    );
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
+    let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&img));
+    let d = String::from_utf8_lossy(&d.stdout);
+    assert!(
+        d.contains("has_journal") && d.contains("Total journal blocks:     1024"),
+        "{d}"
+    );
+    // The repair's summary counts the new journal's blocks, as e2fsck's does.
+    let e2 = Command::new("e2fsck")
+        .arg("-fn")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert_eq!(summary(&out), summary(&String::from_utf8_lossy(&e2.stdout)));
+}

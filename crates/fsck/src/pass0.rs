@@ -206,6 +206,9 @@ fn check_quota_inodes(ctx: &Ctx) -> Vec<Problem> {
     .collect()
 }
 
+/// The journal inode and superblock: an inode too short or unreadable is unusable
+/// (e2fsck's PR_0_JOURNAL_BAD_INODE: deleted and made anew by a repair); a superblock
+/// without the magic or a known type is corrupt.
 fn check_journal(ctx: &Ctx) -> Vec<Problem> {
     use usfs_fs::FileSystem;
     let ino = ctx.fs.superblock().s_journal_inum();
@@ -213,6 +216,7 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
         // External journal: nothing here to check.
         return Vec::new();
     }
+    let bad_inode = |why: String| vec![Problem::new(Code::JournalBad, why).ino(ino).values(1, 0)];
     let mut sb = [0u8; 1024];
     match ctx.fs.read_at(ino as u64, 0, &mut sb) {
         Ok(n) if n == sb.len() => {
@@ -220,14 +224,38 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
             let btype = u32::from_be_bytes(sb[4..8].try_into().unwrap());
             if magic != 0xC03B_3998 || !(3..=4).contains(&btype) {
                 return vec![
-                    Problem::new(Code::JournalBad, "Journal superblock is corrupt").ino(ino),
+                    Problem::new(Code::JournalBad, "Journal superblock is corrupt")
+                        .ino(ino)
+                        .values(2, 0),
                 ];
             }
             Vec::new()
         }
-        Ok(_) => vec![Problem::new(Code::JournalBad, "Journal is too short").ino(ino)],
+        Ok(_) => bad_inode("Journal is too short".into()),
+        // Deleted only when e2fsck would find the inode itself unusable (read raw, as
+        // e2fsck reads it: not in use or not a regular file, with no copy of its map
+        // in the superblock); a read this reader refuses for other reasons (an inode
+        // in a group's unused area) has no fix.
+        Err(e) if journal_inode_unusable(ctx, ino) => {
+            bad_inode(format!("Journal inode is invalid: {e}"))
+        }
         Err(e) => {
             vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
         }
     }
+}
+
+/// Is journal inode `ino` unusable as e2fsck's e2fsck_get_journal reads it: not in use
+/// or not a regular file, and no backup of its map in the superblock that e2fsck could
+/// use instead (1.47 reads the backup as a block map: an extent tree there is no use)?
+fn journal_inode_unusable(ctx: &Ctx, ino: u32) -> bool {
+    let Ok(raw) = ctx.fs.read_inode_raw(ino) else {
+        return true;
+    };
+    let usable = raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000;
+    let sb = ctx.fs.superblock();
+    let backup = sb.s_jnl_blocks();
+    let extent_backup =
+        u16::from_le_bytes([backup[0], backup[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
+    !usable && (sb.s_jnl_backup_type() != 1 || extent_backup)
 }

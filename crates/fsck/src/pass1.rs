@@ -720,7 +720,8 @@ pub(crate) fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &HashMap<u6
                     Code::XattrRefcount,
                     format!("{b}, reference count is {}, should be {n}", h.h_refcount()),
                 )
-                .block(b),
+                .block(b)
+                .values(h.h_refcount() as u64, n as u64),
             );
         }
     }

@@ -130,7 +130,10 @@ problems! {
     GroupDescBackup = 0x00_000B, P0, Error, Rebuild, "Group descriptors look bad... using backup blocks ({})";
     /// itable_unused / flags of a group contradict its counts.
     GroupUnusedInodes = 0x00_0004, P0, Info, SetField, "{}";
-    /// The journal inode or the journal superblock is invalid.
+    /// The journal inode or the journal superblock is invalid. (Its value `found`: 1
+    /// an unusable journal inode, deleted as e2fsck's PR_0_JOURNAL_BAD_INODE deletes it
+    /// and made anew once the repair is done; 2 a corrupt journal superblock, not fixed
+    /// yet.)
     JournalBad = 0x00_0005, P0, Info, Rebuild, "{}";
     /// Orphan inodes are listed (the file system was not cleanly unmounted).
     OrphanList = 0x00_0006, P0, Info, ClearInode, "{}";

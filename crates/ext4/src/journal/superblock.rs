@@ -95,6 +95,25 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> JournalSuperblock<B> {
     }
 }
 
+impl JournalSuperblock<Vec<u8>> {
+    /// The first block of a new, empty and clean jbd2 journal of `blocks` blocks of
+    /// `block_size` for the file system `uuid` (as mke2fs and e2fsck's "Recreate
+    /// journal" write it: version 2, no features, sequence 1, nothing to replay).
+    pub fn new_empty(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Self {
+        let mut jsb =
+            JournalSuperblock::new(vec![0u8; block_size as usize]).expect("block >= 1024");
+        jsb.set_h_magic(super::JBD2_MAGIC);
+        jsb.set_h_blocktype(JBD2_SUPERBLOCK_V2);
+        jsb.set_s_blocksize(block_size);
+        jsb.set_s_maxlen(blocks);
+        jsb.set_s_first(1);
+        jsb.set_s_sequence(1);
+        jsb.set_s_uuid(uuid);
+        jsb.set_s_nr_users(1);
+        jsb
+    }
+}
+
 /// What a loaded journal superblock says, with e2fsck's derived limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalInfo {

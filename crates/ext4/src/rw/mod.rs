@@ -33,6 +33,7 @@ mod indirect_edit;
 mod inline;
 mod inline_repair;
 mod inode;
+mod journal_make;
 mod map_rebuild;
 pub mod meta;
 mod namespace;

@@ -328,6 +328,17 @@ impl Volume {
         self.write_meta(blk, b)
     }
 
+    /// Sets xattr block `blk`'s reference count to `n`, the inodes found using it
+    /// (e2fsck's PR_1_EXTATTR_REFCOUNT), and its checksum with it.
+    pub fn set_xattr_refcount(&mut self, blk: u64, n: u32) -> Result<()> {
+        let mut b = self.read_meta(blk)?;
+        crate::format::xattr::XattrBlockHeader::new(&mut b[..32])
+            .ok_or(Error::Invalid)?
+            .set_h_refcount(n);
+        self.write_meta(blk, b)?;
+        self.fix_xattr_checksum(blk)
+    }
+
     /// Sets the checksum tail of extent block `blk` of inode `ino` (an extent block that
     /// passes its checks but not its checksum; nothing without metadata_csum).
     pub fn fix_extent_checksum(&mut self, ino: u32, blk: u64) -> Result<()> {

@@ -12,8 +12,7 @@ use crate::format::checksum::crc32c_raw;
 use crate::format::features::{compat, incompat, ro_compat, Features};
 use crate::format::inode::{JOURNAL_INO, ROOT_INO};
 use crate::format::superblock::{Superblock, EXT4_MAGIC};
-use crate::journal::superblock::JBD2_SUPERBLOCK_V2;
-use crate::journal::{JournalSuperblock, JBD2_MAGIC};
+use crate::journal::JournalSuperblock;
 use crate::volume_core::VolumeCore;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result, Structure, Timestamp};
@@ -426,15 +425,7 @@ fn make_journal(w: &mut Writer, blocks: u32) -> Result<()> {
         goal = s + l as u64;
     }
     let bs = w.core.geo.block_size;
-    let mut jsb = JournalSuperblock::new(vec![0u8; bs as usize]).expect("block >= 1024");
-    jsb.set_h_magic(JBD2_MAGIC);
-    jsb.set_h_blocktype(JBD2_SUPERBLOCK_V2);
-    jsb.set_s_blocksize(bs);
-    jsb.set_s_maxlen(blocks);
-    jsb.set_s_first(1);
-    jsb.set_s_sequence(1);
-    jsb.set_s_uuid(w.core.sb.s_uuid());
-    jsb.set_s_nr_users(1);
+    let jsb = JournalSuperblock::new_empty(bs, blocks, w.core.sb.s_uuid());
     w.write_blocks(maps[0].pblk, jsb.bytes())?;
     let now = w.now;
     let isz = w.core.geo.inode_size as usize;

@@ -27,6 +27,10 @@ pub(super) fn too_many_illegal(problems: &[Problem]) -> HashSet<u32> {
 /// Applies `p`'s fix if it is an inode field's; the inodes in `give_up` are cleared
 /// rather than rebuilt for their illegal blocks.
 pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Result<()> {
+    if p.code == Code::XattrRefcount {
+        let (b, n) = p.block.zip(p.expected).ok_or(Error::Invalid)?;
+        return v.set_xattr_refcount(b, n as u32);
+    }
     let (Some(ino), want) = (p.ino, p.expected) else {
         return Ok(());
     };
@@ -55,6 +59,15 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         Code::InodeZeroDtime => v.repair_inode(ino, |r| r.set_i_dtime(now)),
         // Rewritten as it is: its checksum is set on the way.
         Code::InodeChecksum => v.repair_inode(ino, |_| {}),
+        // e2fsck's check_ea_in_inode "Clear": every in-inode attribute goes, by zeroing
+        // the area's magic (what named EA inodes or held inline data, the next check
+        // sees).
+        Code::BadXattrInInode => v.repair_inode(ino, |r| {
+            let at = 128 + r.i_extra_isize() as usize;
+            if at + 4 <= inode_size as usize {
+                r.bytes_mut()[at..at + 4].fill(0);
+            }
+        }),
         // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).

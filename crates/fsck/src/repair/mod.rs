@@ -28,6 +28,7 @@ mod dup;
 mod entry;
 mod group;
 mod inode;
+mod journal;
 mod superblock;
 
 use crate::problem::{Code, Pass, Problem};
@@ -89,6 +90,10 @@ pub struct Outcome {
     /// Asked: the fixes of the last check the user declined, the first one asked and
     /// answered no, the rest not asked (that round changed nothing).
     pub declined: Vec<Problem>,
+    /// The journal deleted in a round (e2fsck's "*** journal has been deleted ***") made
+    /// anew at the end ("Recreate journal"): its size in blocks, or why it could not
+    /// be.
+    pub journal: Option<std::result::Result<u32, String>>,
     /// Seconds spent per stage, in order: `orphans`, then per round `check N`, `fix N`
     /// (the fixes, with the commits of transactions that filled up) and `commit N`.
     pub stages: Vec<(String, f64)>,
@@ -116,6 +121,7 @@ fn fix_of(code: Code) -> Option<bool> {
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
+        BadXattrInInode | XattrRefcount | JournalBad => false,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
@@ -154,6 +160,9 @@ fn rounds(
     release_orphans(&dev)?;
     clock.lap("orphans".into());
     let mut rounds = Vec::new();
+    // Was the journal deleted (to be made anew once the image is clean)?
+    let mut deleted = false;
+    let remake = |deleted: bool, done: bool| (deleted && done).then(|| journal::recreate(&dev));
     loop {
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
@@ -161,6 +170,7 @@ fn rounds(
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)
             Some(_) if p.code == Code::GroupMetadataLocation && p.found.is_none() => false,
+            Some(_) if p.code == Code::JournalBad && !journal::deletes(p) => false,
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
         };
@@ -175,12 +185,18 @@ fn rounds(
             .cloned()
             .collect();
         if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
+            let clean = unfixable.is_empty() && report.problems.is_empty();
+            let journal = remake(deleted, clean);
+            if journal.is_some() {
+                recount(&dev, &mut report.summary)?;
+            }
             return Ok(Outcome {
                 rounds,
                 last: report,
                 unfixable,
                 failed: None,
                 declined: Vec::new(),
+                journal,
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -192,8 +208,18 @@ fn rounds(
                 unfixable: Vec::new(),
                 failed: None,
                 declined,
+                journal: None,
                 stages: std::mem::take(&mut clock.done),
             });
+        }
+        if report.problems.iter().all(journal::deletes) {
+            journal::delete(&dev)?;
+            deleted = true;
+            clock.lap(format!("fix {n}"));
+            rounds.push(Round {
+                problems: std::mem::take(&mut report.problems),
+            });
+            continue;
         }
         let applied = apply(&dev, &report, &mut clock, n)?;
         if let Err(failed) = applied {
@@ -203,6 +229,7 @@ fn rounds(
                 unfixable: vec![failed.0.clone()],
                 failed: Some(*failed),
                 declined: Vec::new(),
+                journal: None,
                 stages: std::mem::take(&mut clock.done),
             });
         }
@@ -213,21 +240,32 @@ fn rounds(
         if last {
             // Nothing the next check would find: the image is as this one judged it
             // clean, but for the superblock's counts the fixes wrote.
-            let mut raw = vec![0u8; 1024];
-            dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
-            let sb = Superblock::new(&raw[..]).ok_or(usfs_fs::Error::Invalid)?;
-            let is64 = sb.s_feature_incompat() & BIT64 != 0;
-            (report.summary).recount(sb.s_free_inodes_count() as u64, sb.free_blocks_count(is64));
+            recount(&dev, &mut report.summary)?;
+            let journal = remake(deleted, true);
+            if journal.is_some() {
+                recount(&dev, &mut report.summary)?;
+            }
             return Ok(Outcome {
                 rounds,
                 last: report,
                 unfixable: Vec::new(),
                 failed: None,
                 declined: Vec::new(),
+                journal,
                 stages: std::mem::take(&mut clock.done),
             });
         }
     }
+}
+
+/// Sets `summary`'s in-use counts from the superblock on `dev`, as the repair left it.
+fn recount(dev: &Arc<dyn Device>, summary: &mut crate::Summary) -> usfs_fs::Result<()> {
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    let sb = Superblock::new(&raw[..]).ok_or(usfs_fs::Error::Invalid)?;
+    let is64 = sb.s_feature_incompat() & BIT64 != 0;
+    summary.recount(sb.s_free_inodes_count() as u64, sb.free_blocks_count(is64));
+    Ok(())
 }
 
 /// Does fixing `code` settle it, its effects already counted by the check that found
@@ -312,6 +350,11 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // inodes in listed inode-table blocks (unread, their entries dangling) is void.
     if ps.iter().any(|p| p.code == Code::BadBlocksInodeClear) {
         ps.retain(|p| p.code == Code::BadBlocksInodeClear);
+        return;
+    }
+    // A journal deleted changes what the volume opens with: alone, first.
+    if ps.iter().any(journal::deletes) {
+        ps.retain(journal::deletes);
         return;
     }
     // Backup descriptors in place of bad primary ones change everything the check read

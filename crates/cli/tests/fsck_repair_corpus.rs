@@ -170,11 +170,20 @@ const TREE_DIFFERS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Are we root (loop mounts)?
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Does the tree of `repaired` (usfs's repair of `orig`) equal the tree of `orig`
 /// repaired by `e2fsck -fy`? Both exported by `usfs export` and compared entry by entry
 /// (names, lost+found's `#INO` included, types, modes, owners, sizes, contents, xattrs,
 /// file times; not atimes, nor directory mtimes, which adding to lost+found changes).
-fn same_tree_as_e2fsck(s: &Scratch, repaired: &Path, orig: &[u8]) -> Result<(), String> {
+/// As root, the kernel's view of usfs's repair (a read-only loop mount) must equal its
+/// export too, unless the kernel refuses e2fsck's repair as well (features it does not
+/// mount): returns whether the kernel's view was compared.
+fn same_tree_as_e2fsck(s: &Scratch, repaired: &Path, orig: &[u8]) -> Result<bool, String> {
     let theirs = s.path("e2fsck-repaired");
     std::fs::write(&theirs, orig).unwrap();
     let (code, out, _) = run(Command::new("e2fsck").arg("-fy").arg(&theirs), 30);
@@ -197,9 +206,23 @@ fn same_tree_as_e2fsck(s: &Scratch, repaired: &Path, orig: &[u8]) -> Result<(), 
         ignore_dir_mtime: true,
         ..Default::default()
     };
-    usfs_testkit::compare(&a, &b, &opts)
-        .map(|_| ())
-        .map_err(|d| d.to_string())
+    usfs_testkit::compare(&a, &b, &opts).map_err(|d| d.to_string())?;
+    if !is_root() {
+        return Ok(false);
+    }
+    let mnt = s.path("mnt");
+    match Mount::try_new(repaired, &mnt, "ext4", "ro") {
+        Some(m) => {
+            let same = usfs_testkit::compare(&m.dir, &a, &opts);
+            drop(m);
+            same.map(|_| true)
+                .map_err(|e| format!("the kernel's view of the repair differs from usfs's: {e}"))
+        }
+        None => match Mount::try_new(&theirs, &mnt, "ext4", "ro") {
+            Some(_) => Err("the kernel mounts e2fsck's repair but not usfs's".into()),
+            None => Ok(false),
+        },
+    }
 }
 
 /// e2fsck's exit status on the first run, from the case's expect.1.
@@ -231,7 +254,7 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
     let img = s.path("image");
     let (mut total, mut repaired, mut clean, mut left, mut refused, mut known, mut same_exit) =
         (0, 0, 0, 0, 0, 0, 0);
-    let mut same_tree = 0;
+    let (mut same_tree, mut kernel_view) = (0, 0);
     let mut failures = Vec::new();
     let mut preened = [0usize; 3];
     for (name, case, bytes) in e2fsprogs_images(&dir) {
@@ -271,7 +294,10 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
                             eprintln!("{name}: repaired now: add it to REPAIRED");
                         }
                         match same_tree_as_e2fsck(&s, &img, &bytes) {
-                            Ok(()) => same_tree += 1,
+                            Ok(mounted) => {
+                                same_tree += 1;
+                                kernel_view += mounted as usize;
+                            }
                             Err(e) => match TREE_DIFFERS.iter().find(|(n, _)| *n == name) {
                                 Some((_, why)) => {
                                     eprintln!("{name}: known: the tree differs from e2fsck -fy's: {why}");
@@ -315,7 +341,7 @@ fn usfs_fsck_repairs_e2fsprogs_images() {
         failures.len()
     );
     eprintln!(
-        "of the {repaired} repaired, {same_tree} hold the tree e2fsck -fy makes of the image (usfs export of both)"
+        "of the {repaired} repaired, {same_tree} hold the tree e2fsck -fy makes of the image (usfs export of both), {kernel_view} of them checked against the kernel's view too (read-only loop mount)"
     );
     eprintln!(
         "preen (-p): {} repaired, {} stopped with UNEXPECTED INCONSISTENCY (unchanged), {} clean",

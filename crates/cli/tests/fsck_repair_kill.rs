@@ -7,8 +7,9 @@
 //!
 //! The image: 1 KiB blocks, a 1 MiB journal (so the repair's transaction does not fit
 //! in one commit), ~9000 files, damaged by debugfs at ~3000 places (link counts, i_size,
-//! dtime, i_blocks, inode bitmap bits), so that the repair writes most of the inode
-//! tables in several commits.
+//! dtime, i_blocks, inode bitmap bits; files unlinked, to be reconnected, and inodes
+//! cleared, whose entries go), so that the repair writes most of the inode tables in
+//! several commits and in more than one round.
 
 mod common;
 
@@ -49,12 +50,14 @@ fn damaged_image(s: &Scratch) -> PathBuf {
                 continue;
             }
             let p = format!("/d{d}/f{f}");
-            let line = match rng.below(5) {
+            let line = match rng.below(7) {
                 0 => format!("sif {p} links_count 7"),
                 1 => format!("sif {p} size 1"),
                 2 => format!("sif {p} dtime 12345"),
                 3 => format!("sif {p} blocks 999"),
-                _ => format!("freei {p}"),
+                4 => format!("freei {p}"),
+                5 => format!("unlink {p}"),
+                _ => format!("clri {p}"),
             };
             cmds.push_str(&line);
             cmds.push('\n');
@@ -126,10 +129,15 @@ fn a_repair_killed_anywhere_is_finished_by_a_rerun() {
     let checked = stage(&trace, "check 1");
     let written = stage(&trace, "fix 1") + stage(&trace, "commit 1");
     assert!(written > 0.0, "{trace}");
+    assert!(
+        trace.contains("check 2"),
+        "the damage takes more than one round: {trace}"
+    );
     // The check before is read-only: each kill comes a time after the repair's first
     // write to the image (its in-use mark, when the fixing starts), spread over the
-    // time the writing took uninterrupted (and a little past it).
-    let span = written * 1.1;
+    // rest of the repair as it ran uninterrupted (its later rounds too, and a little
+    // past its end).
+    let span = (total - checked) * 1.1;
 
     let mut rng = Rng::new(0xdead_beef);
     let (mut mid_run, mut failures) = (0, Vec::new());

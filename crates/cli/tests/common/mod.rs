@@ -149,6 +149,23 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// [`Mount::new`], or None when mount fails (the kernel refuses the image).
+    pub(crate) fn try_new(image: &Path, dir: &Path, fstype: &str, opts: &str) -> Option<Mount> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", fstype, "-o", &format!("loop,{opts}")])
+            .arg(image)
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Mount {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         for _ in 0..50 {

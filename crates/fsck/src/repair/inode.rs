@@ -39,26 +39,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
     // Every problem of these codes carries the value its check computed.
     let needs_value = || want.ok_or(Error::Invalid);
     let now = v.now().sec as u32;
+    if let Some(e) = super::fields::Edit::of(p, now)? {
+        return v.repair_inode(ino, |r| e.apply(r));
+    }
     match p.code {
-        Code::BadRefCount => {
-            let n = needs_value()? as u16;
-            v.repair_inode(ino, |r| r.set_i_links_count(n))
-        }
-        Code::BadISize => {
-            let n = needs_value()?;
-            v.repair_inode(ino, |r| r.set_size(n))
-        }
-        Code::BadIBlocks => {
-            let n = needs_value()?;
-            v.repair_inode(ino, |r| r.set_blocks_512(n))
-        }
-        Code::InodeDtimeSet => v.repair_inode(ino, |r| r.set_i_dtime(0)),
-        Code::InodeFaddr => v.repair_inode(ino, |r| r.set_i_obso_faddr(0)),
-        Code::BlocksHi => v.repair_inode(ino, |r| r.set_l_i_blocks_high(0)),
-        Code::FileAclHi => v.repair_inode(ino, |r| r.set_l_i_file_acl_high(0)),
-        Code::InodeZeroDtime => v.repair_inode(ino, |r| r.set_i_dtime(now)),
-        // Rewritten as it is: its checksum is set on the way.
-        Code::InodeChecksum => v.repair_inode(ino, |_| {}),
         // e2fsck's check_ea_in_inode "Clear": every in-inode attribute goes, by zeroing
         // the area's magic (what named EA inodes or held inline data, the next check
         // sees).

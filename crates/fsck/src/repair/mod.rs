@@ -26,6 +26,7 @@ mod badblocks;
 mod connect;
 mod dup;
 mod entry;
+mod fields;
 mod group;
 mod inode;
 mod journal;
@@ -221,7 +222,7 @@ fn rounds(
             });
             continue;
         }
-        let applied = apply(&dev, &report, &mut clock, n)?;
+        let applied = apply(&dev, &report, &mut clock, n, opts.threads)?;
         if let Err(failed) = applied {
             return Ok(Outcome {
                 rounds,
@@ -474,6 +475,7 @@ fn apply(
     report: &Report,
     clock: &mut Stages,
     n: usize,
+    threads: usize,
 ) -> usfs_fs::Result<Result<(), Failed>> {
     let mut sb = vec![0u8; 1024];
     dev.read_at(&mut sb, SUPERBLOCK_OFFSET)?;
@@ -484,7 +486,12 @@ fn apply(
     // Directories rebuilt whole go last, each once (in the name of its first problem):
     // the entry fixes before them name entries by their place as the check found them.
     let rehash = entry::rehash_dirs(&report.problems);
-    let steps = (report.problems.iter().map(|p| (p, None)))
+    // The field fixes of inodes with nothing else to fix, by the workers, first (read
+    // from the image as the check found it: no other fix has written yet).
+    let (done, in_batches) = fields::apply_parallel(&mut v, dev, &report.problems, threads)?;
+    committed |= in_batches;
+    let rest = report.problems.iter().enumerate();
+    let steps = (rest.filter(|&(i, _)| !done[i]).map(|(_, p)| (p, None)))
         .chain(rehash.iter().map(|(&dir, &p)| (p, Some(dir))));
     for (p, rehash) in steps {
         let fix = v.apply_fix(|v| {

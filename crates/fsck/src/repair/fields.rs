@@ -1,0 +1,180 @@
+//! Fixes of single inode fields (link counts, i_size, i_blocks, dtime, i_faddr, the
+//! high halves without their features, checksums): one [`Edit`] per problem, applied
+//! alone through the volume (`inode::apply`) or, for the inodes of a round that have
+//! no other kind of problem, by the workers in parallel (pFSCK's parallel repair): each
+//! worker reads its share of the inode-table blocks concerned, edits the inodes in
+//! them and sets their checksums; the blocks go into the repair's transaction in
+//! batches of the volume's commit size, so memory stays bounded.
+
+use crate::problem::{Code, Problem};
+use std::collections::HashSet;
+use std::sync::Arc;
+use usfs_dev::Device;
+use usfs_ext4::format::inode::Inode;
+use usfs_ext4::rw::meta::Meta;
+use usfs_ext4::rw::repair::REPAIR_TXN_BLOCKS;
+use usfs_ext4::rw::Volume;
+use usfs_fs::{Error, Result};
+
+/// One field fix, from the values its problem carries.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Edit {
+    /// i_links_count.
+    Links(u16),
+    /// i_size.
+    Size(u64),
+    /// i_blocks (in 512-byte units).
+    Blocks(u64),
+    /// i_dtime.
+    Dtime(u32),
+    /// i_faddr zeroed.
+    Faddr,
+    /// l_i_blocks_high zeroed.
+    BlocksHi,
+    /// l_i_file_acl_high zeroed.
+    FileAclHi,
+    /// Nothing but the checksum, which every write sets.
+    Rewrite,
+}
+
+impl Edit {
+    /// The edit fixing `p`, if it is a field's (`now`: the dtime of a deleted inode);
+    /// an error when the problem lacks the value its fix sets.
+    pub(super) fn of(p: &Problem, now: u32) -> Result<Option<Edit>> {
+        let want = || p.expected.ok_or(Error::Invalid);
+        Ok(Some(match p.code {
+            Code::BadRefCount => Edit::Links(want()? as u16),
+            Code::BadISize => Edit::Size(want()?),
+            Code::BadIBlocks => Edit::Blocks(want()?),
+            Code::InodeDtimeSet => Edit::Dtime(0),
+            Code::InodeZeroDtime => Edit::Dtime(now),
+            Code::InodeFaddr => Edit::Faddr,
+            Code::BlocksHi => Edit::BlocksHi,
+            Code::FileAclHi => Edit::FileAclHi,
+            Code::InodeChecksum => Edit::Rewrite,
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Applies the edit to the raw inode `r`.
+    pub(super) fn apply<B: AsRef<[u8]> + AsMut<[u8]>>(self, r: &mut Inode<B>) {
+        match self {
+            Edit::Links(n) => r.set_i_links_count(n),
+            Edit::Size(n) => r.set_size(n),
+            Edit::Blocks(n) => r.set_blocks_512(n),
+            Edit::Dtime(t) => r.set_i_dtime(t),
+            Edit::Faddr => r.set_i_obso_faddr(0),
+            Edit::BlocksHi => r.set_l_i_blocks_high(0),
+            Edit::FileAclHi => r.set_l_i_file_acl_high(0),
+            Edit::Rewrite => {}
+        }
+    }
+}
+
+/// An edit of one inode.
+type InodeEdit = (u32, Edit);
+
+/// The edits of the inodes whose every problem in `problems` is a field's, as (inode,
+/// edit) sorted by inode (each inode's in the problems' order), and which problems
+/// they cover (by index).
+fn field_only(problems: &[Problem], now: u32) -> Result<(Vec<InodeEdit>, Vec<bool>)> {
+    let mut edits: Vec<(u32, usize, Edit)> = Vec::new();
+    let mut other = HashSet::new();
+    for (i, p) in problems.iter().enumerate() {
+        let Some(ino) = p.ino else { continue };
+        match Edit::of(p, now)? {
+            Some(e) if p.entry.is_none() && p.claims.is_none() => edits.push((ino, i, e)),
+            _ => {
+                other.insert(ino);
+            }
+        }
+    }
+    edits.retain(|(ino, ..)| !other.contains(ino));
+    edits.sort_by_key(|&(ino, ..)| ino);
+    let mut covered = vec![false; problems.len()];
+    edits.iter().for_each(|&(_, i, _)| covered[i] = true);
+    Ok((
+        edits.into_iter().map(|(ino, _, e)| (ino, e)).collect(),
+        covered,
+    ))
+}
+
+/// Applies the field fixes of the inodes that have nothing else to fix in `problems`,
+/// `threads` workers preparing the inode-table blocks (read from `dev`, which the
+/// round has not changed yet) into one buffer per batch, the volume taking them and
+/// committing whenever its transaction is full. Returns
+/// which problems were fixed (by index), and whether a transaction was committed.
+pub(super) fn apply_parallel(
+    v: &mut Volume,
+    dev: &Arc<dyn Device>,
+    problems: &[Problem],
+    threads: usize,
+) -> Result<(Vec<bool>, bool)> {
+    let now = v.now().sec as u32;
+    let (edits, covered) = field_only(problems, now)?;
+    let mut committed = false;
+    if edits.is_empty() {
+        return Ok((covered, committed));
+    }
+    let geo = v.geometry().clone();
+    let (bs, isz) = (geo.block_size as u64, geo.inode_size as usize);
+    let seed = v.reader().csum_seed();
+    // (block, offset in it, inode, edit), and the runs of one block each.
+    let placed: Vec<(u64, usize, u32, Edit)> = (edits.into_iter())
+        .map(|(ino, e)| {
+            let at = v.reader().inode_offset(ino);
+            (at / bs, (at % bs) as usize, ino, e)
+        })
+        .collect();
+    let jobs: Vec<&[(u64, usize, u32, Edit)]> = placed.chunk_by(|a, b| a.0 == b.0).collect();
+    let prepare = |job: &[(u64, usize, u32, Edit)], buf: &mut [u8]| -> Result<()> {
+        dev.read_at(buf, job[0].0 * bs)?;
+        for one in job.chunk_by(|a, b| a.2 == b.2) {
+            let (off, ino) = (one[0].1, one[0].2);
+            let edit = |r: &mut Inode<&mut [u8]>| {
+                one.iter().for_each(|x| x.3.apply(r));
+                if let Some(seed) = seed {
+                    r.update_checksum(seed, ino, isz);
+                }
+            };
+            match Inode::new(&mut buf[off..off + isz]) {
+                Some(mut r) => edit(&mut r),
+                None => {
+                    // (A 128-byte record: edited in a copy padded to the view's size.)
+                    let mut padded = Inode::from_raw(&buf[off..off + isz]).into_inner();
+                    edit(&mut Inode::new(&mut padded[..]).expect("padded"));
+                    buf[off..off + isz].copy_from_slice(&padded[..isz]);
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut buf = Vec::new();
+    for batch in jobs.chunks(REPAIR_TXN_BLOCKS) {
+        buf.resize(batch.len() * bs as usize, 0);
+        let per = batch.len().div_ceil(threads.max(1));
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (batch.chunks(per))
+                .zip(buf.chunks_mut(per * bs as usize))
+                .map(|(part, out)| {
+                    s.spawn(move || {
+                        (part.iter().zip(out.chunks_mut(bs as usize)))
+                            .try_for_each(|(job, b)| prepare(job, b))
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("no panic"))
+                .collect()
+        });
+        results.into_iter().collect::<Result<()>>()?;
+        for (job, block) in batch.iter().zip(buf.chunks(bs as usize)) {
+            v.write_meta(job[0].0, block.to_vec())?;
+            // (Block by block: the transaction must fit the journal, which may hold
+            // fewer blocks than a batch.)
+            committed |= v.commit_when_full()?;
+        }
+    }
+    Ok((covered, committed))
+}

@@ -34,17 +34,29 @@ pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {
 /// Makes a new journal of mke2fs's default size on the repaired image on `dev`: its
 /// size in blocks, or why not (the file system too small or full).
 pub(super) fn recreate(dev: &Arc<dyn Device>) -> std::result::Result<u32, String> {
-    let mut v = Volume::open(Box::new(dev.clone())).map_err(|e| e.to_string())?;
-    let blocks = v.geometry().blocks_count;
+    let mut sb = vec![0u8; 1024];
+    dev.read_at(&mut sb, SUPERBLOCK_OFFSET)
+        .map_err(|e| e.to_string())?;
+    let blocks = Superblock::new(&sb[..]).map_or(0, |s| {
+        s.blocks_count(s.s_feature_incompat() & incompat::BIT64 != 0)
+    });
     let Some(size) = usfs_ext4::write::default_journal_blocks(blocks) else {
         return Err("the file system is too small for a journal".into());
     };
-    let made = v.make_journal(size);
-    let closed = v.close();
-    match made.and(closed) {
-        Ok(()) => Ok(size),
-        Err(e) => Err(format!(
-            "{e}: while trying to create journal ({size} blocks)"
-        )),
+    let failed = |e: usfs_fs::Error| format!("{e}: while trying to create journal ({size} blocks)");
+    let mut v = Volume::open(Box::new(dev.clone())).map_err(failed)?;
+    if let Err(e) = v.make_journal(size) {
+        // Nothing of it is committed: the volume goes, and the superblock is put back
+        // (the data written so far lies in blocks that stay free).
+        drop(v);
+        let restored = dev
+            .write_at(&sb, SUPERBLOCK_OFFSET)
+            .and_then(|()| dev.flush());
+        return Err(match restored {
+            Ok(()) => failed(e),
+            Err(r) => format!("{}; the superblock could not be put back: {r}", failed(e)),
+        });
     }
+    v.close().map_err(failed)?;
+    Ok(size)
 }

@@ -63,16 +63,7 @@ fn damaged_image(s: &Scratch) -> PathBuf {
             cmds.push('\n');
         }
     }
-    let script = s.path("damage");
-    std::fs::write(&script, cmds).unwrap();
-    run_ok(
-        Command::new("debugfs")
-            .arg("-w")
-            .arg("-f")
-            .arg(&script)
-            .arg(&img)
-            .stdout(Stdio::null()),
-    );
+    debugfs_write(&img, &s.path("damage"), &cmds);
     img
 }
 

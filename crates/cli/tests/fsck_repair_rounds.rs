@@ -23,15 +23,7 @@ fn image(s: &Scratch) -> std::path::PathBuf {
 
 /// Damages `img` with debugfs's write commands.
 fn debugfs(img: &Path, cmds: &str) {
-    let script = img.with_extension("cmd");
-    std::fs::write(&script, cmds).unwrap();
-    run_ok(
-        Command::new("debugfs")
-            .arg("-w")
-            .arg("-f")
-            .arg(&script)
-            .arg(img),
-    );
+    debugfs_write(img, &img.with_extension("cmd"), cmds);
     assert_eq!(e2fsck_exit(img, "-fn"), 4, "the damage must be seen");
 }
 

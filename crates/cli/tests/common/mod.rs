@@ -263,6 +263,20 @@ pub(crate) fn e2fsprogs_images(dir: &Path) -> impl Iterator<Item = (String, Path
     })
 }
 
+/// Runs debugfs's write commands `cmds` (one per line) on `img` from the script file
+/// `script`, panicking if debugfs fails.
+pub(crate) fn debugfs_write(img: &Path, script: &Path, cmds: &str) {
+    std::fs::write(script, cmds).unwrap();
+    run_ok(
+        Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(script)
+            .arg(img)
+            .stdout(Stdio::null()),
+    );
+}
+
 /// The exit status of `e2fsck OPTS IMAGE` (output discarded).
 pub(crate) fn e2fsck_exit(img: &Path, opts: &str) -> i32 {
     Command::new("e2fsck")

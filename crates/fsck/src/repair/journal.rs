@@ -7,10 +7,10 @@
 use crate::problem::{Code, Problem};
 use std::sync::Arc;
 use usfs_dev::Device;
-use usfs_ext4::format::features::{compat, incompat};
-use usfs_ext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use usfs_ext4::format::features::{compat, incompat, ro_compat};
+use usfs_ext4::format::superblock::SUPERBLOCK_OFFSET;
 use usfs_ext4::rw::Volume;
-use usfs_fs::{Error, Result};
+use usfs_fs::Result;
 
 /// Is `p` a journal to delete (and make anew after)?
 pub(super) fn deletes(p: &Problem) -> bool {
@@ -19,14 +19,15 @@ pub(super) fn deletes(p: &Problem) -> bool {
 
 /// Deletes the journal named by the superblock on `dev`.
 pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {
-    let mut raw = vec![0u8; 1024];
-    dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
-    let mut sb = Superblock::new(raw).ok_or(Error::Invalid)?;
+    let mut sb = super::superblock_of(dev)?;
     sb.set_s_feature_compat(sb.s_feature_compat() & !compat::HAS_JOURNAL);
     sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
     sb.set_s_journal_inum(0);
     sb.set_s_jnl_blocks(&[0u8; 68]);
-    sb.update_checksum();
+    // (Without metadata_csum the field is reserved and stays as it is.)
+    if sb.s_feature_ro_compat() & ro_compat::METADATA_CSUM != 0 {
+        sb.update_checksum();
+    }
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)
 }
@@ -34,12 +35,9 @@ pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {
 /// Makes a new journal of mke2fs's default size on the repaired image on `dev`: its
 /// size in blocks, or why not (the file system too small or full).
 pub(super) fn recreate(dev: &Arc<dyn Device>) -> std::result::Result<u32, String> {
-    let mut sb = vec![0u8; 1024];
-    dev.read_at(&mut sb, SUPERBLOCK_OFFSET)
-        .map_err(|e| e.to_string())?;
-    let blocks = Superblock::new(&sb[..]).map_or(0, |s| {
-        s.blocks_count(s.s_feature_incompat() & incompat::BIT64 != 0)
-    });
+    let sb = super::superblock_of(dev).map_err(|e| e.to_string())?;
+    let blocks = sb.blocks_count(sb.s_feature_incompat() & incompat::BIT64 != 0);
+    let sb = sb.into_inner();
     let Some(size) = usfs_ext4::write::default_journal_blocks(blocks) else {
         return Err("the file system is too small for a journal".into());
     };

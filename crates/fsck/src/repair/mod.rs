@@ -259,11 +259,17 @@ fn rounds(
     }
 }
 
-/// Sets `summary`'s in-use counts from the superblock on `dev`, as the repair left it.
-fn recount(dev: &Arc<dyn Device>, summary: &mut crate::Summary) -> usfs_fs::Result<()> {
+/// The primary superblock on `dev` as it is now (the repair's raw reads and in-place
+/// writes of it go through this).
+fn superblock_of(dev: &Arc<dyn Device>) -> usfs_fs::Result<Superblock<Vec<u8>>> {
     let mut raw = vec![0u8; 1024];
     dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
-    let sb = Superblock::new(&raw[..]).ok_or(usfs_fs::Error::Invalid)?;
+    Superblock::new(raw).ok_or(usfs_fs::Error::Invalid)
+}
+
+/// Sets `summary`'s in-use counts from the superblock on `dev`, as the repair left it.
+fn recount(dev: &Arc<dyn Device>, summary: &mut crate::Summary) -> usfs_fs::Result<()> {
+    let sb = superblock_of(dev)?;
     let is64 = sb.s_feature_incompat() & BIT64 != 0;
     summary.recount(sb.s_free_inodes_count() as u64, sb.free_blocks_count(is64));
     Ok(())
@@ -421,11 +427,8 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
 /// orphan cleanup, when the image opens for writing (consistent bitmaps); otherwise the
 /// check reports the list and the repair stops there.
 fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
-    let mut raw = vec![0u8; 1024];
-    dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
-    let present = Superblock::new(&raw[..]).is_some_and(|sb| {
-        sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0
-    });
+    let sb = superblock_of(dev)?;
+    let present = sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0;
     if !present {
         return Ok(());
     }
@@ -477,8 +480,7 @@ fn apply(
     n: usize,
     threads: usize,
 ) -> usfs_fs::Result<Result<(), Failed>> {
-    let mut sb = vec![0u8; 1024];
-    dev.read_at(&mut sb, SUPERBLOCK_OFFSET)?;
+    let sb = superblock_of(dev)?.into_inner();
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
     let mut committed = false;
     let mut dups = dup::Dups::of(&report.problems);

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 for tool_pkg in mke2fs:e2fsprogs debugfs:e2fsprogs mount:mount losetup:mount mkfs.erofs:erofs-utils fsck.erofs:erofs-utils \
     sqlite3:sqlite3 git:git python3:python3 fusermount3:fuse3 gcc:gcc make:make tar:tar setfacl:acl \
-    gzip:gzip zstd:zstd bsdtar:libarchive-tools; do
+    gzip:gzip bzip2:bzip2 zstd:zstd bsdtar:libarchive-tools; do
     tool=${tool_pkg%%:*}; pkg=${tool_pkg#*:}
     command -v "$tool" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done

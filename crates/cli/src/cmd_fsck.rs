@@ -273,7 +273,7 @@ pub(crate) fn print_problem_lines(
 }
 
 /// The passes in the order e2fsck runs them.
-pub(crate) const PASSES: [Pass; 7] = [
+pub(crate) const PASSES: [Pass; 8] = [
     Pass::P0,
     Pass::P1,
     Pass::P1B,
@@ -281,13 +281,14 @@ pub(crate) const PASSES: [Pass; 7] = [
     Pass::P3,
     Pass::P4,
     Pass::P5,
+    Pass::P6,
 ];
 
 /// Prints e2fsck's heading of `pass` (pass 0 has none, and pass 1B's is printed only
 /// when it has problems: [`print_pass1b_heading`]).
 pub(crate) fn print_heading(pass: Pass) {
     let heading = match pass {
-        Pass::P0 | Pass::P1B => return,
+        Pass::P0 | Pass::P1B | Pass::P6 => return,
         Pass::P1 => "Pass 1: Checking inodes, blocks, and sizes",
         Pass::P2 => "Pass 2: Checking directory structure",
         Pass::P3 => "Pass 3: Checking directory connectivity",

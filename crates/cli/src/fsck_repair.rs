@@ -156,7 +156,7 @@ fn repair_image(
     if !out.rounds.is_empty() {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
-    if out.last.has_errors() {
+    if out.last.has_errors() || out.failed.is_some() {
         println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
         println!("{}", out.last.summary.line(&name));
         return Ok(ExitCode::from(EXIT_UNCORRECTED));

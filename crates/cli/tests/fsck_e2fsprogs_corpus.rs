@@ -16,7 +16,6 @@ const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[
         "f_bad_local_jnl",
         "V2 journal superblock fields left over from a V1 journal are not checked",
     ),
-    ("f_quota", "quota usage is not recomputed"),
     (
         "f_bad_gdt_csum",
         "e2fsck -n lets some bad descriptor checksums pass (exit 0); usfs counts every one as an error, as e2fsck does in 11 of 12 seeded cases",

@@ -186,6 +186,8 @@ pub(crate) struct Worker {
     pub busy_ns: [u64; 2],
     /// (milliseconds since start, stage) each time this worker switched stage.
     pub timeline: Vec<(u32, u8)>,
+    /// Quota usage counted by pass 1.
+    pub quota: crate::quota::Usage,
 }
 
 impl Worker {
@@ -211,6 +213,7 @@ impl Worker {
             inode: Inode::from_raw(&[0u8; 1024]),
             busy_ns: [0; 2],
             timeline: Vec::new(),
+            quota: Default::default(),
         }
     }
 

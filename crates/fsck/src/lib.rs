@@ -34,6 +34,7 @@ mod pass5;
 mod pipeline;
 mod plan;
 pub mod problem;
+pub mod quota;
 pub mod repair;
 pub(crate) mod sched;
 mod special;
@@ -101,6 +102,8 @@ pub struct Report {
     /// The group summaries as found where they disagree with the image: what a repair
     /// writes.
     pub(crate) found: usfs_ext4::rw::repair::Found,
+    /// The quota files to write anew (one per [`problem::Code::QuotaUsage`] problem).
+    pub(crate) quota: Vec<quota::QuotaFix>,
 }
 
 impl Report {
@@ -132,6 +135,7 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let mut workers = pipeline::run(&ctx, opts, &mut phases);
     let mut merged = merge::run(&ctx, &mut workers, &mut problems, &mut phases);
     let found = std::mem::take(&mut merged.found);
+    let quota = std::mem::take(&mut merged.quota);
     let summary = summary::summarize(&fs, &geo, &merged.counters);
     phases.push(("total", t0.elapsed().as_secs_f64()));
     let trace = Trace {
@@ -148,5 +152,6 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
         trace,
         label,
         found,
+        quota,
     })
 }

@@ -23,6 +23,8 @@ pub(crate) struct Merged {
     pub(crate) timelines: Vec<Vec<(u32, u8)>>,
     /// The group summaries as found where they disagree with the image (pass 5).
     pub(crate) found: Found,
+    /// The quota files to write anew.
+    pub(crate) quota: Vec<crate::quota::QuotaFix>,
 }
 
 /// The workers' intermediate results, joined, for the passes after the pipeline.
@@ -40,6 +42,8 @@ struct Joined {
     links: Vec<(u32, u16)>,
     /// What pass 2 saw in indexed directories' blocks.
     htree_facts: Vec<HtreeFact>,
+    /// Quota usage counted by pass 1.
+    quota: crate::quota::Usage,
     /// Indexed directories and their block counts.
     htree_dirs: Vec<(u32, u32)>,
 }
@@ -67,6 +71,7 @@ pub(crate) fn run(
     phases.push(("pass 1B + merge", t3.elapsed().as_secs_f64()));
     let mut merged = merged;
     merged.found = passes_3_to_5(ctx, &mut late, &mut joined, phases);
+    merged.quota = crate::quota::check(ctx, &joined.quota, &mut late);
     absorb(problems, &mut late.problems);
     sort_problems(problems);
     problems.dedup();
@@ -81,6 +86,7 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         busy: Vec::new(),
         timelines: Vec::new(),
         found: Found::default(),
+        quota: Vec::new(),
     };
     let mut j = Joined::default();
     for w in workers {
@@ -95,6 +101,7 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         absorb(&mut j.dotdots, &mut w.dotdots);
         absorb(&mut j.parents, &mut w.parents);
         j.lost_found = j.lost_found.or(w.lost_found);
+        j.quota.absorb(&mut w.quota);
         merged
             .busy
             .push([w.busy_ns[0] as f64 / 1e9, w.busy_ns[1] as f64 / 1e9]);

@@ -183,27 +183,20 @@ fn check_resize_feature(ctx: &Ctx) -> Vec<Problem> {
 /// The superblock's quota inode numbers: a reserved inode other than the quota ones (3
 /// and 4), or a number past the inode count, is invalid (e2fsck's rule).
 fn check_quota_inodes(ctx: &Ctx) -> Vec<Problem> {
-    let sb = ctx.fs.superblock();
-    let invalid = |ino: u32| {
-        ino != 0 && ([1, 2, 5, 6, 7, 8, 9, 10].contains(&ino) || ino > ctx.geo.inodes_count)
-    };
-    [
-        ("user", sb.s_usr_quota_inum()),
-        ("group", sb.s_grp_quota_inum()),
-        ("project", sb.s_prj_quota_inum()),
-    ]
-    .into_iter()
-    .enumerate()
-    .filter(|&(_, (_, ino))| invalid(ino))
-    .map(|(kind, (what, ino))| {
-        // (found: the quota type, 0 user, 1 group, 2 project; the fix sets it to 0.)
-        Problem::new(
-            Code::QuotaInode,
-            format!("Invalid {what} quota inode {ino}"),
-        )
-        .values(kind as u64, 0)
-    })
-    .collect()
+    let [usr, grp, prj] = crate::quota::inodes(ctx);
+    [("user", usr), ("group", grp), ("project", prj)]
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, (_, ino))| crate::quota::invalid_inode(ctx, ino))
+        .map(|(kind, (what, ino))| {
+            // (found: the quota type, 0 user, 1 group, 2 project; the fix sets it to 0.)
+            Problem::new(
+                Code::QuotaInode,
+                format!("Invalid {what} quota inode {ino}"),
+            )
+            .values(kind as u64, 0)
+        })
+        .collect()
 }
 
 /// The journal inode and superblock: an inode too short or unreadable is unusable

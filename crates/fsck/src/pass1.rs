@@ -391,6 +391,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     claim.blocks += ibody.ea_blocks;
     check_file_acl(ctx, w, &mut f, &mut claim);
     check_block_count(ctx, w, &f, &claim);
+    crate::quota::charge(ctx, w, ino, claim.blocks, ibody.ea_inodes);
     check_size(ctx, w, &f, &claim);
     if f.is_dir && f.inline {
         crate::pass2::check_inline_dir(ctx, w, ino);
@@ -583,6 +584,8 @@ struct Ibody<'c> {
     /// Blocks of the EA inodes holding values (e2fsck charges them to the owner's
     /// i_blocks).
     ea_blocks: u64,
+    /// EA inodes holding values (charged to the owner's inode quota).
+    ea_inodes: u64,
 }
 
 impl<'a> XattrVisitor<'a> for Ibody<'_> {
@@ -590,6 +593,7 @@ impl<'a> XattrVisitor<'a> for Ibody<'_> {
         self.system_data |= e.index == xattr::INDEX_SYSTEM && e.name == b"data";
         if let Value::Inode { ino, .. } = e.value {
             self.ea_blocks += ea_inode_size_blocks(self.ctx, ino);
+            self.ea_inodes += 1;
         }
     }
     fn issue(&mut self, _: XattrIssue) -> ControlFlow<()> {
@@ -606,6 +610,7 @@ fn check_in_inode_xattrs<'c>(ctx: &'c Ctx<'c>, w: &mut Worker, ino: u32) -> Ibod
         bad: false,
         system_data: false,
         ea_blocks: 0,
+        ea_inodes: 0,
     };
     let isz = ctx.geo.inode_size as usize;
     if let Some(area) = walk::xattr::ibody(w.inode.bytes(), isz, w.inode.i_extra_isize()) {

@@ -20,6 +20,8 @@ pub enum Pass {
     P4,
     /// Group summary information (bitmaps and counts).
     P5,
+    /// After pass 5: the quota files.
+    P6,
 }
 
 impl Pass {
@@ -33,6 +35,7 @@ impl Pass {
             Pass::P3 => "3",
             Pass::P4 => "4",
             Pass::P5 => "5",
+            Pass::P6 => "6",
         }
     }
 }
@@ -328,6 +331,10 @@ problems! {
     BitmapChecksum = 0x05_0008, P5, Error, RecomputeChecksum, "{}";
     /// The padding at the end of a bitmap is not set.
     BitmapPadding = 0x05_0009, P5, Error, FixSummary, "Padding at end of {} bitmap is not set";
+    /// A quota file's usage differs from what was counted, lacks an id, or cannot be
+    /// read (e2fsck's PR_6_UPDATE_QUOTAS; found: the quota type; the fix writes the file
+    /// anew; its warnings precede the question).
+    QuotaUsage = 0x06_0002, P6, Error, Rebuild, "{}";
 }
 
 /// Where a directory entry lies: its directory's logical block and the byte offset in it.
@@ -470,6 +477,7 @@ mod tests {
                 3 => Pass::P3,
                 4 => Pass::P4,
                 5 => Pass::P5,
+                6 => Pass::P6,
                 _ => panic!("bad code {:#x}", d.code),
             };
             assert_eq!(pass_of_code, d.pass, "{}", d.name);

@@ -243,8 +243,8 @@ pub(crate) fn e2fsprogs_corpus() -> Option<PathBuf> {
     usfs_testkit::corpus::e2fsprogs_dir()
 }
 
-/// The f_* cases of the corpus at `dir` that hold a readable image, in name order:
-/// (name, case directory, image bytes).
+/// The f_* cases of the corpus at `dir` that hold a readable image (`image.gz` or
+/// `image.bz2`), in name order: (name, case directory, image bytes).
 pub(crate) fn e2fsprogs_images(dir: &Path) -> impl Iterator<Item = (String, PathBuf, Vec<u8>)> {
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -254,11 +254,16 @@ pub(crate) fn e2fsprogs_images(dir: &Path) -> impl Iterator<Item = (String, Path
     cases.sort();
     cases.into_iter().filter_map(|case| {
         let name = case.file_name()?.to_string_lossy().into_owned();
-        let gz = case.join("image.gz");
-        if !name.starts_with("f_") || !gz.is_file() {
+        let (gz, bz) = (case.join("image.gz"), case.join("image.bz2"));
+        let (tool, image) = if gz.is_file() {
+            ("gzip", gz)
+        } else {
+            ("bzip2", bz)
+        };
+        if !name.starts_with("f_") || !image.is_file() {
             return None;
         }
-        let out = Command::new("gzip").arg("-dc").arg(&gz).output().ok()?;
+        let out = Command::new(tool).arg("-dc").arg(&image).output().ok()?;
         out.status.success().then_some((name, case, out.stdout))
     })
 }

@@ -10,5 +10,6 @@ pub mod features;
 pub mod geometry;
 pub mod group_desc;
 pub mod inode;
+pub mod quota;
 pub mod superblock;
 pub mod xattr;

@@ -3,7 +3,6 @@
 
 use super::volume::Volume;
 use crate::alloc::InodeKind;
-use crate::format::features::ro_compat;
 use crate::format::inode::Inode;
 use crate::rw::meta::Meta;
 use crate::write::no_space;
@@ -154,6 +153,19 @@ impl Volume {
         self.txn.groups.insert(g);
         self.undo_inode(ino, is_dir, true);
         self.mark_inode_slot_used(ino);
+        self.blank_record(ino, file_type, perm, uid, gid)
+    }
+
+    /// A new record for inode `ino` (nothing allocated or written): mode, owner, one
+    /// link, times now, a new generation, the extra size new inodes get.
+    pub(crate) fn blank_record(
+        &mut self,
+        ino: u32,
+        file_type: FileType,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> InodeRec {
         let geo = &self.fs.core.geo;
         let isz = geo.inode_size as usize;
         let mut raw = Inode::from_raw(&vec![0u8; isz.max(160)]);
@@ -167,15 +179,7 @@ impl Volume {
         let now = (self.clock)();
         raw.set_times(now, now, now, now, isz);
         raw.set_i_generation(self.next_generation());
-        if self
-            .fs
-            .core
-            .geo
-            .features
-            .has_ro_compat(ro_compat::HUGE_FILE)
-        {
-            // i_blocks counts 512-byte units; the HUGE_FILE flag stays off.
-        }
+        // (i_blocks counts 512-byte units; the HUGE_FILE flag stays off.)
         InodeRec { ino, raw }
     }
 

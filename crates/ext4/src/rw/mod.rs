@@ -38,6 +38,7 @@ mod map_rebuild;
 pub mod meta;
 mod namespace;
 mod orphan;
+mod quota;
 pub mod repair;
 mod seams;
 mod shared;

@@ -41,9 +41,9 @@ impl Volume {
     /// Opens the image on `dev` (writable; its journal already replayed) for a repair:
     /// the groups `found` names get its bitmaps and their descriptors, bitmaps and the
     /// superblock's counts are rewritten at the first commit, with every descriptor whose
-    /// checksum is wrong; nothing else changes until the repair changes it. Features usfs cannot write are refused as for any writer.
+    /// checksum is wrong; nothing else changes until the repair changes it. Features usfs cannot write are refused as for any writer, but quotas (the repair counts their usage again).
     pub fn open_for_repair(dev: Box<dyn Device>, found: &Found) -> Result<Volume> {
-        let mut v = Volume::assemble_with(dev, true, Some(found))?;
+        let mut v = Volume::assemble_with(dev, true, Some(found), true)?;
         v.mark_in_use()?;
         let groups = found.block_bitmaps.keys().chain(found.inode_bitmaps.keys());
         v.txn.groups.extend(groups.copied());

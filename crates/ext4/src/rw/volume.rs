@@ -92,10 +92,23 @@ impl Volume {
     /// are refused by name before anything is written; so are images whose bitmaps or
     /// descriptors are damaged (a corrupt image is never made worse).
     pub fn open(dev: Box<dyn Device>) -> Result<Volume> {
+        Volume::open_as(dev, false)
+    }
+
+    /// [`Volume::open`] for a checker's repair, which counts quota usage again once it
+    /// is done: images with quotas open too, and the orphans released are not taken off
+    /// their owners' usage.
+    pub fn open_uncounted(dev: Box<dyn Device>) -> Result<Volume> {
+        Volume::open_as(dev, true)
+    }
+
+    /// [`Volume::open`]; `quota_ok` lets images with quotas open (see
+    /// [`Volume::open_uncounted`]).
+    fn open_as(dev: Box<dyn Device>, quota_ok: bool) -> Result<Volume> {
         let dev: Arc<dyn Device> = Arc::from(dev);
         // Writers replay the journal onto the image first, as the kernel does at mount.
         crate::replay_journal(Box::new(dev.clone()))?;
-        let mut v = Volume::assemble(Box::new(dev), true)?;
+        let mut v = Volume::assemble_with(Box::new(dev), true, None, quota_ok)?;
         v.mark_in_use()?;
         v.cleanup_orphans()?;
         v.commit()?;
@@ -107,16 +120,18 @@ impl Volume {
     /// the other features usfs cannot write; without it the volume writes home directly
     /// (the fast-commit replay, which runs before the journal is marked empty).
     pub(crate) fn assemble(dev: Box<dyn Device>, journaled: bool) -> Result<Volume> {
-        Volume::assemble_with(dev, journaled, None)
+        Volume::assemble_with(dev, journaled, None, false)
     }
 
     /// [`Volume::assemble`]; with `found` (a repair), the image is read as the checker
     /// reads it (checksum and location problems listed, not refused) and the allocators of
-    /// the groups it names start from its bitmaps.
+    /// the groups it names start from its bitmaps. `quota_ok` (a repair, which counts
+    /// quota usage again after) lets images with quotas open.
     pub(crate) fn assemble_with(
         dev: Box<dyn Device>,
         journaled: bool,
         found: Option<&super::repair::Found>,
+        quota_ok: bool,
     ) -> Result<Volume> {
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|_| {
@@ -138,7 +153,11 @@ impl Volume {
             None => Ext4::open(Box::new(overlay.clone()))?,
             Some(_) => Ext4::open_for_check(Box::new(overlay.clone()))?.0,
         };
-        check_write_features(&fs.geometry().features, journaled)?;
+        let mut features = fs.geometry().features;
+        if quota_ok {
+            features.ro_compat &= !(ro_compat::QUOTA | ro_compat::PROJECT);
+        }
+        check_write_features(&features, journaled)?;
         let geo = fs.geometry().clone();
         let (blocks, inodes) = match found {
             None => (seed_blocks(&fs.core)?, seed_inodes(&fs.core)?),

@@ -7,29 +7,32 @@ use crate::problem::{Code, Problem};
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_ext4::rw::Volume;
 
-/// Applies `p`'s fix if it is a group descriptor's.
-pub(super) fn apply(v: &mut Volume, p: &Problem) {
+/// Applies `p`'s fix if it is a group descriptor's. A relocation with no room fails
+/// (e2fsck's "Error allocating N contiguous block(s)", after which it aborts).
+pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
     let Some(g) = p.group else {
-        return;
+        return Ok(());
     };
     match p.code {
         Code::GroupUnusedInodes => {}
         Code::GroupMetadataLocation => {
-            // (A failed allocation shows in the next check: the table still lies
-            // outside.)
-            let _ = match p.found {
-                Some(3) => v.relocate_inode_table(g, p.expected.filter(|&b| b != 0)),
-                Some(kind) => v.relocate_bitmap(g, kind == 2),
-                None => Ok(0),
+            match p.found {
+                Some(3) => v.relocate_inode_table(g, p.expected.filter(|&b| b != 0))?,
+                Some(kind) => v.relocate_bitmap(g, kind == 2)?,
+                None => 0,
             };
-            return;
+            return Ok(());
         }
         // e2fsck's pass 2 fixes: the descriptor stops hiding the inodes an entry names.
-        Code::DirInodeInUnusedArea => return v.repair_group(g, |d| d.set_itable_unused(0)),
-        Code::DirInodeUninitGroup => {
-            return v.repair_group(g, |d| d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT))
+        Code::DirInodeInUnusedArea => {
+            v.repair_group(g, |d| d.set_itable_unused(0));
+            return Ok(());
         }
-        _ => return,
+        Code::DirInodeUninitGroup => {
+            v.repair_group(g, |d| d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT));
+            return Ok(());
+        }
+        _ => return Ok(()),
     }
     let f = &v.geometry().features;
     let csums = f.has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM)
@@ -41,4 +44,5 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) {
             d.set_bg_flags(d.bg_flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
         }
     });
+    Ok(())
 }

@@ -30,6 +30,7 @@ mod fields;
 mod group;
 mod inode;
 mod journal;
+mod quota;
 mod superblock;
 
 use crate::problem::{Code, Pass, Problem};
@@ -123,6 +124,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | JournalBad => false,
+        QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
@@ -312,6 +314,7 @@ fn settles(code: Code) -> bool {
             | HtreeChecksum
             | ExtentChecksum
             | XattrBlockChecksum
+            | QuotaUsage
     )
 }
 
@@ -420,6 +423,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     if ps.iter().any(first) {
         ps.retain(|p| first(p) || p.code.def().pass <= Pass::P1B);
     }
+    // Quota usage is counted on the image as the check found it: with fixes that free,
+    // clone or make blocks and inodes it would be stale, and the next round counts it
+    // again.
+    if ps.iter().any(|p| !settles(p.code)) {
+        ps.retain(|p| p.code != Code::QuotaUsage);
+    }
 }
 
 /// Frees the inodes on the orphan list (files unlinked while open, truncates in
@@ -432,7 +441,7 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
     if !present {
         return Ok(());
     }
-    match Volume::open(Box::new(dev.clone())) {
+    match Volume::open_uncounted(Box::new(dev.clone())) {
         Ok(mut v) => v.close(),
         Err(usfs_fs::Error::Corrupt(_)) => Ok(()),
         Err(e) => Err(e),
@@ -502,11 +511,12 @@ fn apply(
             }
             dups.apply(v, p)?;
             badblocks::apply(v, p)?;
-            group::apply(v, p);
+            group::apply(v, p)?;
             superblock::apply(v, p)?;
             inode::apply(v, p, &give_up)?;
             entry::apply(v, p)?;
-            connect::apply(v, p)
+            connect::apply(v, p)?;
+            quota::apply(v, p, &report.quota)
         });
         if let Err(e) = fix {
             let failed = Box::new((p.clone(), e.to_string()));

@@ -41,6 +41,18 @@ pub(crate) fn check(ctx: &Ctx, out: &mut Vec<Problem>) -> BadBlocks {
     let Ok(inode) = ctx.fs.read_inode_raw(BAD_BLOCKS_INO) else {
         return found;
     };
+    if inode.has_flag(usfs_ext4::format::inode::flags::EXTENTS)
+        && !ctx
+            .geo
+            .features
+            .has_incompat(usfs_ext4::format::features::incompat::EXTENTS)
+        && !usfs_ext4::format::extent::header_ok(inode.i_block())
+    {
+        // (e2fsck's PR_1_EXTENTS_SET: the inode is cleared, its list with it.)
+        let why = "Inode 1 has EXTENTS_FL flag set on filesystem without extents support";
+        out.push(Problem::new(Code::BadBlocksInodeClear, why).ino(BAD_BLOCKS_INO));
+        return found;
+    }
     let words: Vec<u32> = inode
         .i_block()
         .chunks_exact(4)

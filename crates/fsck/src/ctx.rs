@@ -188,6 +188,9 @@ pub(crate) struct Worker {
     pub timeline: Vec<(u32, u8)>,
     /// Quota usage counted by pass 1.
     pub quota: crate::quota::Usage,
+    /// Inodes with the imagic flag on a file system with imagic inodes (pass 4 leaves
+    /// them alone, as e2fsck does).
+    pub imagic: Vec<u32>,
 }
 
 impl Worker {
@@ -214,6 +217,7 @@ impl Worker {
             busy_ns: [0; 2],
             timeline: Vec::new(),
             quota: Default::default(),
+            imagic: Vec::new(),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
 use std::ops::ControlFlow;
 use usfs_ext4::format::extent;
-use usfs_ext4::format::features::incompat;
+use usfs_ext4::format::features::{compat, incompat};
 use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use usfs_ext4::format::xattr;
 use usfs_ext4::walk::{
@@ -119,6 +119,40 @@ fn extents(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
         w.inode.set_i_flags(f);
     }
     true
+}
+
+/// The casefold flag of inode `ino` (record in `w.inode`, mode `mode`), e2fsck's first
+/// flag check: on anything but a directory, or without the casefold feature (which
+/// images usfs reads never have), the flag goes.
+pub(crate) fn casefold(ctx: &Ctx, w: &mut Worker, ino: u32, mode: u16) {
+    if w.inode.i_flags() & flags::CASEFOLD == 0 {
+        return;
+    }
+    let dir = FileType::from_mode(mode as u32) == Some(FileType::Directory);
+    if !dir {
+        clear_flags(
+            w,
+            ino,
+            flags::CASEFOLD,
+            "has the casefold flag set but is not a directory",
+        );
+    } else if !ctx.geo.features.has_incompat(incompat::CASEFOLD) {
+        let what = "(a directory) has the casefold flag, but the casefold feature is not enabled";
+        clear_flags(w, ino, flags::CASEFOLD, what);
+    }
+}
+
+/// The imagic flag (AFS's inodes, kept without links): without the imagic_inodes
+/// feature it goes (e2fsck's PR_1_SET_IMAGIC); with it, pass 4 leaves the inode alone.
+pub(crate) fn imagic(ctx: &Ctx, w: &mut Worker, ino: u32) {
+    if w.inode.i_flags() & flags::IMAGIC == 0 {
+        return;
+    }
+    if ctx.geo.features.has_compat(compat::IMAGIC_INODES) {
+        w.imagic.push(ino);
+    } else {
+        clear_flags(w, ino, flags::IMAGIC, "has imagic flag set");
+    }
 }
 
 /// Takes inode `w.inode`, which the fix clears, as mapping nothing for the rest of the

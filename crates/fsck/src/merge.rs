@@ -44,6 +44,8 @@ struct Joined {
     htree_facts: Vec<HtreeFact>,
     /// Quota usage counted by pass 1.
     quota: crate::quota::Usage,
+    /// Inodes with the imagic flag on a file system with imagic inodes.
+    imagic: Vec<u32>,
     /// Indexed directories and their block counts.
     htree_dirs: Vec<(u32, u32)>,
 }
@@ -102,6 +104,7 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         absorb(&mut j.parents, &mut w.parents);
         j.lost_found = j.lost_found.or(w.lost_found);
         j.quota.absorb(&mut w.quota);
+        absorb(&mut j.imagic, &mut w.imagic);
         merged
             .busy
             .push([w.busy_ns[0] as f64 / 1e9, w.busy_ns[1] as f64 / 1e9]);
@@ -157,15 +160,18 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
     );
     phases.push(("pass 3", t4.elapsed().as_secs_f64()));
     let t5 = Instant::now();
-    // Inodes no directory names by design: the orphan file, quota files, the journal.
+    // Inodes no directory names by design: the orphan file, quota files, the journal,
+    // imagic inodes (AFS's, where the feature says so).
     let sbr = ctx.fs.superblock();
-    let special = [
+    let mut special = std::mem::take(&mut j.imagic);
+    special.extend([
         sbr.s_orphan_file_inum(),
         sbr.s_usr_quota_inum(),
         sbr.s_grp_quota_inum(),
         sbr.s_prj_quota_inum(),
         sbr.s_journal_inum(),
-    ];
+    ]);
+    special.sort_unstable();
     j.links.sort_unstable();
     pass4::run(ctx.geo, ctx.shared, late, &special, &j.links);
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));

@@ -146,6 +146,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     if bad_csum {
         w.report(Problem::new(Code::InodeChecksum, ino.to_string()).ino(ino));
     }
+    crate::iflags::casefold(ctx, w, ino, mode);
     let Some(ft) = FileType::from_mode(mode as u32) else {
         if ino == BAD_BLOCKS_INO || (reserved && ino != 2) {
             ctx.shared.set_inode(ino, InodeKind::Unused, links);
@@ -182,6 +183,9 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     }
     let f = &geo.features;
     check_high_fields(ctx, w, ino);
+    if !reserved {
+        crate::iflags::imagic(ctx, w, ino);
+    }
     if iflags & flags::INDEX != 0 && (ft != FileType::Directory || !f.has_compat(compat::DIR_INDEX))
     {
         w.report(

@@ -31,7 +31,7 @@ pub(crate) fn run(
         let InodeKind::Used(ft) = shared.kind(ino) else {
             continue;
         };
-        if skip.contains(&ino) || shared.ea_inodes.get(ino as u64) {
+        if skip.binary_search(&ino).is_ok() || shared.ea_inodes.get(ino as u64) {
             continue;
         }
         let refs = shared.refs(ino);

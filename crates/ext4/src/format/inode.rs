@@ -28,6 +28,8 @@ pub mod flags {
     pub const APPEND: u32 = 0x20;
     /// Directory uses hashed (htree) indexing.
     pub const INDEX: u32 = 0x1000;
+    /// AFS directory ("imagic": an inode kept without links, with imagic_inodes).
+    pub const IMAGIC: u32 = 0x2000;
     /// Encrypted inode.
     pub const ENCRYPT: u32 = 0x800;
     /// `i_blocks` counts file-system blocks, not 512-byte sectors.

@@ -134,11 +134,7 @@ pub type BlockReader<'a> = dyn FnMut(u32, &mut [u8]) -> Result<(), String> + 'a;
 /// whose 1 KiB block `n` `block(n, buf)` reads. Checks as e2fsprogs does (magic, version,
 /// the info against the size, every reference within the file) and refuses a tree block
 /// met twice (so a crafted file costs at most one read per block); the error says why.
-pub fn read(
-    qtype: usize,
-    size: u64,
-    block: &mut BlockReader<'_>,
-) -> Result<QuotaFile, String> {
+pub fn read(qtype: usize, size: u64, block: &mut BlockReader<'_>) -> Result<QuotaFile, String> {
     if size > MAX_FILE {
         return Err(format!("file size {size} too large"));
     }

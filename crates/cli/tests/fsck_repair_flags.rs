@@ -1,0 +1,85 @@
+//! Inode flags e2fsck's pass 1 clears, on images damaged with debugfs: the imagic flag
+//! without the imagic_inodes feature, the casefold flag on a file (and on any inode
+//! without the casefold feature), and EXTENTS_FL on the bad-blocks inode of a file
+//! system without extents (the inode is cleared). `usfs fsck -fn` sees each as
+//! `e2fsck -fn` does, and after `usfs fsck -fy` e2fsck finds the image clean.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// An image of a few files made by mke2fs with `args`.
+fn image(s: &Scratch, args: &[&str]) -> std::path::PathBuf {
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    for i in 0..4 {
+        std::fs::write(src.join(format!("d/f{i}")), vec![b'f'; 2000 * (i + 1)]).unwrap();
+    }
+    let img = s.path("img");
+    mke2fs(&img, "4M", args, Some(&src));
+    img
+}
+
+/// Damages `img` with `cmds`, then checks that usfs names the damage, repairs it, and
+/// leaves what e2fsck finds clean.
+fn damaged_then_repaired(img: &Path, cmds: &str, says: &str) {
+    debugfs_write(img, &img.with_extension("cmd"), cmds);
+    assert_eq!(e2fsck_exit(img, "-fn"), 4, "e2fsck sees the damage");
+    let out = Command::new(usfs())
+        .args(["fsck", "-fn"])
+        .arg(img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(text.contains(says), "{text}");
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(img)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(e2fsck_exit(img, "-fn"), 0, "clean after usfs fsck -fy");
+}
+
+#[test]
+fn imagic_and_casefold_flags_are_cleared() {
+    if !need_tool("flags", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-flags");
+    let img = image(&s, &["-t", "ext4"]);
+    // (0x80000: the extents flag the files have; 0x2000 imagic, 0x40000000 casefold.)
+    damaged_then_repaired(&img, "sif /d/f1 flags 0x82000\n", "has imagic flag set");
+    damaged_then_repaired(
+        &img,
+        "sif /d/f2 flags 0x40080000\n",
+        "has the casefold flag set but is not a directory",
+    );
+    damaged_then_repaired(
+        &img,
+        "sif /d flags 0x40080000\n",
+        "the casefold feature is not enabled",
+    );
+}
+
+#[test]
+fn bad_blocks_inode_with_extents_flag_is_cleared() {
+    if !need_tool("flags", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-flags-bb");
+    let img = image(&s, &["-t", "ext2"]);
+    damaged_then_repaired(
+        &img,
+        "sif <1> flags 0x80000\n",
+        "Inode 1 has EXTENTS_FL flag set on filesystem without extents support",
+    );
+}

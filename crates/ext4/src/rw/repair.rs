@@ -216,11 +216,27 @@ impl Volume {
         self.lost_found()
     }
 
-    /// Connects inode `ino`, which no entry names, to `/lost+found` as `#ino` (e2fsck's
-    /// reconnection): a file gets one link, a directory's `..` names lost+found (whose
-    /// link count grows); the counts of the rest are pass 4's to fix.
+    /// `/lost+found` as [`Volume::lost_found`] makes it, or the root when there is no
+    /// inode or block left to make it with (e2fsck's "Cannot allocate space for
+    /// /lost+found. Place lost files in root directory instead?"; nothing is allocated
+    /// then).
+    pub fn lost_found_or_root(&mut self) -> Result<u32> {
+        let root = self.load_dir(ROOT_INO)?;
+        if let Some(ino) = self.find(&root, LOST_FOUND)? {
+            return Ok(ino);
+        }
+        if self.inodes.free_inodes() == 0 || self.free_block_count() == 0 {
+            return Ok(ROOT_INO);
+        }
+        self.lost_found()
+    }
+
+    /// Connects inode `ino`, which no entry names, to `/lost+found` (or the root, when
+    /// there is no room to make it) as `#ino` (e2fsck's reconnection): a file gets one
+    /// link, a directory's `..` names its new parent (whose link count grows); the counts
+    /// of the rest are pass 4's to fix.
     pub fn reconnect(&mut self, ino: u32) -> Result<()> {
-        let lf = self.lost_found()?;
+        let lf = self.lost_found_or_root()?;
         let mut rec = self.inode_any(ino)?;
         let ft = rec.file_type()?;
         let mut d = self.load_dir(lf)?;

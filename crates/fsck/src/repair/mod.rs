@@ -236,7 +236,15 @@ fn rounds(
                 stages: std::mem::take(&mut clock.done),
             });
         }
-        let last = report.problems.iter().all(|p| settles(p.code));
+        // (A /lost+found there was no room to make changes nothing: lost files go to
+        // the root, as e2fsck puts them, and the next check would ask again.)
+        let no_room = || !lost_found_exists(&dev);
+        let last = report.problems.iter().all(|p| settles(p.code))
+            || report
+                .problems
+                .iter()
+                .all(|p| settles(p.code) || p.code == Code::NoLostFound)
+                && no_room();
         rounds.push(Round {
             problems: std::mem::take(&mut report.problems),
         });
@@ -267,6 +275,14 @@ fn superblock_of(dev: &Arc<dyn Device>) -> usfs_fs::Result<Superblock<Vec<u8>>> 
     let mut raw = vec![0u8; 1024];
     dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
     Superblock::new(raw).ok_or(usfs_fs::Error::Invalid)
+}
+
+/// Does the root on `dev` name `/lost+found` (false when it cannot be read)?
+fn lost_found_exists(dev: &Arc<dyn Device>) -> bool {
+    use usfs_fs::FileSystem;
+    usfs_ext4::Ext4::open(Box::new(dev.clone()))
+        .and_then(|fs| fs.lookup(2, b"lost+found"))
+        .is_ok()
 }
 
 /// Sets `summary`'s in-use counts from the superblock on `dev`, as the repair left it.

@@ -107,6 +107,22 @@ fn repair_image(
             eprintln!("trace: repair {stage:<10} {secs:.3} s");
         }
     }
+    for o in &out.orphans {
+        let what = if o.truncated {
+            "Truncating"
+        } else {
+            "Clearing"
+        };
+        let prefix = if mode == Some(Mode::Preen) {
+            format!("{name}: ")
+        } else {
+            String::new()
+        };
+        println!(
+            "{prefix}{what} orphaned inode {} (uid={}, gid={}, mode=0{:o}, size={})",
+            o.ino, o.uid, o.gid, o.mode, o.size
+        );
+    }
     if let Some(m) = mode {
         for r in &out.rounds {
             print_problem_lines(&r.problems, |_| match m {
@@ -132,6 +148,7 @@ fn repair_image(
         // The first was asked and declined; the rest of its round was not asked.
         asker.unasked(rest, out.rounds.len() + 1);
     }
+    // (Releasing orphans alone changes the image but, as in e2fsck, not the exit status.)
     let modified = !out.rounds.is_empty() || replayed;
     if !out.unfixable.is_empty() {
         print_problem_lines(&out.last.problems, |_| "");
@@ -153,7 +170,7 @@ fn repair_image(
             }
         }
     }
-    if !out.rounds.is_empty() {
+    if !out.rounds.is_empty() || !out.orphans.is_empty() {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if out.last.has_errors() || out.failed.is_some() {

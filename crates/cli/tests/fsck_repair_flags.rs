@@ -1,8 +1,10 @@
-//! Inode flags e2fsck's pass 1 clears, on images damaged with debugfs: the imagic flag
+//! Inode fields e2fsck's pass 1 fixes, on images damaged with debugfs: the imagic flag
 //! without the imagic_inodes feature, the casefold flag on a file (and on any inode
-//! without the casefold feature), and EXTENTS_FL on the bad-blocks inode of a file
-//! system without extents (the inode is cleared). `usfs fsck -fn` sees each as
-//! `e2fsck -fn` does, and after `usfs fsck -fy` e2fsck finds the image clean.
+//! without the casefold feature), EXTENTS_FL on the bad-blocks inode of a file system
+//! without extents (the inode is cleared), a dtime holding an inode number (left by a
+//! broken orphan list), and an indirect block that is an inode-table block. `usfs fsck
+//! -fn` sees each as `e2fsck -fn` does, and after `usfs fsck -fy` e2fsck finds the image
+//! clean.
 
 mod common;
 
@@ -82,4 +84,63 @@ fn bad_blocks_inode_with_extents_flag_is_cleared() {
         "sif <1> flags 0x80000\n",
         "Inode 1 has EXTENTS_FL flag set on filesystem without extents support",
     );
+}
+
+#[test]
+fn a_dtime_left_by_a_broken_orphan_list_is_cleared() {
+    if !need_tool("flags", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-low-dtime");
+    let img = image(&s, &["-t", "ext4"]);
+    damaged_then_repaired(
+        &img,
+        "sif /d/f1 dtime 5\n",
+        "was part of the orphaned inode list",
+    );
+    let out = run_ok(Command::new(usfs()).arg("cat").arg(&img).arg("/d/f1"));
+    assert_eq!(
+        out.stdout,
+        vec![b'f'; 4000],
+        "the file in use keeps its data"
+    );
+}
+
+#[test]
+fn an_indirect_block_over_the_inode_table_leaves_the_table_alone() {
+    if !need_tool("flags", "debugfs") || !need_tool("flags", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("repair-ind-itable");
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("big"), vec![7u8; 40000]).unwrap();
+    for i in 1..=3 {
+        std::fs::write(src.join(format!("s{i}")), format!("small {i}\n")).unwrap();
+    }
+    let img = s.path("img");
+    mke2fs(&img, "4M", &["-t", "ext2", "-b", "1024"], Some(&src));
+    let info = run_ok(Command::new("dumpe2fs").arg(&img));
+    let text = String::from_utf8_lossy(&info.stdout);
+    let table = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Inode table at "))
+        .and_then(|r| r.split('-').next())
+        .unwrap()
+        .to_string();
+    // /big's indirect block becomes the first inode-table block (inodes 1-8 as pointers).
+    damaged_then_repaired(
+        &img,
+        &format!("sif /big block[IND] {table}\n"),
+        "illegal block",
+    );
+    for i in 1..=3 {
+        let out = run_ok(
+            Command::new(usfs())
+                .arg("cat")
+                .arg(&img)
+                .arg(format!("/s{i}")),
+        );
+        assert_eq!(out.stdout, format!("small {i}\n").as_bytes());
+    }
 }

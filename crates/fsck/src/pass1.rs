@@ -76,6 +76,16 @@ pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
     flush_dir_batch(ctx, w);
 }
 
+/// Does `dtime` hold an inode number rather than a time: left by an orphan list that
+/// broke, where dtime links the list (e2fsck's low-dtime check, off when the superblock's
+/// own times are that low)?
+fn low_dtime(ctx: &Ctx, dtime: u32) -> bool {
+    let sb = ctx.fs.superblock();
+    let n = sb.s_inodes_count();
+    let low = |t: u32| t != 0 && t < n;
+    low(dtime) && !(low(sb.s_wtime()) || low(sb.s_mtime()) || low(sb.s_mkfs_time()))
+}
+
 /// Hints the kernel to read a chunk's part of the inode table, when reads miss the cache.
 pub(crate) fn readahead_chunk(ctx: &Ctx, chunk: &InodeChunk) {
     if !ctx.queues.read_cost.cold() {
@@ -104,6 +114,13 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     let mode = u16::from_le_bytes([rec[0], rec[1]]);
     let dtime = u32::from_le_bytes(rec[0x14..0x18].try_into().unwrap());
     let reserved = ino < geo.first_ino;
+    let low_dtime = low_dtime(ctx, dtime);
+    if low_dtime {
+        let mut p = Problem::new(Code::OrphanListRefugee, ino.to_string()).ino(ino);
+        p.found = Some(dtime as u64);
+        p.expected = (links != 0).then_some(0);
+        w.report(p);
+    }
     // (Reserved inodes with a mode are in use without links, but for the root: e2fsck
     // takes a root without links for a missing one, to be made again in pass 3.)
     if links == 0 && !(reserved && ino != BAD_BLOCKS_INO && ino != 2 && mode != 0) {
@@ -168,7 +185,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         crate::special::check(ctx, w, ino, ft, links)
     };
     // (The root too: old mke2fs set its dtime; e2fsck clears it.)
-    if dtime != 0 && (!reserved || ino == 2) && links != 0 {
+    if dtime != 0 && !low_dtime && (!reserved || ino == 2) && links != 0 {
         w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
     }
     // The obsolete fragment address must be zero (e2fsck marks the inode bad in pass 1

@@ -211,6 +211,10 @@ problems! {
     /// (PR_1_BADBLOCKS_IN_BADBLOCKS) or too many illegal blocks
     /// (PR_1_TOO_MANY_BAD_BLOCKS). Its first 128 bytes are zeroed: the list is empty.
     BadBlocksInodeClear = 0x01_0027, P1, Error, ClearInode, "{}";
+    /// i_dtime holds an inode number: the inode was on an orphan list that broke
+    /// (e2fsck's PR_1_LOW_DTIME, under PR_1_ORPHAN_LIST_REFUGEES; found: the dtime;
+    /// expected: 0 for an inode in use, none for a deleted one, which gets the time now).
+    OrphanListRefugee = 0x01_0028, P1, Error, SetField, "Inode {} was part of the orphaned inode list";
 
     /// A device file, FIFO or socket whose data is a directory's (e2fsck's
     /// PR_1_TREAT_AS_DIRECTORY): its mode becomes a directory's.

@@ -114,6 +114,7 @@ impl Volume {
         }
         rec.raw.set_i_block(&fresh);
         let bs = self.geo().block_size;
+        let mut shared = self.keeping_fixed_metadata(shared);
         for &blk in &found.nodes {
             if !shared(blk) {
                 self.free_blocks(ino, blk, 1, Freed::Metadata)?;
@@ -150,6 +151,26 @@ impl Volume {
         self.put_inode(&mut rec)
     }
 
+    /// `shared`, but true for the file system's own blocks too (superblock and
+    /// descriptor copies, reserved GDT blocks, bitmaps, inode tables): a map rebuilt or
+    /// deleted never frees those, whatever damaged map named them, and data found on them
+    /// is copied off (`shared` is still asked first, so a caller counting claims sees
+    /// every one).
+    fn keeping_fixed_metadata<'s>(
+        &mut self,
+        shared: &'s mut dyn FnMut(u64) -> bool,
+    ) -> impl FnMut(u64) -> bool + 's {
+        let runs = self
+            .fixed_meta
+            .get_or_insert_with(|| fixed_metadata(&self.fs.core))
+            .clone();
+        move |b| {
+            let asked = shared(b);
+            let i = runs.partition_point(|&(start, _)| start <= b);
+            asked || (i > 0 && b < runs[i - 1].1)
+        }
+    }
+
     /// The runs and tree blocks of `rec`'s block map, walked leniently (bad parts skipped).
     fn walk_map(&self, rec: &super::InodeRec) -> Found {
         let mut root = *rec.raw.i_block();
@@ -172,6 +193,7 @@ impl Volume {
     /// it are the next check's to clear.
     pub fn delete_sharing(&mut self, ino: u32, shared: &mut dyn FnMut(u64) -> bool) -> Result<()> {
         let mut rec = self.inode_any(ino)?;
+        let mut shared = self.keeping_fixed_metadata(shared);
         if self.has_block_map(&rec) {
             let found = self.walk_map(&rec);
             for &blk in &found.nodes {
@@ -262,4 +284,32 @@ impl Volume {
         rec.raw.set_file_acl(new);
         self.put_inode(&mut rec)
     }
+}
+
+/// The file system's own blocks in `core`, as sorted disjoint ranges `[start, end)`.
+fn fixed_metadata(core: &crate::volume_core::VolumeCore) -> Vec<(u64, u64)> {
+    let geo = core.geometry();
+    let reserved = core.superblock().s_reserved_gdt_blocks() as u32;
+    let itb = geo.inode_table_blocks() as u64;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for g in 0..geo.group_count {
+        runs.extend(
+            geo.group_base_meta(g, reserved)
+                .into_iter()
+                .map(|b| (b, b + 1)),
+        );
+        let d = core.group(g);
+        runs.push((d.block_bitmap(), d.block_bitmap() + 1));
+        runs.push((d.inode_bitmap(), d.inode_bitmap() + 1));
+        runs.push((d.inode_table(), d.inode_table().saturating_add(itb)));
+    }
+    runs.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (s, e) in runs {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
 }

@@ -52,6 +52,7 @@ pub use delalloc::FLUSH_BYTES;
 pub use dir_edit::{check_name, DirEdit, HashParams};
 pub use inode::InodeRec;
 pub use meta::{DirFile, Freed, MemMeta, Meta};
+pub use orphan::ReleasedOrphan;
 pub use shared::{Ext4Rw, COMMIT_BLOCKS};
 pub(crate) use volume::check_write_features;
 pub use volume::Volume;

@@ -70,8 +70,9 @@ impl Volume {
     }
 
     /// Frees what a crash left on the orphan list (unlinked inodes; blocks past the size
-    /// of truncated ones), as the kernel does at mount.
-    pub(crate) fn cleanup_orphans(&mut self) -> Result<()> {
+    /// of truncated ones), as the kernel does at mount; returns what it released.
+    pub(crate) fn cleanup_orphans(&mut self) -> Result<Vec<ReleasedOrphan>> {
+        let mut released = Vec::new();
         let mut cur = self.fs.core.sb.s_last_orphan();
         let mut seen = 0u32;
         while cur != 0 {
@@ -85,6 +86,14 @@ impl Volume {
             }
             let mut rec = self.inode_any(cur)?;
             let next = rec.raw.i_dtime();
+            released.push(ReleasedOrphan {
+                ino: cur,
+                uid: rec.raw.uid(),
+                gid: rec.raw.gid(),
+                mode: rec.raw.i_mode(),
+                size: rec.raw.size(),
+                truncated: rec.raw.i_links_count() != 0,
+            });
             rec.raw.set_i_dtime(0);
             if rec.raw.i_links_count() == 0 {
                 self.release(&mut rec)?;
@@ -102,6 +111,24 @@ impl Volume {
             self.fs.core.sb.set_s_last_orphan(0);
             self.sb_dirty = true;
         }
-        Ok(())
+        Ok(released)
     }
+}
+
+/// An inode released from the orphan list (e2fsck's "Clearing orphaned inode N (uid=,
+/// gid=, mode=, size=)", or "Truncating" for one still linked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleasedOrphan {
+    /// The inode.
+    pub ino: u32,
+    /// Its owner.
+    pub uid: u32,
+    /// Its group.
+    pub gid: u32,
+    /// i_mode.
+    pub mode: u16,
+    /// i_size as it was.
+    pub size: u64,
+    /// Still linked: truncated to its size rather than freed.
+    pub truncated: bool,
 }

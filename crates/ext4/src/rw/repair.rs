@@ -143,6 +143,7 @@ impl Volume {
             self.fs.core.groups[g as usize] = GroupDesc::from_raw(&raw[at..at + ds]);
             self.txn.groups.insert(g);
         }
+        self.fixed_meta = None;
         self.sb_dirty = true;
         Ok(())
     }
@@ -425,6 +426,7 @@ impl Volume {
         if let Some(d) = self.fs.core.groups.get_mut(g as usize) {
             edit(d);
             self.txn.groups.insert(g);
+            self.fixed_meta = None;
         }
     }
 

@@ -13,6 +13,7 @@ use crate::format::geometry::Geometry;
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use crate::journal::JournalWriter;
 use crate::rw::meta::{Freed, Meta};
+use crate::rw::orphan::ReleasedOrphan;
 use crate::write::no_space;
 use crate::Ext4;
 use std::collections::BTreeSet;
@@ -65,6 +66,9 @@ pub struct Volume {
     pub(crate) writeback: super::delalloc::WritebackMark,
     /// Committed metadata blocks the next checkpoint writes home (with a journal).
     pub(crate) pinned: super::checkpoint::Pinned,
+    /// The file system's own blocks as sorted disjoint ranges, once a repair asked
+    /// (`map_rebuild`); dropped when a descriptor changes.
+    pub(crate) fixed_meta: Option<Vec<(u64, u64)>>,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.
@@ -92,27 +96,27 @@ impl Volume {
     /// are refused by name before anything is written; so are images whose bitmaps or
     /// descriptors are damaged (a corrupt image is never made worse).
     pub fn open(dev: Box<dyn Device>) -> Result<Volume> {
-        Volume::open_as(dev, false)
+        Volume::open_as(dev, false).map(|(v, _)| v)
     }
 
     /// [`Volume::open`] for a checker's repair, which counts quota usage again once it
     /// is done: images with quotas open too, and the orphans released are not taken off
-    /// their owners' usage.
-    pub fn open_uncounted(dev: Box<dyn Device>) -> Result<Volume> {
+    /// their owners' usage. Also returns the orphans released, in list order.
+    pub fn open_uncounted(dev: Box<dyn Device>) -> Result<(Volume, Vec<ReleasedOrphan>)> {
         Volume::open_as(dev, true)
     }
 
     /// [`Volume::open`]; `quota_ok` lets images with quotas open (see
     /// [`Volume::open_uncounted`]).
-    fn open_as(dev: Box<dyn Device>, quota_ok: bool) -> Result<Volume> {
+    fn open_as(dev: Box<dyn Device>, quota_ok: bool) -> Result<(Volume, Vec<ReleasedOrphan>)> {
         let dev: Arc<dyn Device> = Arc::from(dev);
         // Writers replay the journal onto the image first, as the kernel does at mount.
         crate::replay_journal(Box::new(dev.clone()))?;
         let mut v = Volume::assemble_with(Box::new(dev), true, None, quota_ok)?;
         v.mark_in_use()?;
-        v.cleanup_orphans()?;
+        let released = v.cleanup_orphans()?;
         v.commit()?;
-        Ok(v)
+        Ok((v, released))
     }
 
     /// The volume over `dev` without the opening steps (no journal replay, nothing
@@ -190,6 +194,7 @@ impl Volume {
             pending: Default::default(),
             writeback: Default::default(),
             pinned: Default::default(),
+            fixed_meta: None,
         })
     }
 

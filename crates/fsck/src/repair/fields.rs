@@ -48,6 +48,7 @@ impl Edit {
             Code::BadIBlocks => Edit::Blocks(want()?),
             Code::InodeDtimeSet => Edit::Dtime(0),
             Code::InodeZeroDtime => Edit::Dtime(now),
+            Code::OrphanListRefugee => Edit::Dtime(p.expected.map_or(now, |t| t as u32)),
             Code::InodeFaddr => Edit::Faddr,
             Code::BlocksHi => Edit::BlocksHi,
             Code::FileAclHi => Edit::FileAclHi,

@@ -99,6 +99,9 @@ pub struct Outcome {
     /// Seconds spent per stage, in order: `orphans`, then per round `check N`, `fix N`
     /// (the fixes, with the commits of transactions that filled up) and `commit N`.
     pub stages: Vec<(String, f64)>,
+    /// The inodes released from the orphan list before the first check (e2fsck's
+    /// "Clearing orphaned inode ..."), in list order.
+    pub orphans: Vec<usfs_ext4::rw::ReleasedOrphan>,
 }
 
 /// Does `code` have a fix here, and may preen apply it (e2fsck's PR_PREEN_OK)?
@@ -123,7 +126,7 @@ fn fix_of(code: Code) -> Option<bool> {
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
-        BadXattrInInode | XattrRefcount | JournalBad => false,
+        BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -160,7 +163,7 @@ fn rounds(
     mut ask: Option<Asker<'_>>,
 ) -> usfs_fs::Result<Outcome> {
     let mut clock = Stages::default();
-    release_orphans(&dev)?;
+    let mut orphans = release_orphans(&dev)?;
     clock.lap("orphans".into());
     let mut rounds = Vec::new();
     // Was the journal deleted (to be made anew once the image is clean)?
@@ -201,6 +204,7 @@ fn rounds(
                 declined: Vec::new(),
                 journal,
                 stages: std::mem::take(&mut clock.done),
+                orphans: std::mem::take(&mut orphans),
             });
         }
         let declined = ask_round(&report.problems, n, &mut ask);
@@ -213,6 +217,7 @@ fn rounds(
                 declined,
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
+                orphans: std::mem::take(&mut orphans),
             });
         }
         if report.problems.iter().all(journal::deletes) {
@@ -234,6 +239,7 @@ fn rounds(
                 declined: Vec::new(),
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
+                orphans: std::mem::take(&mut orphans),
             });
         }
         // (A /lost+found there was no room to make changes nothing: lost files go to
@@ -264,6 +270,7 @@ fn rounds(
                 declined: Vec::new(),
                 journal,
                 stages: std::mem::take(&mut clock.done),
+                orphans: std::mem::take(&mut orphans),
             });
         }
     }
@@ -323,6 +330,7 @@ fn settles(code: Code) -> bool {
             | BadIBlocks
             | InodeDtimeSet
             | InodeZeroDtime
+            | OrphanListRefugee
             | InodeChecksum
             | FileAclHi
             | BlocksHi
@@ -451,15 +459,15 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
 /// progress) before the check, as e2fsck and the kernel's mount do: the volume's own
 /// orphan cleanup, when the image opens for writing (consistent bitmaps); otherwise the
 /// check reports the list and the repair stops there.
-fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
+fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<Vec<usfs_ext4::rw::ReleasedOrphan>> {
     let sb = superblock_of(dev)?;
     let present = sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0;
     if !present {
-        return Ok(());
+        return Ok(Vec::new());
     }
     match Volume::open_uncounted(Box::new(dev.clone())) {
-        Ok(mut v) => v.close(),
-        Err(usfs_fs::Error::Corrupt(_)) => Ok(()),
+        Ok((mut v, released)) => v.close().map(|()| released),
+        Err(usfs_fs::Error::Corrupt(_)) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

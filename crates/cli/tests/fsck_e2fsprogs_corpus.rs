@@ -13,10 +13,6 @@ use std::time::Duration;
 /// Cases where usfs does not (yet) see what e2fsck sees, and why.
 const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[
     (
-        "f_bad_local_jnl",
-        "V2 journal superblock fields left over from a V1 journal are not checked",
-    ),
-    (
         "f_bad_gdt_csum",
         "e2fsck -n lets some bad descriptor checksums pass (exit 0); usfs counts every one as an error, as e2fsck does in 11 of 12 seeded cases",
     ),

@@ -127,3 +127,78 @@ fn an_unusable_journal_is_deleted_and_made_anew() {
         .unwrap();
     assert_eq!(summary(&out), summary(&String::from_utf8_lossy(&e2.stdout)));
 }
+
+/// Block 0 of the journal of `img` (its superblock): the physical block and the size.
+fn journal_sb_block(img: &Path) -> (u64, u64) {
+    let out = run_ok(Command::new("debugfs").args(["-R", "bmap <8> 0"]).arg(img));
+    let blk: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(img));
+    let d = String::from_utf8_lossy(&d.stdout).into_owned();
+    let bs = d
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (blk, bs)
+}
+
+/// Writes `bytes` at `off` of block 0 of the journal of `img`.
+fn poke_journal_sb(img: &Path, off: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let (blk, bs) = journal_sb_block(img);
+    let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.write_all_at(bytes, blk * bs + off).unwrap();
+}
+
+#[test]
+fn a_journal_without_its_magic_is_deleted_and_inode_8_cleared() {
+    if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-magic");
+    let img = image(&s);
+    poke_journal_sb(&img, 0, &[0u8; 4]);
+    assert_eq!(e2fsck_exit(&img, "-fn"), 12, "e2fsck -n cannot go on");
+    let (out, _) = repair(&img);
+    assert!(
+        out.contains("Superblock has an invalid journal (inode 8)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Journal inode is not in use, but contains data"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Creating journal (1024 blocks):  Done."),
+        "{out}"
+    );
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
+}
+
+#[test]
+fn v2_journal_fields_left_by_a_v1_journal_are_cleared() {
+    if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-v2");
+    let img = image(&s);
+    // s_nr_users (big-endian, at 0x40) of 2 on an internal journal.
+    poke_journal_sb(&img, 0x40, &2u32.to_be_bytes());
+    assert_eq!(e2fsck_exit(&img, "-fn"), 12, "e2fsck -n cannot go on");
+    let (out, checks) = repair(&img);
+    assert!(
+        out.contains("Found invalid V2 journal superblock fields"),
+        "{out}"
+    );
+    assert_eq!(checks, 2, "{out}");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
+    let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&img));
+    let d = String::from_utf8_lossy(&d.stdout);
+    let users = d.lines().find(|l| l.starts_with("Journal number of users"));
+    assert!(
+        users.is_none_or(|l| l.ends_with(" 0")),
+        "the users cleared:\n{d}"
+    );
+}

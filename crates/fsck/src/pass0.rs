@@ -215,12 +215,22 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
         Ok(n) if n == sb.len() => {
             let magic = u32::from_be_bytes(sb[0..4].try_into().unwrap());
             let btype = u32::from_be_bytes(sb[4..8].try_into().unwrap());
-            if magic != 0xC03B_3998 || !(3..=4).contains(&btype) {
+            // (e2fsck_journal_load: no magic, and the journal is as good as none.)
+            if magic != 0xC03B_3998 {
+                return bad_inode(format!("Superblock has an invalid journal (inode {ino})"));
+            }
+            if !(3..=4).contains(&btype) {
                 return vec![
                     Problem::new(Code::JournalBad, "Journal superblock is corrupt")
                         .ino(ino)
                         .values(2, 0),
                 ];
+            }
+            let nr_users = u32::from_be_bytes(sb[0x40..0x44].try_into().unwrap());
+            if btype == 4 && nr_users > 1 {
+                if let Some(blk) = ctx.fs.journal_map().ok().and_then(|m| m.fs_block(0)) {
+                    return vec![Problem::new(Code::JournalClearV2, "").ino(ino).block(blk)];
+                }
             }
             Vec::new()
         }

@@ -35,6 +35,8 @@ pub(crate) struct InodeChunk {
 const RESIZE_INO: u32 = 7;
 /// The bad-blocks inode.
 const BAD_BLOCKS_INO: u32 = 1;
+/// The journal's inode (when the superblock names it).
+const JOURNAL_INO: u32 = 8;
 
 /// Checks one chunk of inodes.
 pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
@@ -114,6 +116,16 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     let mode = u16::from_le_bytes([rec[0], rec[1]]);
     let dtime = u32::from_le_bytes(rec[0x14..0x18].try_into().unwrap());
     let reserved = ino < geo.first_ino;
+    if ino == JOURNAL_INO && ctx.fs.superblock().s_journal_inum() != JOURNAL_INO {
+        // Not the journal: data there is a deleted journal's, cleared (its blocks left
+        // unclaimed, so pass 5 frees them).
+        let word = |at: usize| u32::from_le_bytes(rec[at..at + 4].try_into().unwrap());
+        if links != 0 || word(0x1C) != 0 || word(0x28) != 0 {
+            w.report(Problem::new(Code::JournalInodeNotClear, "").ino(ino));
+        }
+        ctx.shared.set_inode(ino, InodeKind::Unused, 0);
+        return;
+    }
     let low_dtime = low_dtime(ctx, dtime);
     if low_dtime {
         let mut p = Problem::new(Code::OrphanListRefugee, ino.to_string()).ino(ino);

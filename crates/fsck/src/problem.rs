@@ -150,6 +150,10 @@ problems! {
     /// resize_inode is off but the resize inode maps blocks, or s_reserved_gdt_blocks is
     /// not 0: both are cleared.
     ResizeInodeNotClear = 0x00_000A, P0, Error, SetField, "{}";
+    /// A V2 journal superblock of an internal journal names more than one user (fields
+    /// a V1 journal left, e2fsck's PR_0_CLEAR_V2_JOURNAL; block: the superblock's block):
+    /// every field past the V1 superblock is zeroed.
+    JournalClearV2 = 0x00_000B, P0, Error, SetField, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...";
 
     /// An inode's checksum does not match.
     InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";
@@ -215,6 +219,10 @@ problems! {
     /// (e2fsck's PR_1_LOW_DTIME, under PR_1_ORPHAN_LIST_REFUGEES; found: the dtime;
     /// expected: 0 for an inode in use, none for a deleted one, which gets the time now).
     OrphanListRefugee = 0x01_0028, P1, Error, SetField, "Inode {} was part of the orphaned inode list";
+    /// Inode 8 holds data but is not the journal (the superblock names none, or
+    /// another): e2fsck's PR_1_JOURNAL_INODE_NOT_CLEAR; the record is zeroed, its blocks
+    /// left free.
+    JournalInodeNotClear = 0x01_0029, P1, Error, ClearInode, "Journal inode is not in use, but contains data";
 
     /// A device file, FIFO or socket whose data is a directory's (e2fsck's
     /// PR_1_TREAT_AS_DIRECTORY): its mode becomes a directory's.

@@ -17,12 +17,44 @@ pub(super) fn deletes(p: &Problem) -> bool {
     p.code == Code::JournalBad && p.found == Some(1)
 }
 
+/// Is `p` a fix written in place before any volume opens (the volume would not open
+/// over the journal as it is)?
+pub(super) fn raw(p: &Problem) -> bool {
+    deletes(p) || p.code == Code::JournalClearV2
+}
+
+/// Applies the in-place journal fixes `ps` (all [`raw`]) to `dev`: returns whether the
+/// journal was deleted.
+pub(super) fn apply_raw(dev: &Arc<dyn Device>, ps: &[Problem]) -> Result<bool> {
+    if ps.iter().any(deletes) {
+        delete(dev)?;
+        return Ok(true);
+    }
+    for p in ps.iter().filter(|p| p.code == Code::JournalClearV2) {
+        clear_v2(dev, p.block.ok_or(usfs_fs::Error::Invalid)?)?;
+    }
+    Ok(false)
+}
+
+/// Zeroes every field of the journal superblock in block `blk` past the V1 superblock
+/// (features, uuid, users, checksum: e2fsck's clear_v2_journal_fields).
+fn clear_v2(dev: &Arc<dyn Device>, blk: u64) -> Result<()> {
+    let bs = 1u64 << super::superblock_of(dev)?.block_size_log();
+    let mut b = vec![0u8; bs as usize];
+    dev.read_at(&mut b, blk * bs)?;
+    b[0x24..].fill(0);
+    dev.write_at(&b, blk * bs)?;
+    Ok(dev.flush()?)
+}
+
 /// Deletes the journal named by the superblock on `dev`.
 pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {
     let mut sb = super::superblock_of(dev)?;
     sb.set_s_feature_compat(sb.s_feature_compat() & !compat::HAS_JOURNAL);
     sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
     sb.set_s_journal_inum(0);
+    sb.set_s_journal_dev(0);
+    sb.set_s_journal_uuid(&[0u8; 16]);
     sb.set_s_jnl_blocks(&[0u8; 68]);
     // (Without metadata_csum the field is reserved and stays as it is.)
     if sb.s_feature_ro_compat() & ro_compat::METADATA_CSUM != 0 {
@@ -42,7 +74,7 @@ pub(super) fn recreate(dev: &Arc<dyn Device>) -> std::result::Result<u32, String
         return Err("the file system is too small for a journal".into());
     };
     let failed = |e: usfs_fs::Error| format!("{e}: while trying to create journal ({size} blocks)");
-    let mut v = Volume::open(Box::new(dev.clone())).map_err(failed)?;
+    let (mut v, _) = Volume::open_uncounted(Box::new(dev.clone())).map_err(failed)?;
     if let Err(e) = v.make_journal(size) {
         // Nothing of it is committed: the volume goes, and the superblock is put back
         // (the data written so far lies in blocks that stay free).

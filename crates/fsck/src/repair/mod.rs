@@ -127,6 +127,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
+        JournalClearV2 | JournalInodeNotClear => true,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -220,9 +221,8 @@ fn rounds(
                 orphans: std::mem::take(&mut orphans),
             });
         }
-        if report.problems.iter().all(journal::deletes) {
-            journal::delete(&dev)?;
-            deleted = true;
+        if report.problems.iter().all(journal::raw) {
+            deleted |= journal::apply_raw(&dev, &report.problems)?;
             clock.lap(format!("fix {n}"));
             rounds.push(Round {
                 problems: std::mem::take(&mut report.problems),
@@ -331,6 +331,7 @@ fn settles(code: Code) -> bool {
             | InodeDtimeSet
             | InodeZeroDtime
             | OrphanListRefugee
+            | JournalInodeNotClear
             | InodeChecksum
             | FileAclHi
             | BlocksHi
@@ -386,9 +387,10 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         ps.retain(|p| p.code == Code::BadBlocksInodeClear);
         return;
     }
-    // A journal deleted changes what the volume opens with: alone, first.
-    if ps.iter().any(journal::deletes) {
-        ps.retain(journal::deletes);
+    // A journal deleted or its superblock mended changes what the volume opens with:
+    // alone, first.
+    if ps.iter().any(journal::raw) {
+        ps.retain(journal::raw);
         return;
     }
     // Backup descriptors in place of bad primary ones change everything the check read

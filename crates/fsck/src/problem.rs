@@ -153,7 +153,7 @@ problems! {
     /// A V2 journal superblock of an internal journal names more than one user (fields
     /// a V1 journal left, e2fsck's PR_0_CLEAR_V2_JOURNAL; block: the superblock's block):
     /// every field past the V1 superblock is zeroed.
-    JournalClearV2 = 0x00_000B, P0, Error, SetField, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...";
+    JournalClearV2 = 0x00_002A, P0, Error, SetField, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...";
 
     /// An inode's checksum does not match.
     InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";

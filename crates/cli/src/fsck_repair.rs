@@ -131,7 +131,7 @@ fn repair_image(
             });
             if r.problems
                 .iter()
-                .any(|p| p.code == usfs_fsck::problem::Code::JournalBad)
+                .any(|p| p.code == usfs_fsck::problem::Code::JournalBad && p.found == Some(1))
             {
                 println!("\n*** journal has been deleted ***\n");
             }

@@ -202,3 +202,25 @@ fn v2_journal_fields_left_by_a_v1_journal_are_cleared() {
         "the users cleared:\n{d}"
     );
 }
+
+#[test]
+fn a_corrupt_journal_superblock_is_written_anew() {
+    if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-reset");
+    let img = image(&s);
+    // Block type 5 (a revoke block's) in place of the superblock's 4.
+    poke_journal_sb(&img, 4, &5u32.to_be_bytes());
+    assert_eq!(e2fsck_exit(&img, "-fn"), 12, "e2fsck -n cannot go on");
+    let (out, _) = repair(&img);
+    assert!(out.contains("Journal superblock is corrupt"), "{out}");
+    assert!(!out.contains("journal has been deleted"), "{out}");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{out}");
+    let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&img));
+    let d = String::from_utf8_lossy(&d.stdout);
+    assert!(
+        d.contains("Total journal blocks:     1024") && d.contains("Journal start:            0"),
+        "{d}"
+    );
+}

@@ -210,7 +210,7 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
         return Vec::new();
     }
     let bad_inode = |why: String| vec![Problem::new(Code::JournalBad, why).ino(ino).values(1, 0)];
-    let mut sb = [0u8; 1024];
+    let mut sb = vec![0u8; ctx.geo.block_size as usize];
     match ctx.fs.read_at(ino as u64, 0, &mut sb) {
         Ok(n) if n == sb.len() => {
             let magic = u32::from_be_bytes(sb[0..4].try_into().unwrap());
@@ -219,20 +219,12 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
             if magic != 0xC03B_3998 {
                 return bad_inode(format!("Superblock has an invalid journal (inode {ino})"));
             }
-            if !(3..=4).contains(&btype) {
-                return vec![
-                    Problem::new(Code::JournalBad, "Journal superblock is corrupt")
-                        .ino(ino)
-                        .values(2, 0),
-                ];
-            }
+            let at = ctx.fs.journal_map().ok().and_then(|m| m.fs_block(0));
             let nr_users = u32::from_be_bytes(sb[0x40..0x44].try_into().unwrap());
-            if btype == 4 && nr_users > 1 {
-                if let Some(blk) = ctx.fs.journal_map().ok().and_then(|m| m.fs_block(0)) {
-                    return vec![Problem::new(Code::JournalClearV2, "").ino(ino).block(blk)];
-                }
+            if let (4, 2.., Some(blk)) = (btype, nr_users, at) {
+                return vec![Problem::new(Code::JournalClearV2, "").ino(ino).block(blk)];
             }
-            Vec::new()
+            journal_superblock(ctx, ino, &sb, at)
         }
         Ok(_) => bad_inode("Journal is too short".into()),
         // Deleted only when e2fsck would find the inode itself unusable (read raw, as
@@ -245,6 +237,37 @@ fn check_journal(ctx: &Ctx) -> Vec<Problem> {
         Err(e) => {
             vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
         }
+    }
+}
+
+/// The journal superblock `sb` (block 0 of journal inode `ino`, at block `at`) as
+/// e2fsck's e2fsck_journal_load judges it: corrupt (a log block's type, a bad checksum
+/// or block size, longer than its file) is written anew (found 2: e2fsck's "Journal
+/// superblock is corrupt"); a version or features it does not know stop the repair
+/// (found 3: e2fsck aborts).
+fn journal_superblock(ctx: &Ctx, ino: u32, sb: &[u8], at: Option<u64>) -> Vec<Problem> {
+    let bs = ctx.geo.block_size;
+    let size = ctx.fs.read_inode_raw(ino).map_or(0, |r| r.size());
+    let blocks = (size / bs as u64).min(u32::MAX as u64) as u32;
+    match usfs_ext4::journal::JournalInfo::load(sb, bs, blocks) {
+        Ok(_) => Vec::new(),
+        Err(usfs_fs::Error::Corrupt(c)) => {
+            let p = Problem::new(
+                Code::JournalBad,
+                format!("Journal superblock is corrupt ({})", c.detail),
+            )
+            .ino(ino)
+            .values(2, blocks as u64);
+            vec![match at {
+                Some(blk) => p.block(blk),
+                None => p,
+            }]
+        }
+        Err(e) => vec![
+            Problem::new(Code::JournalBad, format!("Journal superblock: {e}"))
+                .ino(ino)
+                .values(3, 0),
+        ],
     }
 }
 

@@ -114,6 +114,20 @@ impl JournalSuperblock<Vec<u8>> {
     }
 }
 
+impl JournalSuperblock<Vec<u8>> {
+    /// A journal superblock written over a corrupt one (e2fsck's
+    /// e2fsck_journal_reset_super): [`JournalSuperblock::new_empty`], but for a random
+    /// sequence, so that no block the old log left matches the sequence a later replay
+    /// looks for.
+    pub fn new_reset(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Self {
+        let mut jsb = JournalSuperblock::new_empty(block_size, blocks, uuid);
+        let r = crate::write::random_bytes();
+        let word = |i: usize| u32::from_le_bytes(r[i * 4..i * 4 + 4].try_into().unwrap());
+        jsb.set_s_sequence((word(0) ^ word(1) ^ word(2) ^ word(3)).max(1));
+        jsb
+    }
+}
+
 /// What a loaded journal superblock says, with e2fsck's derived limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalInfo {

@@ -41,7 +41,8 @@ pub fn default_journal_blocks(blocks: u64) -> Option<u32> {
     })
 }
 
-fn random_bytes() -> [u8; 16] {
+/// 16 random bytes (/dev/urandom; the clock and process id without it).
+pub(crate) fn random_bytes() -> [u8; 16] {
     use std::io::Read;
     let mut b = [0u8; 16];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {

@@ -28,6 +28,7 @@ mod xattr;
 mod tests;
 
 pub use dir::DirEntryIn;
+pub(crate) use format::random_bytes;
 pub use format::{default_journal_blocks, format, lost_found_entry, LOST_FOUND_INO};
 pub use options::{apply_feature_edits, default_features, MkfsOptions};
 pub use populate::{populate, PopulateOptions, PopulateReport};

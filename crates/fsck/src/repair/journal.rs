@@ -17,10 +17,15 @@ pub(super) fn deletes(p: &Problem) -> bool {
     p.code == Code::JournalBad && p.found == Some(1)
 }
 
+/// Is `p` a corrupt journal superblock to write anew?
+fn resets(p: &Problem) -> bool {
+    p.code == Code::JournalBad && p.found == Some(2) && p.block.is_some()
+}
+
 /// Is `p` a fix written in place before any volume opens (the volume would not open
 /// over the journal as it is)?
 pub(super) fn raw(p: &Problem) -> bool {
-    deletes(p) || p.code == Code::JournalClearV2
+    deletes(p) || resets(p) || p.code == Code::JournalClearV2
 }
 
 /// Applies the in-place journal fixes `ps` (all [`raw`]) to `dev`: returns whether the
@@ -33,7 +38,28 @@ pub(super) fn apply_raw(dev: &Arc<dyn Device>, ps: &[Problem]) -> Result<bool> {
     for p in ps.iter().filter(|p| p.code == Code::JournalClearV2) {
         clear_v2(dev, p.block.ok_or(usfs_fs::Error::Invalid)?)?;
     }
+    for p in ps.iter().filter(|p| resets(p)) {
+        let (blk, blocks) = p.block.zip(p.expected).ok_or(usfs_fs::Error::Invalid)?;
+        reset(dev, blk, blocks as u32)?;
+    }
     Ok(false)
+}
+
+/// Writes a new empty journal superblock for a journal of `blocks` blocks in block
+/// `blk` (e2fsck's e2fsck_journal_reset_super), and clears needs_recovery: what the old
+/// log held is not replayed.
+fn reset(dev: &Arc<dyn Device>, blk: u64, blocks: u32) -> Result<()> {
+    let mut sb = super::superblock_of(dev)?;
+    let bs = 1u32 << sb.block_size_log();
+    let jsb = usfs_ext4::journal::JournalSuperblock::new_reset(bs, blocks, sb.s_uuid());
+    dev.write_at(jsb.bytes(), blk * bs as u64)?;
+    dev.flush()?;
+    sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
+    if sb.s_feature_ro_compat() & ro_compat::METADATA_CSUM != 0 {
+        sb.update_checksum();
+    }
+    dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
+    Ok(dev.flush()?)
 }
 
 /// Zeroes every field of the journal superblock in block `blk` past the V1 superblock

@@ -177,7 +177,7 @@ fn rounds(
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)
             Some(_) if p.code == Code::GroupMetadataLocation && p.found.is_none() => false,
-            Some(_) if p.code == Code::JournalBad && !journal::deletes(p) => false,
+            Some(_) if p.code == Code::JournalBad && !journal::raw(p) => false,
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
         };

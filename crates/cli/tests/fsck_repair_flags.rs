@@ -144,3 +144,20 @@ fn an_indirect_block_over_the_inode_table_leaves_the_table_alone() {
         assert_eq!(out.stdout, format!("small {i}\n").as_bytes());
     }
 }
+
+#[test]
+fn a_large_file_without_the_large_file_feature_turns_it_on() {
+    if !need_tool("flags", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-large-file");
+    let img = image(&s, &["-t", "ext4"]);
+    // A sparse file of 3 GiB, the feature off.
+    damaged_then_repaired(
+        &img,
+        "sif /d/f1 size 0xC0000000\nfeature -large_file\n",
+        "Filesystem contains large files, but lacks LARGE_FILE flag in superblock",
+    );
+    let out = run_ok(Command::new("dumpe2fs").arg("-h").arg(&img));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("large_file"));
+}

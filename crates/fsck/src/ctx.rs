@@ -126,6 +126,8 @@ pub struct Counters {
     pub dir_reads: u64,
     /// Blocks read by those requests (wanted ones and the gaps between them).
     pub dir_read_blocks: u64,
+    /// Regular files of 2 GiB or more (they need the large_file feature).
+    pub large_files: u64,
 }
 
 impl Counters {
@@ -140,6 +142,7 @@ impl Counters {
         self.entries += o.entries;
         self.dir_reads += o.dir_reads;
         self.dir_read_blocks += o.dir_read_blocks;
+        self.large_files += o.large_files;
     }
 }
 

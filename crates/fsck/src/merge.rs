@@ -5,7 +5,7 @@
 
 use crate::ctx::{Counters, Ctx, Worker};
 use crate::htree::{self, HtreeFact};
-use crate::problem::Problem;
+use crate::problem::{Code, Problem};
 use crate::{pass1, pass1b, pass3, pass4, pass5, Phases};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -62,6 +62,7 @@ pub(crate) fn run(
     let t3 = Instant::now();
     let (merged, mut joined) = join(workers, problems);
     let mut late = Worker::new(ctx.geo.block_size as usize);
+    large_files(ctx, &merged.counters, &mut late);
     htree::check(&mut joined.htree_dirs, &mut joined.htree_facts, &mut late);
     joined.htree_facts = Vec::new();
     pass1::check_xattr_refcounts(ctx, &mut late, &joined.xattr_refs);
@@ -78,6 +79,24 @@ pub(crate) fn run(
     sort_problems(problems);
     problems.dedup();
     merged
+}
+
+/// e2fsck's end of pass 2: files of 2 GiB or more need the large_file feature, and a
+/// revision 0 file system cannot have features.
+fn large_files(ctx: &Ctx, counters: &Counters, late: &mut Worker) {
+    if counters.large_files == 0 {
+        return;
+    }
+    let mut what = Vec::new();
+    if !ctx.geo.features.has_ro_compat(ro_compat::LARGE_FILE) {
+        what.push("Filesystem contains large files, but lacks LARGE_FILE flag in superblock");
+    }
+    if ctx.fs.superblock().s_rev_level() == 0 {
+        what.push("Filesystem has feature flag(s) set, but is a revision 0 filesystem");
+    }
+    if !what.is_empty() {
+        late.report(Problem::new(Code::LargeFileFeature, what.join("\n")));
+    }
 }
 
 /// Takes each worker's problems (onto `problems`), counters, timing and intermediate

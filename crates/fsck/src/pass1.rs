@@ -37,6 +37,8 @@ const RESIZE_INO: u32 = 7;
 const BAD_BLOCKS_INO: u32 = 1;
 /// The journal's inode (when the superblock names it).
 const JOURNAL_INO: u32 = 8;
+/// Files this large need the large_file feature.
+pub(crate) const LARGE_FILE_SIZE: u64 = 1 << 31;
 
 /// Checks one chunk of inodes.
 pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
@@ -425,6 +427,9 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     check_file_acl(ctx, w, &mut f, &mut claim);
     check_block_count(ctx, w, &f, &claim);
     crate::quota::charge(ctx, w, ino, claim.blocks, ibody.ea_inodes);
+    if f.ft == FileType::Regular && f.size >= LARGE_FILE_SIZE {
+        w.counters.large_files += 1;
+    }
     check_size(ctx, w, &f, &claim);
     if f.is_dir && f.inline {
         crate::pass2::check_inline_dir(ctx, w, ino);

@@ -301,6 +301,10 @@ problems! {
     BlocksHi = 0x02_0014, P2, Error, SetField, "i_blocks_hi {}, should be zero";
     /// i_file_acl_hi is set but the 64bit feature is off.
     FileAclHi = 0x02_0015, P2, Error, SetField, "i_file_acl_hi {}, should be zero";
+    /// Files of 2 GiB or more without the large_file feature (e2fsck's
+    /// PR_2_FEATURE_LARGE_FILES, with PR_1_FS_REV_LEVEL on a revision 0 file system): the
+    /// feature is turned on (and the revision made dynamic).
+    LargeFileFeature = 0x02_0033, P2, Error, SetField, "{}";
     /// A hole in a directory.
     /// (Its values: the hole's first logical block, and the block after its end.)
     DirHole = 0x02_000E, P2, Error, Create, "Directory inode {} has an unallocated block";

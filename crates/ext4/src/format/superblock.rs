@@ -269,10 +269,13 @@ impl<B: AsRef<[u8]>> Superblock<B> {
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> Superblock<B> {
-    /// Stores the checksum of the current contents.
+    /// Stores the checksum of the current contents, with metadata_csum (without it the
+    /// field is reserved and left as it is, as e2fsprogs leaves it).
     pub fn update_checksum(&mut self) {
-        let c = self.compute_checksum();
-        self.set_s_checksum(c);
+        if self.s_feature_ro_compat() & super::features::ro_compat::METADATA_CSUM != 0 {
+            let c = self.compute_checksum();
+            self.set_s_checksum(c);
+        }
     }
 }
 

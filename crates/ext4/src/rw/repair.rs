@@ -328,8 +328,15 @@ impl Volume {
     /// Turns on read-only-compatible feature `flag` (e2fsck's fix of a file system that
     /// uses it without saying so, e.g. dir_nlink).
     pub fn add_ro_compat(&mut self, flag: u32) {
-        let f = self.fs.core.sb.s_feature_ro_compat();
-        self.fs.core.sb.set_s_feature_ro_compat(f | flag);
+        let sb = &mut self.fs.core.sb;
+        sb.set_s_feature_ro_compat(sb.s_feature_ro_compat() | flag);
+        // A revision 0 superblock has no features: it becomes dynamic, with revision
+        // 0's inode size and first inode (e2fsprogs' ext2fs_update_dynamic_rev).
+        if sb.s_rev_level() == 0 {
+            sb.set_s_rev_level(1);
+            sb.set_s_first_ino(11);
+            sb.set_s_inode_size(128);
+        }
         self.sb_dirty = true;
     }
 

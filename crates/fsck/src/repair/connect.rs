@@ -22,6 +22,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             v.add_ro_compat(ro_compat::DIR_NLINK);
             Ok(())
         }
+        (Code::LargeFileFeature, _) => {
+            v.add_ro_compat(ro_compat::LARGE_FILE);
+            Ok(())
+        }
         (Code::UnconnectedDir, Some(ino)) => v.reconnect(ino),
         (Code::UnattachedInode, Some(ino)) => {
             if zero_length(

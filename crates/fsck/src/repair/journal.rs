@@ -7,7 +7,7 @@
 use crate::problem::{Code, Problem};
 use std::sync::Arc;
 use usfs_dev::Device;
-use usfs_ext4::format::features::{compat, incompat, ro_compat};
+use usfs_ext4::format::features::{compat, incompat};
 use usfs_ext4::format::superblock::SUPERBLOCK_OFFSET;
 use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
@@ -55,9 +55,7 @@ fn reset(dev: &Arc<dyn Device>, blk: u64, blocks: u32) -> Result<()> {
     dev.write_at(jsb.bytes(), blk * bs as u64)?;
     dev.flush()?;
     sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
-    if sb.s_feature_ro_compat() & ro_compat::METADATA_CSUM != 0 {
-        sb.update_checksum();
-    }
+    sb.update_checksum();
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)
 }
@@ -82,10 +80,7 @@ pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {
     sb.set_s_journal_dev(0);
     sb.set_s_journal_uuid(&[0u8; 16]);
     sb.set_s_jnl_blocks(&[0u8; 68]);
-    // (Without metadata_csum the field is reserved and stays as it is.)
-    if sb.s_feature_ro_compat() & ro_compat::METADATA_CSUM != 0 {
-        sb.update_checksum();
-    }
+    sb.update_checksum();
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)
 }

@@ -127,7 +127,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
-        JournalClearV2 | JournalInodeNotClear => true,
+        JournalClearV2 | JournalInodeNotClear | LargeFileFeature => true,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -332,6 +332,7 @@ fn settles(code: Code) -> bool {
             | InodeZeroDtime
             | OrphanListRefugee
             | JournalInodeNotClear
+            | LargeFileFeature
             | InodeChecksum
             | FileAclHi
             | BlocksHi
@@ -527,6 +528,18 @@ fn apply(
     // from the image as the check found it: no other fix has written yet).
     let (done, in_batches) = fields::apply_parallel(&mut v, dev, &report.problems, threads)?;
     committed |= in_batches;
+    // A file's size set to 2 GiB or more needs the large_file feature (as e2fsprogs'
+    // ext2fs_inode_size_set turns it on).
+    let large = |p: &Problem| {
+        p.code == Code::BadISize
+            && p.expected
+                .is_some_and(|s| s >= crate::pass1::LARGE_FILE_SIZE)
+    };
+    if report.problems.iter().any(large)
+        && !v.geometry().features.has_ro_compat(usfs_ext4::format::features::ro_compat::LARGE_FILE)
+    {
+        v.add_ro_compat(usfs_ext4::format::features::ro_compat::LARGE_FILE);
+    }
     let rest = report.problems.iter().enumerate();
     let steps = (rest.filter(|&(i, _)| !done[i]).map(|(_, p)| (p, None)))
         .chain(rehash.iter().map(|(&dir, &p)| (p, Some(dir))));

@@ -214,7 +214,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     }
     let f = &geo.features;
     check_high_fields(ctx, w, ino);
-    if !reserved {
+    if !reserved || ino == 2 {
         crate::iflags::imagic(ctx, w, ino);
     }
     if iflags & flags::INDEX != 0 && (ft != FileType::Directory || !f.has_compat(compat::DIR_INDEX))

@@ -162,7 +162,7 @@ impl Volume {
     ) -> impl FnMut(u64) -> bool + 's {
         let runs = self
             .fixed_meta
-            .get_or_insert_with(|| fixed_metadata(&self.fs.core))
+            .get_or_insert_with(|| fixed_metadata(&self.fs.core).into())
             .clone();
         move |b| {
             let asked = shared(b);
@@ -293,15 +293,21 @@ fn fixed_metadata(core: &crate::volume_core::VolumeCore) -> Vec<(u64, u64)> {
     let itb = geo.inode_table_blocks() as u64;
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for g in 0..geo.group_count {
-        runs.extend(
-            geo.group_base_meta(g, reserved)
-                .into_iter()
-                .map(|b| (b, b + 1)),
-        );
+        // (The superblock copy, descriptors and reserved GDT blocks: one run each.)
+        for b in geo.group_base_meta(g, reserved) {
+            match runs.last_mut() {
+                Some(last) if last.1 == b => last.1 = b + 1,
+                _ => runs.push((b, b + 1)),
+            }
+        }
         let d = core.group(g);
-        runs.push((d.block_bitmap(), d.block_bitmap() + 1));
-        runs.push((d.inode_bitmap(), d.inode_bitmap() + 1));
-        runs.push((d.inode_table(), d.inode_table().saturating_add(itb)));
+        for (start, len) in [
+            (d.block_bitmap(), 1),
+            (d.inode_bitmap(), 1),
+            (d.inode_table(), itb),
+        ] {
+            runs.push((start, start.saturating_add(len)));
+        }
     }
     runs.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());

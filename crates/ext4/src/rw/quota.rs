@@ -25,10 +25,16 @@ impl Volume {
             quota::update_grace(q, now, grace.0, grace.1);
         }
         let bytes = quota::build(qtype, grace.0, grace.1, &entries);
+        // The old file goes whole: every block its map names (whatever its size says)
+        // and its xattr block. (Anything but a regular file is the check's to fix first.)
         let mut old = self.inode_any(ino)?;
-        if old.file_type()? == FileType::Regular {
-            self.set_size(&mut old, 0)?;
+        if old.file_type()? != FileType::Regular {
+            return Err(usfs_fs::Error::Invalid);
         }
+        if self.has_block_map(&old) {
+            self.map_punch(&mut old, 0, u64::MAX)?;
+        }
+        self.drop_xattr_block(&mut old)?;
         let mut rec = self.blank_record(ino, FileType::Regular, 0o600, 0, 0);
         rec.raw.set_i_flags(flags::IMMUTABLE);
         self.init_map(&mut rec);

@@ -323,6 +323,7 @@ impl Volume {
     pub fn edit_superblock(&mut self, edit: impl FnOnce(&mut Superblock<Vec<u8>>)) {
         edit(&mut self.fs.core.sb);
         self.sb_dirty = true;
+        self.fixed_meta = None;
     }
 
     /// Turns on read-only-compatible feature `flag` (e2fsck's fix of a file system that

@@ -110,6 +110,8 @@ impl Volume {
 
     /// Undoes everything the failed operation changed in memory.
     pub(crate) fn rollback(&mut self) -> Result<()> {
+        // (Descriptors may go back to where they were.)
+        self.fixed_meta = None;
         let Some(u) = self.undo.take() else {
             return Ok(());
         };

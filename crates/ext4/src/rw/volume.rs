@@ -68,7 +68,7 @@ pub struct Volume {
     pub(crate) pinned: super::checkpoint::Pinned,
     /// The file system's own blocks as sorted disjoint ranges, once a repair asked
     /// (`map_rebuild`); dropped when a descriptor changes.
-    pub(crate) fixed_meta: Option<Vec<(u64, u64)>>,
+    pub(crate) fixed_meta: Option<Arc<[(u64, u64)]>>,
 }
 
 /// Features whose on-disk structures usfs does not keep right when it writes.

@@ -46,7 +46,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // e2fsck's check_ea_in_inode "Clear": every in-inode attribute goes, by zeroing
         // the area's magic (what named EA inodes or held inline data, the next check
         // sees).
-        // e2fsck's memset of an inode 8 that is no journal.
+        // An inode 8 that is no journal, zeroed whole (e2fsck zeroes the record's
+        // in-memory copy and writes it).
         Code::JournalInodeNotClear => v.repair_inode(ino, |r| r.bytes_mut().fill(0)),
         Code::BadXattrInInode => v.repair_inode(ino, |r| {
             let at = 128 + r.i_extra_isize() as usize;

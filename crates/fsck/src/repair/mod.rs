@@ -127,7 +127,8 @@ fn fix_of(code: Code) -> Option<bool> {
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
-        JournalClearV2 | JournalInodeNotClear | LargeFileFeature => true,
+        JournalInodeNotClear | LargeFileFeature => true,
+        JournalClearV2 => false,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -284,12 +285,14 @@ fn superblock_of(dev: &Arc<dyn Device>) -> usfs_fs::Result<Superblock<Vec<u8>>> 
     Superblock::new(raw).ok_or(usfs_fs::Error::Invalid)
 }
 
-/// Does the root on `dev` name `/lost+found` (false when it cannot be read)?
+/// Does the root on `dev` name `/lost+found`? (Only a lookup that finds no such entry
+/// says no: an image that cannot be read is not taken for one without it.)
 fn lost_found_exists(dev: &Arc<dyn Device>) -> bool {
     use usfs_fs::FileSystem;
-    usfs_ext4::Ext4::open(Box::new(dev.clone()))
-        .and_then(|fs| fs.lookup(2, b"lost+found"))
-        .is_ok()
+    !matches!(
+        usfs_ext4::Ext4::open(Box::new(dev.clone())).and_then(|fs| fs.lookup(2, b"lost+found")),
+        Err(usfs_fs::Error::NotFound)
+    )
 }
 
 /// Sets `summary`'s in-use counts from the superblock on `dev`, as the repair left it.
@@ -450,11 +453,11 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     if ps.iter().any(first) {
         ps.retain(|p| first(p) || p.code.def().pass <= Pass::P1B);
     }
-    // Quota usage is counted on the image as the check found it: with fixes that free,
-    // clone or make blocks and inodes it would be stale, and the next round counts it
-    // again.
+    // Quota usage and large files are counted on the image as the check found it: with
+    // fixes that free, clone, shrink or make blocks and inodes they would be stale, and
+    // the next round counts them again.
     if ps.iter().any(|p| !settles(p.code)) {
-        ps.retain(|p| p.code != Code::QuotaUsage);
+        ps.retain(|p| !matches!(p.code, Code::QuotaUsage | Code::LargeFileFeature));
     }
 }
 
@@ -536,7 +539,10 @@ fn apply(
                 .is_some_and(|s| s >= crate::pass1::LARGE_FILE_SIZE)
     };
     if report.problems.iter().any(large)
-        && !v.geometry().features.has_ro_compat(usfs_ext4::format::features::ro_compat::LARGE_FILE)
+        && !v
+            .geometry()
+            .features
+            .has_ro_compat(usfs_ext4::format::features::ro_compat::LARGE_FILE)
     {
         v.add_ro_compat(usfs_ext4::format::features::ro_compat::LARGE_FILE);
     }

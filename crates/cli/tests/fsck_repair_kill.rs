@@ -110,11 +110,18 @@ fn a_repair_killed_anywhere_is_finished_by_a_rerun() {
     let orig = std::fs::read(&damaged).unwrap();
     let work = s.path("work.img");
 
-    // One repair uninterrupted: it must succeed, and its stages place the kills.
-    std::fs::write(&work, &orig).unwrap();
-    let t0 = Instant::now();
-    let (code, trace) = repair(&work, true);
-    let total = t0.elapsed().as_secs_f64();
+    // One repair uninterrupted: it must succeed, and its stages place the kills. (The
+    // shortest of three runs: a slow first one, its reads from cold caches, would send
+    // later kills past the end of the quicker ones.)
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        std::fs::write(&work, &orig).unwrap();
+        let t0 = Instant::now();
+        let (code, trace) = repair(&work, true);
+        runs.push((t0.elapsed().as_secs_f64(), code, trace));
+    }
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (total, code, trace) = runs.swap_remove(0);
     assert_eq!(code, Some(1), "the uninterrupted repair: {trace}");
     e2fsck_clean(&work).expect("the uninterrupted repair leaves the image clean");
     let checked = stage(&trace, "check 1");
@@ -128,7 +135,7 @@ fn a_repair_killed_anywhere_is_finished_by_a_rerun() {
     // write to the image (its in-use mark, when the fixing starts), spread over the
     // rest of the repair as it ran uninterrupted (its later rounds too, and a little
     // past its end).
-    let span = (total - checked) * 1.1;
+    let span = (total - checked) * 1.05;
 
     let mut rng = Rng::new(0xdead_beef);
     let (mut mid_run, mut failures) = (0, Vec::new());

@@ -267,7 +267,11 @@ pub(crate) fn print_problem_lines(
             print_pass1b_heading();
         }
         for p in in_pass {
-            println!("{}. {}", p.message(), answer(p));
+            // (What e2fsck only announces is printed as its table words it.)
+            match p.code.asks() {
+                true => println!("{}. {}", p.message(), answer(p)),
+                false => println!("{}\n", p.message()),
+            }
         }
     }
 }

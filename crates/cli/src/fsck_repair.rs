@@ -92,6 +92,8 @@ fn repair_image(
         );
         return Ok(ExitCode::from(EXIT_CLEAN));
     }
+    // (e2fsck counts an image it marks valid that was not as corrected.)
+    let was_unclean = sb.s_state() & VALID_FS == 0;
     drop(fs);
     let mut asker = crate::fsck_ask::Asker::default();
     let out = match mode {
@@ -148,8 +150,10 @@ fn repair_image(
         // The first was asked and declined; the rest of its round was not asked.
         asker.unasked(rest, out.rounds.len() + 1);
     }
-    // (Releasing orphans alone changes the image but, as in e2fsck, not the exit status.)
-    let modified = !out.rounds.is_empty() || replayed;
+    // (Releasing orphans or fixes e2fsck only announces change the image but, as in
+    // e2fsck, not the exit status.)
+    let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
+    let modified = out.rounds.iter().any(fixed) || replayed || was_unclean;
     if !out.unfixable.is_empty() {
         print_problem_lines(&out.last.problems, |_| "");
         if mode == Some(Mode::Preen) && out.rounds.is_empty() {

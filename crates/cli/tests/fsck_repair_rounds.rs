@@ -224,3 +224,59 @@ fn a_corrupt_journal_superblock_is_written_anew() {
         "{d}"
     );
 }
+
+/// The superblock's copy of the journal inode (`s_jnl_blocks`, 68 bytes at 0x10C, and
+/// `s_jnl_backup_type` at 0xFD) of `img`.
+fn jnl_backup(img: &Path) -> Vec<u8> {
+    let b = std::fs::read(img).unwrap();
+    let sb = &b[1024..2048];
+    [&sb[0xFD..0xFE], &sb[0x10C..0x150]].concat()
+}
+
+#[test]
+fn a_missing_or_stale_copy_of_the_journal_inode_is_made_as_e2fsck_makes_it() {
+    if !need_tool("journal backup", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-backup");
+    let img = image(&s);
+    let made = jnl_backup(&img);
+    // None (backup type 0, as images made before e2fsprogs 1.40 have), then a stale one
+    // (a word of the map changed).
+    for cmds in ["ssv jnl_backup_type 0", "ssv jnl_blocks[2] 77"] {
+        debugfs_write(&img, &img.with_extension("cmd"), cmds);
+        assert_ne!(jnl_backup(&img), made, "{cmds}");
+        assert_eq!(e2fsck_exit(&img, "-fn"), 0, "not an error for e2fsck -n");
+        let n = run_ok(Command::new(usfs()).args(["fsck", "-fn"]).arg(&img));
+        let n = String::from_utf8_lossy(&n.stdout);
+        assert!(
+            !n.contains("Backing up"),
+            "a check does not change it:\n{n}"
+        );
+        let mut copy = img.clone().into_os_string();
+        copy.push(".e2fsck");
+        std::fs::copy(&img, &copy).unwrap();
+        let e = Command::new("e2fsck")
+            .arg("-fy")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&e.stdout).contains("Backing up journal inode"));
+        let out = Command::new(usfs())
+            .args(["fsck", "-fy"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // Announced, not a fixed problem: exit 0 as e2fsck's.
+        assert_eq!(out.status.code(), e.status.code(), "{cmds}:\n{stdout}");
+        assert_eq!(out.status.code(), Some(0), "{cmds}:\n{stdout}");
+        assert!(
+            stdout.contains("Backing up journal inode block information.\n"),
+            "{stdout}"
+        );
+        assert_eq!(jnl_backup(&img), jnl_backup(Path::new(&copy)), "{cmds}");
+        assert_eq!(jnl_backup(&img), made, "{cmds}");
+        assert_eq!(e2fsck_exit(&img, "-fn"), 0);
+    }
+}

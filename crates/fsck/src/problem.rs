@@ -99,6 +99,22 @@ macro_rules! problems {
     };
 }
 
+impl Code {
+    /// Does e2fsck ask before this fix? The ones its table gives no prompt (PROMPT_NONE)
+    /// it only announces: they are applied without a question and printed without an
+    /// answer.
+    pub fn asks(self) -> bool {
+        !matches!(self, Code::JournalClearV2 | Code::JournalBackup)
+    }
+
+    /// Does applying this fix make a repair's exit status 1 (e2fsck's
+    /// E2F_FLAG_PROBLEMS_FIXED)? Not for what e2fsck only announces, but for the V2
+    /// journal fields, whose fix sets the flag itself.
+    pub fn counts_as_fixed(self) -> bool {
+        self.asks() || self == Code::JournalClearV2
+    }
+}
+
 /// One row of the problem table.
 #[derive(Debug)]
 pub struct ProblemDef {
@@ -154,6 +170,9 @@ problems! {
     /// a V1 journal left, e2fsck's PR_0_CLEAR_V2_JOURNAL; block: the superblock's block):
     /// every field past the V1 superblock is zeroed.
     JournalClearV2 = 0x00_002A, P0, Error, SetField, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...";
+    /// The superblock's copy of the journal inode's map is missing or not the inode's
+    /// (e2fsck's PR_0_BACKUP_JNL, made by a repair, not reported by a check): copied.
+    JournalBackup = 0x00_002D, P0, Info, SetField, "Backing up journal inode block information.";
 
     /// An inode's checksum does not match.
     InodeChecksum = 0x01_0001, P1, Error, RecomputeChecksum, "Inode {} passes checks, but checksum does not match inode";

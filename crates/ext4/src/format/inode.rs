@@ -141,6 +141,17 @@ impl<B: AsRef<[u8]>> Inode<B> {
         (self.i_size_high() as u64) << 32 | self.i_size_lo() as u64
     }
 
+    /// The copy of this (journal) inode the superblock keeps in `s_jnl_blocks`: its
+    /// `i_block`, then `i_size_high` and `i_size_lo`, little-endian words (mke2fs's and
+    /// e2fsck's EXT3_JNL_BACKUP_BLOCKS).
+    pub fn journal_backup(&self) -> [u8; 68] {
+        let mut jnl = [0u8; 68];
+        jnl[..60].copy_from_slice(self.i_block());
+        jnl[60..64].copy_from_slice(&self.i_size_high().to_le_bytes());
+        jnl[64..68].copy_from_slice(&self.i_size_lo().to_le_bytes());
+        jnl
+    }
+
     /// Owner uid (32 bits).
     pub fn uid(&self) -> u32 {
         self.i_uid() as u32 | (self.l_i_uid_high() as u32) << 16

@@ -39,11 +39,7 @@ impl Volume {
             at += n as u64;
         }
         let sb = &mut self.fs.core.sb;
-        let mut jnl = [0u8; 68];
-        jnl[..60].copy_from_slice(rec.raw.i_block());
-        jnl[60..64].copy_from_slice(&rec.raw.i_size_high().to_le_bytes());
-        jnl[64..68].copy_from_slice(&rec.raw.i_size_lo().to_le_bytes());
-        sb.set_s_jnl_blocks(&jnl);
+        sb.set_s_jnl_blocks(&rec.raw.journal_backup());
         sb.set_s_jnl_backup_type(1);
         sb.set_s_journal_inum(JOURNAL_INO);
         sb.set_s_feature_compat(sb.s_feature_compat() | compat::HAS_JOURNAL);

@@ -439,11 +439,7 @@ fn make_journal(w: &mut Writer, blocks: u32) -> Result<()> {
     }
     w.set_extents(JOURNAL_INO, &maps)?;
     // The superblock keeps a copy of the journal's i_block and size.
-    let ji = w.inode(JOURNAL_INO);
-    let mut jnl = [0u8; 68];
-    jnl[..60].copy_from_slice(ji.i_block());
-    jnl[60..64].copy_from_slice(&ji.i_size_high().to_le_bytes());
-    jnl[64..68].copy_from_slice(&ji.i_size_lo().to_le_bytes());
+    let jnl = w.inode(JOURNAL_INO).journal_backup();
     w.core.sb.set_s_jnl_blocks(&jnl);
     w.core.sb.set_s_jnl_backup_type(1);
     w.core.sb.set_s_journal_inum(JOURNAL_INO);

@@ -4,6 +4,7 @@
 //! e2fsck writes it), in a round of its own; once the repair is done, a new empty
 //! journal of mke2fs's default size is made ("Recreate journal").
 
+use super::superblock_of;
 use crate::problem::{Code, Problem};
 use std::sync::Arc;
 use usfs_dev::Device;
@@ -70,6 +71,43 @@ fn clear_v2(dev: &Arc<dyn Device>, blk: u64) -> Result<()> {
     dev.write_at(&b, blk * bs)?;
     Ok(dev.flush()?)
 }
+
+/// Is the superblock's copy of the journal inode's map and size (`s_jnl_blocks`) on
+/// `dev` missing, or is its map not the inode's (e2fsck's e2fsck_move_ext3_journal: the
+/// size is not compared)? Only for an internal journal the superblock names, whose
+/// inode can be read (as the check reads the image: what it found wrong is fixed in the
+/// same round).
+pub(super) fn backup_stale(dev: &Arc<dyn Device>) -> Result<bool> {
+    let sb = superblock_of(dev)?;
+    let ino = sb.s_journal_inum();
+    if ino == 0 || sb.s_feature_compat() & compat::HAS_JOURNAL == 0 {
+        return Ok(false);
+    }
+    let fs = usfs_ext4::Ext4::open_for_check(Box::new(dev.clone()));
+    let Ok(raw) = fs.and_then(|(fs, _)| fs.read_inode_raw(ino)) else {
+        return Ok(false);
+    };
+    Ok(match sb.s_jnl_backup_type() {
+        0 => true,
+        BACKUP_BLOCKS => sb.s_jnl_blocks()[..60] != raw.i_block()[..],
+        _ => false,
+    })
+}
+
+/// Copies the journal inode's map and size into the superblock (e2fsck's
+/// PR_0_BACKUP_JNL), in `v`'s transaction.
+pub(super) fn backup(v: &mut Volume) -> Result<()> {
+    let ino = v.reader().superblock().s_journal_inum();
+    let jnl = v.reader().read_inode_raw(ino)?.journal_backup();
+    v.edit_superblock(|sb| {
+        sb.set_s_jnl_blocks(&jnl);
+        sb.set_s_jnl_backup_type(BACKUP_BLOCKS);
+    });
+    Ok(())
+}
+
+/// `s_jnl_backup_type` of a copy of the journal inode's i_block and size.
+const BACKUP_BLOCKS: u8 = 1;
 
 /// Deletes the journal named by the superblock on `dev`.
 pub(super) fn delete(dev: &Arc<dyn Device>) -> Result<()> {

@@ -129,6 +129,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
         JournalInodeNotClear | LargeFileFeature => true,
         JournalClearV2 => false,
+        JournalBackup => true,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -170,6 +171,8 @@ fn rounds(
     let mut rounds = Vec::new();
     // Was the journal deleted (to be made anew once the image is clean)?
     let mut deleted = false;
+    // Has the superblock's copy of the journal inode been looked at?
+    let mut backup_seen = false;
     let remake = |deleted: bool, done: bool| (deleted && done).then(|| journal::recreate(&dev));
     loop {
         let n = rounds.len() + 1;
@@ -192,6 +195,17 @@ fn rounds(
             .filter(|p| !allowed(p))
             .cloned()
             .collect();
+        // The copy of the journal inode's map in the superblock, made where it is
+        // missing or stale (e2fsck's PR_0_BACKUP_JNL) in the first round that ends the
+        // repair (the journal as the repair leaves it).
+        if !backup_seen && unfixable.is_empty() && report.problems.iter().all(|p| settles(p.code)) {
+            backup_seen = true;
+            if journal::backup_stale(&dev)? {
+                report
+                    .problems
+                    .insert(0, Problem::new(Code::JournalBackup, ""));
+            }
+        }
         if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
             let clean = unfixable.is_empty() && report.problems.is_empty();
             let journal = remake(deleted, clean);
@@ -344,6 +358,7 @@ fn settles(code: Code) -> bool {
             | ExtentChecksum
             | XattrBlockChecksum
             | QuotaUsage
+            | JournalBackup
     )
 }
 
@@ -351,7 +366,7 @@ fn settles(code: Code) -> bool {
 /// ones. After the first "no" the rest are not asked (the round will not run) and count
 /// as declined; after "all", `ask` is dropped and nothing more is asked.
 fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) -> Vec<Problem> {
-    for (i, p) in problems.iter().enumerate() {
+    for (i, p) in problems.iter().enumerate().filter(|(_, p)| p.code.asks()) {
         let Some(f) = ask.as_mut() else {
             return Vec::new();
         };

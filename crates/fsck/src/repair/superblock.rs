@@ -1,6 +1,7 @@
 //! Fixes of superblock fields pass 0 finds wrong: resize_inode with meta_bg (turned off,
 //! as e2fsck's check_resize_inode does), leftovers of a resize inode without the feature,
-//! and invalid quota inode numbers (set to 0).
+//! invalid quota inode numbers (set to 0), and the superblock's copy of the journal
+//! inode (made where it is missing or stale).
 
 use crate::problem::{Code, Problem};
 use usfs_ext4::format::features::compat;
@@ -25,6 +26,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             v.edit_superblock(|sb| sb.set_s_reserved_gdt_blocks(0));
             Ok(())
         }
+        Code::JournalBackup => super::journal::backup(v),
         Code::GroupDescBackup => v.restore_descriptors(p.found.ok_or(usfs_fs::Error::Invalid)?),
         Code::QuotaInode => {
             let kind = p.found.ok_or(usfs_fs::Error::Invalid)?;

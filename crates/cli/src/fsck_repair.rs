@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use usfs_dev::Device;
 use usfs_ext4::undo::UndoDevice;
-use usfs_fsck::repair::{repair, repair_asking, Mode};
+use usfs_fsck::repair::{repair, repair_asking, Answer, Mode};
 
 /// Errors were corrected.
 const EXIT_CORRECTED: u8 = 1;
@@ -69,6 +69,12 @@ fn repair_image(
         eprintln!("usfs fsck: {path}: {what}{e}");
         Ok(ExitCode::from(EXIT_OPERATIONAL))
     };
+    let mut asker = crate::fsck_ask::Asker::default();
+    let (mode, mended) = match mend_journal(mode, path, &dev, &mut asker) {
+        Ok(Ok(m)) => m,
+        Ok(Err(code)) => return Ok(code),
+        Err(e) => return fail("while checking journal: ", e),
+    };
     let replayed = match usfs_ext4::replay_journal(Box::new(dev.clone())) {
         Ok(p) => p.is_some(),
         Err(e) => return fail("while recovering journal: ", e),
@@ -82,7 +88,7 @@ fn repair_image(
         println!("{name}: recovering journal");
     }
     let sb = fs.superblock();
-    if !a.force && !replayed && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS {
+    if !a.force && !replayed && !mended && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS {
         let is64 = fs.geometry().is64();
         let (inodes, blocks) = (sb.s_inodes_count(), sb.blocks_count(is64));
         println!(
@@ -92,10 +98,7 @@ fn repair_image(
         );
         return Ok(ExitCode::from(EXIT_CLEAN));
     }
-    // (e2fsck counts an image it marks valid that was not as corrected.)
-    let was_unclean = sb.s_state() & VALID_FS == 0;
     drop(fs);
-    let mut asker = crate::fsck_ask::Asker::default();
     let out = match mode {
         Some(m) => repair(dev, opts, m),
         None => repair_asking(dev, opts, &mut |p, round| asker.ask(p, round)),
@@ -153,7 +156,7 @@ fn repair_image(
     // (Releasing orphans or fixes e2fsck only announces change the image but, as in
     // e2fsck, not the exit status.)
     let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
-    let modified = out.rounds.iter().any(fixed) || replayed || was_unclean;
+    let modified = out.rounds.iter().any(fixed) || replayed || mended || out.marked_valid;
     if !out.unfixable.is_empty() {
         print_problem_lines(&out.last.problems, |_| "");
         if mode == Some(Mode::Preen) && out.rounds.is_empty() {
@@ -185,4 +188,46 @@ fn repair_image(
     println!("{}", out.last.summary.line(&name));
     let code = if modified { EXIT_CORRECTED } else { EXIT_CLEAN };
     Ok(ExitCode::from(code))
+}
+
+/// Before the replay, a journal superblock of an image needing recovery that the replay
+/// cannot read is written anew, as e2fsck fixes it first ("Journal superblock is
+/// corrupt.", preen too): the log is dropped, the image marked not clean. Asked on a
+/// terminal; declined, the repair cannot go on (e2fsck's exit 12). Returns the mode the
+/// rest runs in (an 'a' answer fixes everything after) and whether it was written, or
+/// the exit code to end with.
+fn mend_journal(
+    mode: Option<Mode>,
+    path: &str,
+    dev: &Arc<dyn Device>,
+    asker: &mut crate::fsck_ask::Asker,
+) -> usfs_fs::Result<Result<(Option<Mode>, bool), ExitCode>> {
+    let Some(p) = usfs_fsck::repair::corrupt_before_replay(dev)? else {
+        return Ok(Ok((mode, false)));
+    };
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    let label = Superblock::new(&raw[..]).map(|sb| sb.label().to_vec());
+    let name = display_name(&label.unwrap_or_default(), path);
+    let mode = match mode {
+        Some(Mode::Preen) => {
+            println!("{name}: {}.\nFIXED.", p.message());
+            mode
+        }
+        Some(Mode::Yes) => {
+            println!("{}.\nFix? yes\n", p.message());
+            mode
+        }
+        None => match asker.ask(&p, 1) {
+            Answer::No => {
+                eprintln!("usfs fsck: The journal superblock is corrupt while checking journal for {path}");
+                eprintln!("usfs fsck: Cannot proceed with file system check");
+                return Ok(Err(ExitCode::from(EXIT_UNCORRECTED | EXIT_OPERATIONAL)));
+            }
+            Answer::All => Some(Mode::Yes),
+            Answer::Yes => None,
+        },
+    };
+    usfs_fsck::repair::reset_before_replay(dev, &p)?;
+    Ok(Ok((mode, true)))
 }

@@ -32,7 +32,6 @@ const REPAIRED: &[&str] = &[
     "f_hurd",
     "f_special_ea",
     "f_uninit_disable",
-    "f_unshare_blocks_no_space",
     "f_big_sparse",
     "f_bad_local_jnl",
     "f_jnl_etb_alloc_fail",

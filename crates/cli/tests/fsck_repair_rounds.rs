@@ -280,3 +280,79 @@ fn a_missing_or_stale_copy_of_the_journal_inode_is_made_as_e2fsck_makes_it() {
         assert_eq!(e2fsck_exit(&img, "-fn"), 0);
     }
 }
+
+/// "Filesystem state:" of `img` as dumpe2fs prints it.
+fn state(img: &Path) -> String {
+    let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(img));
+    let d = String::from_utf8_lossy(&d.stdout).into_owned();
+    let l = d.lines().find_map(|l| l.strip_prefix("Filesystem state:"));
+    l.unwrap().trim().to_string()
+}
+
+#[test]
+fn a_corrupt_journal_superblock_on_an_image_needing_recovery_is_written_anew_first() {
+    if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-recover");
+    let img = image(&s);
+    debugfs_write(&img, &img.with_extension("cmd"), "feature needs_recovery");
+    // Block type 5 (a revoke block's) in place of the superblock's 4: the log cannot be
+    // read, and e2fsck -n cannot go on.
+    poke_journal_sb(&img, 4, &5u32.to_be_bytes());
+    assert_eq!(e2fsck_exit(&img, "-fn"), 12);
+    for (mode, says) in [("-fy", "Fix? yes"), ("-fp", "FIXED.")] {
+        let copy = s.path(&format!("copy{mode}"));
+        std::fs::copy(&img, &copy).unwrap();
+        let e = Command::new("e2fsck")
+            .arg(mode)
+            .arg(&copy)
+            .output()
+            .unwrap();
+        std::fs::copy(&img, &copy).unwrap();
+        let out = Command::new(usfs())
+            .args(["fsck", mode])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), e.status.code(), "{mode}:\n{stdout}");
+        assert_eq!(out.status.code(), Some(1), "{mode}:\n{stdout}");
+        assert!(stdout.contains("Journal superblock is corrupt"), "{stdout}");
+        assert!(stdout.contains(says), "{stdout}");
+        assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{stdout}");
+        assert_eq!(state(&copy), "clean", "{mode}");
+        let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&copy));
+        let d = String::from_utf8_lossy(&d.stdout);
+        assert!(!d.contains("needs_recovery"), "{d}");
+    }
+}
+
+#[test]
+fn an_image_not_marked_clean_with_nothing_to_fix_is_marked_clean() {
+    if !need_tool("state", "debugfs") || !need_tool("state", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-state");
+    let img = image(&s);
+    debugfs_write(&img, &img.with_extension("cmd"), "ssv state 0");
+    assert_eq!(state(&img), "not clean");
+    let mut copy = img.clone().into_os_string();
+    copy.push(".e2fsck");
+    std::fs::copy(&img, &copy).unwrap();
+    let e = Command::new("e2fsck")
+        .arg("-fy")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), e.status.code(), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(state(&img), "clean");
+    assert_eq!(state(Path::new(&copy)), "clean");
+}

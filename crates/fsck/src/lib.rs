@@ -23,6 +23,7 @@ pub(crate) mod dirio;
 mod dirmap;
 pub(crate) mod htree;
 mod iflags;
+mod journal;
 mod merge;
 mod pass0;
 mod pass1;

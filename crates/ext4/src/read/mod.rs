@@ -50,6 +50,13 @@ impl Ext4 {
         Ext4::open_inner(dev, false, false)
     }
 
+    /// [`Ext4::open_for_check`] of an image whose journal needs recovery, without
+    /// replaying it (nothing the journal holds is applied): for a repair to judge the
+    /// journal itself before the replay.
+    pub fn open_unreplayed(dev: Box<dyn Device>) -> Result<(Ext4, Vec<OpenIssue>)> {
+        Ext4::open_inner(dev, false, true)
+    }
+
     /// Opens; `strict` fails on checksum and location problems instead of listing them,
     /// `recovering` accepts needs_recovery (the first open of a replay in memory).
     fn open_inner(

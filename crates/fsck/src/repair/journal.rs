@@ -9,7 +9,7 @@ use crate::problem::{Code, Problem};
 use std::sync::Arc;
 use usfs_dev::Device;
 use usfs_ext4::format::features::{compat, incompat};
-use usfs_ext4::format::superblock::SUPERBLOCK_OFFSET;
+use usfs_ext4::format::superblock::{STATE_VALID_FS, SUPERBLOCK_OFFSET};
 use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
 
@@ -46,16 +46,43 @@ pub(super) fn apply_raw(dev: &Arc<dyn Device>, ps: &[Problem]) -> Result<bool> {
     Ok(false)
 }
 
+/// On an image whose journal needs recovery: a journal superblock that keeps the replay
+/// from reading the log, judged as e2fsck_journal_load judges it (a log block's type, a
+/// bad checksum or block size, longer than its file: e2fsck's "Journal superblock is
+/// corrupt", found before it recovers). None when the image needs no recovery or the
+/// journal superblock loads (or has problems the replay reports itself).
+pub fn corrupt_before_replay(dev: &Arc<dyn Device>) -> Result<Option<Problem>> {
+    let sb = superblock_of(dev)?;
+    if sb.s_feature_incompat() & incompat::RECOVER == 0
+        || sb.s_feature_compat() & compat::HAS_JOURNAL == 0
+    {
+        return Ok(None);
+    }
+    let (fs, _) = usfs_ext4::Ext4::open_unreplayed(Box::new(dev.clone()))?;
+    Ok(crate::journal::check(&fs).into_iter().find(resets))
+}
+
+/// Writes the journal superblock [`corrupt_before_replay`] found anew: the log it held
+/// is dropped, needs_recovery cleared and the file system marked not clean (e2fsck's
+/// e2fsck_clear_recover after an error: a full check follows).
+pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<()> {
+    let (blk, blocks) = p.block.zip(p.expected).ok_or(usfs_fs::Error::Invalid)?;
+    reset(dev, blk, blocks as u32)
+}
+
 /// Writes a new empty journal superblock for a journal of `blocks` blocks in block
 /// `blk` (e2fsck's e2fsck_journal_reset_super), and clears needs_recovery: what the old
-/// log held is not replayed.
+/// log held is not replayed, and the file system is marked not clean.
 fn reset(dev: &Arc<dyn Device>, blk: u64, blocks: u32) -> Result<()> {
     let mut sb = super::superblock_of(dev)?;
     let bs = 1u32 << sb.block_size_log();
     let jsb = usfs_ext4::journal::JournalSuperblock::new_reset(bs, blocks, sb.s_uuid());
     dev.write_at(jsb.bytes(), blk * bs as u64)?;
     dev.flush()?;
-    sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
+    if sb.s_feature_incompat() & incompat::RECOVER != 0 {
+        sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
+        sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
+    }
     sb.update_checksum();
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)

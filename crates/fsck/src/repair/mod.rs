@@ -33,6 +33,8 @@ mod journal;
 mod quota;
 mod superblock;
 
+pub use journal::{corrupt_before_replay, reset_before_replay};
+
 use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
 use std::sync::Arc;
@@ -40,7 +42,7 @@ use std::time::Instant;
 use usfs_dev::Device;
 use usfs_ext4::format::features::incompat::BIT64;
 use usfs_ext4::format::features::ro_compat::ORPHAN_PRESENT;
-use usfs_ext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use usfs_ext4::format::superblock::{Superblock, STATE_VALID_FS, SUPERBLOCK_OFFSET};
 use usfs_ext4::rw::Volume;
 
 /// Checks a repair runs at most before it stops with what is left.
@@ -102,6 +104,10 @@ pub struct Outcome {
     /// The inodes released from the orphan list before the first check (e2fsck's
     /// "Clearing orphaned inode ..."), in list order.
     pub orphans: Vec<usfs_ext4::rw::ReleasedOrphan>,
+    /// An image not marked valid when the repair began was left clean and marked so
+    /// (e2fsck counts that as a correction: exit 1; one marked with errors is marked
+    /// clean too, which e2fsck does not count).
+    pub marked_valid: bool,
 }
 
 /// Does `code` have a fix here, and may preen apply it (e2fsck's PR_PREEN_OK)?
@@ -126,7 +132,9 @@ fn fix_of(code: Code) -> Option<bool> {
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
-        BadXattrInInode | XattrRefcount | JournalBad | OrphanListRefugee => false,
+        BadXattrInInode | XattrRefcount | OrphanListRefugee => false,
+        // (PR_0_JOURNAL_BAD_INODE and PR_0_JOURNAL_BAD_SUPER; only those have a fix.)
+        JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,
         JournalClearV2 => false,
         JournalBackup => true,
@@ -166,6 +174,7 @@ fn rounds(
     mut ask: Option<Asker<'_>>,
 ) -> usfs_fs::Result<Outcome> {
     let mut clock = Stages::default();
+    let was_invalid = superblock_of(&dev)?.s_state() & STATE_VALID_FS == 0;
     let mut orphans = release_orphans(&dev)?;
     clock.lap("orphans".into());
     let mut rounds = Vec::new();
@@ -208,6 +217,11 @@ fn rounds(
         }
         if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
             let clean = unfixable.is_empty() && report.problems.is_empty();
+            let marked_valid = clean
+                && match rounds.is_empty() {
+                    true => mark_valid(&dev, &report)?,
+                    false => was_invalid,
+                };
             let journal = remake(deleted, clean);
             if journal.is_some() {
                 recount(&dev, &mut report.summary)?;
@@ -221,6 +235,7 @@ fn rounds(
                 journal,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                marked_valid,
             });
         }
         let declined = ask_round(&report.problems, n, &mut ask);
@@ -234,6 +249,7 @@ fn rounds(
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                marked_valid: false,
             });
         }
         if report.problems.iter().all(journal::raw) {
@@ -255,6 +271,7 @@ fn rounds(
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                marked_valid: false,
             });
         }
         // (A /lost+found there was no room to make changes nothing: lost files go to
@@ -286,8 +303,27 @@ fn rounds(
                 journal,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                marked_valid: was_invalid,
             });
         }
+    }
+}
+
+/// Marks the file system on `dev`, which the check `report` found clean, valid (as
+/// e2fsck ends every run that may write): an image not marked clean, or marked with
+/// errors, that needed no fix; returns whether it was not marked valid. (A round's fixes end
+/// with the same marks.) An image the volume cannot write (features it refuses) is left
+/// as it is.
+fn mark_valid(dev: &Arc<dyn Device>, report: &Report) -> usfs_fs::Result<bool> {
+    use usfs_ext4::format::superblock::STATE_ERROR_FS;
+    let state = superblock_of(dev)?.s_state();
+    if state & (STATE_VALID_FS | STATE_ERROR_FS) == STATE_VALID_FS {
+        return Ok(false);
+    }
+    match Volume::open_for_repair(Box::new(dev.clone()), &report.found) {
+        Ok(mut v) => v.close_repaired().map(|()| state & STATE_VALID_FS == 0),
+        Err(usfs_fs::Error::Incompatible(_)) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -1,0 +1,94 @@
+//! Pass 0's journal checks, as e2fsck_check_ext3_journal makes them: the journal
+//! inode (unusable: deleted and made anew) and the journal superblock (no magic: as no
+//! journal; V2 fields a V1 journal left; corrupt: written anew; unknown: no fix). Run on
+//! the image as the check opens it, and before replay on one that needs recovery.
+
+use crate::problem::{Code, Problem};
+use usfs_ext4::Ext4;
+
+/// The journal inode and superblock: an inode too short or unreadable is unusable
+/// (e2fsck's PR_0_JOURNAL_BAD_INODE: deleted and made anew by a repair); a superblock
+/// without the magic or a known type is corrupt.
+pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
+    use usfs_fs::FileSystem;
+    let ino = fs.superblock().s_journal_inum();
+    if ino == 0 {
+        // External journal: nothing here to check.
+        return Vec::new();
+    }
+    let bad_inode = |why: String| vec![Problem::new(Code::JournalBad, why).ino(ino).values(1, 0)];
+    let mut sb = vec![0u8; fs.geometry().block_size as usize];
+    match fs.read_at(ino as u64, 0, &mut sb) {
+        Ok(n) if n == sb.len() => {
+            let magic = u32::from_be_bytes(sb[0..4].try_into().unwrap());
+            let btype = u32::from_be_bytes(sb[4..8].try_into().unwrap());
+            // (e2fsck_journal_load: no magic, and the journal is as good as none.)
+            if magic != 0xC03B_3998 {
+                return bad_inode(format!("Superblock has an invalid journal (inode {ino})"));
+            }
+            let at = fs.journal_map().ok().and_then(|m| m.fs_block(0));
+            let nr_users = u32::from_be_bytes(sb[0x40..0x44].try_into().unwrap());
+            if let (4, 2.., Some(blk)) = (btype, nr_users, at) {
+                return vec![Problem::new(Code::JournalClearV2, "").ino(ino).block(blk)];
+            }
+            journal_superblock(fs, ino, &sb, at)
+        }
+        Ok(_) => bad_inode("Journal is too short".into()),
+        // Deleted only when e2fsck would find the inode itself unusable (read raw, as
+        // e2fsck reads it: not in use or not a regular file, with no copy of its map
+        // in the superblock); a read this reader refuses for other reasons (an inode
+        // in a group's unused area) has no fix.
+        Err(e) if journal_inode_unusable(fs, ino) => {
+            bad_inode(format!("Journal inode is invalid: {e}"))
+        }
+        Err(e) => {
+            vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
+        }
+    }
+}
+
+/// The journal superblock `sb` (block 0 of journal inode `ino`, at block `at`) as
+/// e2fsck's e2fsck_journal_load judges it: corrupt (a log block's type, a bad checksum
+/// or block size, longer than its file) is written anew (found 2: e2fsck's "Journal
+/// superblock is corrupt"); a version or features it does not know stop the repair
+/// (found 3: e2fsck aborts).
+fn journal_superblock(fs: &Ext4, ino: u32, sb: &[u8], at: Option<u64>) -> Vec<Problem> {
+    let bs = fs.geometry().block_size;
+    let size = fs.read_inode_raw(ino).map_or(0, |r| r.size());
+    let blocks = (size / bs as u64).min(u32::MAX as u64) as u32;
+    match usfs_ext4::journal::JournalInfo::load(sb, bs, blocks) {
+        Ok(_) => Vec::new(),
+        Err(usfs_fs::Error::Corrupt(c)) => {
+            let p = Problem::new(
+                Code::JournalBad,
+                format!("Journal superblock is corrupt ({})", c.detail),
+            )
+            .ino(ino)
+            .values(2, blocks as u64);
+            vec![match at {
+                Some(blk) => p.block(blk),
+                None => p,
+            }]
+        }
+        Err(e) => vec![
+            Problem::new(Code::JournalBad, format!("Journal superblock: {e}"))
+                .ino(ino)
+                .values(3, 0),
+        ],
+    }
+}
+
+/// Is journal inode `ino` unusable as e2fsck's e2fsck_get_journal reads it: not in use
+/// or not a regular file, and no backup of its map in the superblock that e2fsck could
+/// use instead (1.47 reads the backup as a block map: an extent tree there is no use)?
+fn journal_inode_unusable(fs: &Ext4, ino: u32) -> bool {
+    let Ok(raw) = fs.read_inode_raw(ino) else {
+        return true;
+    };
+    let usable = raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000;
+    let sb = fs.superblock();
+    let backup = sb.s_jnl_blocks();
+    let extent_backup =
+        u16::from_le_bytes([backup[0], backup[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
+    !usable && (sb.s_jnl_backup_type() != 1 || extent_backup)
+}

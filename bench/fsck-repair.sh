@@ -13,7 +13,9 @@
 # made with `debugfs -w -f SCRIPT` (which keeps inode checksums right) on a copy of the
 # image, once per shape and count; `e2fsck -fn` must find the copy damaged.
 #
-# Each run copies the damaged image afresh for each tool (the copy is not timed), tools
+# Each run copies the damaged image afresh for each tool and writes the copy out
+# (`sync FILE`: neither the copy nor its writeback is timed; unsynced, a tool's flush at
+# its end waited for gigabytes of the copy's dirty pages, run to run unlike), tools
 # interleaved run by run; after each repair `e2fsck -fn` must find the image clean and
 # the tool must have exited 1 (errors corrected). Prints wall time and peak RSS (GNU
 # time's %M), medians and raw runs, the ratio e2fsck/usfs (time; target >= 3x) and
@@ -105,6 +107,7 @@ for shape in "${shapes[@]}"; do
         for i in $(seq "$runs"); do
             for t in 0 1; do
                 cp --sparse=always "$damaged" "$work/run.img"
+                sync "$work/run.img"
                 read -r s m rc clean < <(measure $t "$work/run.img")
                 printf '  run %s %-13s %8.3f s %8s KiB exit %s clean %s\n' "$i" "${tool_names[$t]}" "$s" "$m" "$rc" "$clean"
                 [ "$rc" = 1 ] || warn+=("$shape $count: ${tool_names[$t]} exited $rc (run $i)")

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use usfs_dev::Device;
 use usfs_ext4::format::inode::Inode;
 use usfs_ext4::rw::meta::Meta;
-use usfs_ext4::rw::repair::REPAIR_TXN_BLOCKS;
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
 
@@ -100,6 +99,11 @@ fn field_only(problems: &[Problem], now: u32) -> Result<(Vec<InodeEdit>, Vec<boo
     ))
 }
 
+/// Inode-table blocks the workers prepare at a time: the buffer they fill is a copy of
+/// what the volume's transaction then holds (up to its own limit), so it is kept small
+/// (512 KiB of 4 KiB blocks) for the peak memory; the workers' start costs little.
+const BATCH_BLOCKS: usize = 128;
+
 /// Applies the field fixes of the inodes that have nothing else to fix in `problems`,
 /// `threads` workers preparing the inode-table blocks (read from `dev`, which the
 /// round has not changed yet) into one buffer per batch, the volume taking them and
@@ -151,7 +155,7 @@ pub(super) fn apply_parallel(
         Ok(())
     };
     let mut buf = Vec::new();
-    for batch in jobs.chunks(REPAIR_TXN_BLOCKS) {
+    for batch in jobs.chunks(BATCH_BLOCKS) {
         buf.resize(batch.len() * bs as usize, 0);
         let per = batch.len().div_ceil(threads.max(1));
         let results: Vec<Result<()>> = std::thread::scope(|s| {

@@ -33,6 +33,11 @@ impl Asker {
     /// Asks whether to fix `p`, a problem of repair round `round` (from 1).
     pub(crate) fn ask(&mut self, p: &Problem, round: usize) -> Answer {
         self.headings(p.code.def().pass, round);
+        if !p.code.asks() {
+            // (What e2fsck only announces is shown, not asked.)
+            println!("{}\n", p.message());
+            return Answer::Yes;
+        }
         if self.yes_run > 12 {
             self.yes_run = -1;
         }

@@ -89,6 +89,18 @@ fn repair_image(
     }
     let sb = fs.superblock();
     if !a.force && !replayed && !mended && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS {
+        // (e2fsck copies the journal inode's map before it decides to skip.)
+        match usfs_fsck::repair::backup_unchecked(&dev) {
+            Ok(true) => {
+                let prefix = match mode {
+                    Some(Mode::Preen) => format!("{name}: "),
+                    _ => String::new(),
+                };
+                println!("{prefix}Backing up journal inode block information.\n");
+            }
+            Ok(false) => {}
+            Err(e) => return fail("", e),
+        }
         let is64 = fs.geometry().is64();
         let (inodes, blocks) = (sb.s_inodes_count(), sb.blocks_count(is64));
         println!(
@@ -177,7 +189,7 @@ fn repair_image(
             }
         }
     }
-    if !out.rounds.is_empty() || !out.orphans.is_empty() {
+    if !out.rounds.is_empty() || !out.orphans.is_empty() || mended {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if out.last.has_errors() || out.failed.is_some() {

@@ -27,8 +27,8 @@ const KNOWN_LEFT: &[(&str, &str)] = &[
 /// Images usfs repairs into a state e2fsck finds clean (exit 1, then clean): each must
 /// stay so. (A newly repaired image is reported, to be added here.)
 const REPAIRED: &[&str] = &[
-    // (Images marked not clean or without the superblock's copy of the journal inode:
-    // e2fsck -fy marks them valid or copies it, exit status 1.)
+    // (Images marked not clean: e2fsck -fy marks them valid, exit status 1; f_special_ea
+    // also lacks the superblock's copy of the journal inode, which is made too.)
     "f_hurd",
     "f_special_ea",
     "f_uninit_disable",
@@ -389,7 +389,9 @@ fn preen(name: &str, img: &Path, orig: &[u8], n: &mut [usize; 3]) -> Result<(), 
             n[1] += 1;
             let touched = stdout.contains("WAS MODIFIED")
                 || stdout.contains("recovering journal")
-                || stdout.contains("orphaned inode");
+                || stdout.contains("orphaned inode")
+                || stdout.contains("Journal superblock is corrupt")
+                || stdout.contains("Backing up journal inode");
             if !touched && std::fs::read(img).unwrap() != orig {
                 return Err(format!(
                     "{name}: preen stopped but the image changed:\n{stdout}"

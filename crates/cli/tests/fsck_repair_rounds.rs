@@ -184,6 +184,8 @@ fn v2_journal_fields_left_by_a_v1_journal_are_cleared() {
     }
     let s = Scratch::new("rounds-journal-v2");
     let img = image(&s);
+    // Not marked clean either: the fix written in place leaves it to the end to mark.
+    debugfs_write(&img, &img.with_extension("cmd"), "ssv state 0");
     // s_nr_users (big-endian, at 0x40) of 2 on an internal journal.
     poke_journal_sb(&img, 0x40, &2u32.to_be_bytes());
     assert_eq!(e2fsck_exit(&img, "-fn"), 12, "e2fsck -n cannot go on");
@@ -201,6 +203,7 @@ fn v2_journal_fields_left_by_a_v1_journal_are_cleared() {
         users.is_none_or(|l| l.ends_with(" 0")),
         "the users cleared:\n{d}"
     );
+    assert_eq!(state(&img), "clean", "{out}");
 }
 
 #[test]
@@ -279,6 +282,43 @@ fn a_missing_or_stale_copy_of_the_journal_inode_is_made_as_e2fsck_makes_it() {
         assert_eq!(jnl_backup(&img), made, "{cmds}");
         assert_eq!(e2fsck_exit(&img, "-fn"), 0);
     }
+    // Made, nothing more: a second repair neither says nor writes anything.
+    let before = std::fs::read(&img).unwrap();
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains("Backing up"), "{stdout}");
+    assert!(std::fs::read(&img).unwrap() == before, "{stdout}");
+    // A clean image preened without -f: made before the check is skipped, as e2fsck -p
+    // makes it.
+    debugfs_write(&img, &img.with_extension("cmd"), "ssv jnl_backup_type 0");
+    let mut copy = img.clone().into_os_string();
+    copy.push(".e2fsck");
+    std::fs::copy(&img, &copy).unwrap();
+    let e = Command::new("e2fsck")
+        .arg("-p")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let out = Command::new(usfs())
+        .args(["fsck", "-p"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), e.status.code(), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("Backing up journal inode block information."),
+        "{stdout}"
+    );
+    assert!(stdout.contains(": clean, "), "{stdout}");
+    assert_eq!(jnl_backup(&img), made);
+    assert_eq!(jnl_backup(&img), jnl_backup(Path::new(&copy)));
 }
 
 /// "Filesystem state:" of `img` as dumpe2fs prints it.

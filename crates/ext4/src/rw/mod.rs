@@ -55,4 +55,4 @@ pub use meta::{DirFile, Freed, MemMeta, Meta};
 pub use orphan::ReleasedOrphan;
 pub use shared::{Ext4Rw, COMMIT_BLOCKS};
 pub(crate) use volume::check_write_features;
-pub use volume::Volume;
+pub use volume::{check_repair_features, Volume};

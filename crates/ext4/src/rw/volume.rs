@@ -157,11 +157,7 @@ impl Volume {
             None => Ext4::open(Box::new(overlay.clone()))?,
             Some(_) => Ext4::open_for_check(Box::new(overlay.clone()))?.0,
         };
-        let mut features = fs.geometry().features;
-        if quota_ok {
-            features.ro_compat &= !(ro_compat::QUOTA | ro_compat::PROJECT);
-        }
-        check_write_features(&features, journaled)?;
+        check_features_as(fs.geometry().features, journaled, quota_ok)?;
         let geo = fs.geometry().clone();
         let (blocks, inodes) = match found {
             None => (seed_blocks(&fs.core)?, seed_inodes(&fs.core)?),
@@ -272,6 +268,24 @@ impl Volume {
         let g = self.fs.core.geo.block_group(b);
         self.txn.groups.insert(g);
     }
+}
+
+/// [`check_write_features`], quotas allowed with `quota_ok` (a repair's).
+fn check_features_as(
+    mut f: crate::format::features::Features,
+    journaled: bool,
+    quota_ok: bool,
+) -> Result<()> {
+    if quota_ok {
+        f.ro_compat &= !(ro_compat::QUOTA | ro_compat::PROJECT);
+    }
+    check_write_features(&f, journaled)
+}
+
+/// Would [`Volume::open_for_repair`] refuse the features `f` (as for any writer, but
+/// quotas)?
+pub fn check_repair_features(f: &crate::format::features::Features) -> Result<()> {
+    check_features_as(*f, true, true)
 }
 
 /// Refuses features whose structures the writer would not keep right (fast_commit only

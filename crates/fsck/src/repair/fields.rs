@@ -4,7 +4,7 @@
 //! no other kind of problem, by the workers in parallel (pFSCK's parallel repair): each
 //! worker reads its share of the inode-table blocks concerned, edits the inodes in
 //! them and sets their checksums; the blocks go into the repair's transaction in
-//! batches of the volume's commit size, so memory stays bounded.
+//! batches of [`BATCH_BLOCKS`], which commits as it fills, so memory stays bounded.
 
 use crate::problem::{Code, Problem};
 use std::collections::HashSet;

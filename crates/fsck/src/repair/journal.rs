@@ -76,13 +76,19 @@ pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<()> {
 fn reset(dev: &Arc<dyn Device>, blk: u64, blocks: u32) -> Result<()> {
     let mut sb = super::superblock_of(dev)?;
     let bs = 1u32 << sb.block_size_log();
+    let recover = sb.s_feature_incompat() & incompat::RECOVER != 0;
+    if recover {
+        // Not clean first: a crash after the log is emptied must not leave an image
+        // that a later run skips as clean, its dropped log's changes unchecked.
+        sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
+        sb.update_checksum();
+        dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
+        dev.flush()?;
+    }
     let jsb = usfs_ext4::journal::JournalSuperblock::new_reset(bs, blocks, sb.s_uuid());
     dev.write_at(jsb.bytes(), blk * bs as u64)?;
     dev.flush()?;
-    if sb.s_feature_incompat() & incompat::RECOVER != 0 {
-        sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
-        sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
-    }
+    sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
     sb.update_checksum();
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)
@@ -103,17 +109,24 @@ fn clear_v2(dev: &Arc<dyn Device>, blk: u64) -> Result<()> {
 /// `dev` missing, or is its map not the inode's (e2fsck's e2fsck_move_ext3_journal: the
 /// size is not compared)? Only for an internal journal the superblock names, whose
 /// inode can be read (as the check reads the image: what it found wrong is fixed in the
-/// same round).
+/// same round), on an image the repair can write (an announced copy does not make a
+/// run fail).
 pub(super) fn backup_stale(dev: &Arc<dyn Device>) -> Result<bool> {
     let sb = superblock_of(dev)?;
     let ino = sb.s_journal_inum();
     if ino == 0 || sb.s_feature_compat() & compat::HAS_JOURNAL == 0 {
         return Ok(false);
     }
-    let fs = usfs_ext4::Ext4::open_for_check(Box::new(dev.clone()));
-    let Ok(raw) = fs.and_then(|(fs, _)| fs.read_inode_raw(ino)) else {
+    let Ok((fs, _)) = usfs_ext4::Ext4::open_for_check(Box::new(dev.clone())) else {
         return Ok(false);
     };
+    let writable = usfs_ext4::rw::check_repair_features(&fs.geometry().features).is_ok();
+    let Ok(raw) = fs.read_inode_raw(ino) else {
+        return Ok(false);
+    };
+    if !writable {
+        return Ok(false);
+    }
     Ok(match sb.s_jnl_backup_type() {
         0 => true,
         BACKUP_BLOCKS => sb.s_jnl_blocks()[..60] != raw.i_block()[..],
@@ -131,6 +144,20 @@ pub(super) fn backup(v: &mut Volume) -> Result<()> {
         sb.set_s_jnl_backup_type(BACKUP_BLOCKS);
     });
     Ok(())
+}
+
+/// [`backup`] of a clean image on `dev` a check skips (no `-f`), where the copy is
+/// missing or stale, as e2fsck makes it before it decides to skip the check (in a
+/// transaction of its own). Returns whether it was made.
+pub fn backup_unchecked(dev: &Arc<dyn Device>) -> Result<bool> {
+    if !backup_stale(dev)? {
+        return Ok(false);
+    }
+    let found = usfs_ext4::rw::repair::Found::default();
+    let mut v = Volume::open_for_repair(Box::new(dev.clone()), &found)?;
+    backup(&mut v)?;
+    v.close()?;
+    Ok(true)
 }
 
 /// `s_jnl_backup_type` of a copy of the journal inode's i_block and size.

@@ -8,8 +8,9 @@
 //! found has a fix here: a partial repair would write group summaries computed on the
 //! assumption that the other problems were fixed too (a corrupt image is never made
 //! worse). Preening (`-p`) fixes only what e2fsck's preen fixes (its PR_PREEN_OK
-//! problems). Asked (`repair_asking`, e2fsck without -p/-y/-n on a terminal), every fix
-//! of a round is put to the user before any is applied; a round runs only when all were
+//! problems, and what it only announces). Asked (`repair_asking`, e2fsck without
+//! -p/-y/-n on a terminal), every fix of a round is put to the user (what e2fsck only
+//! announces, shown) before any is applied; a round runs only when all were
 //! accepted (its group summaries assume every fix), and a declined fix ends the repair.
 //!
 //! The fixes so far: group summaries (bitmaps, their checksums and padding, free and
@@ -33,7 +34,7 @@ mod journal;
 mod quota;
 mod superblock;
 
-pub use journal::{corrupt_before_replay, reset_before_replay};
+pub use journal::{backup_unchecked, corrupt_before_replay, reset_before_replay};
 
 use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
@@ -136,8 +137,8 @@ fn fix_of(code: Code) -> Option<bool> {
         // (PR_0_JOURNAL_BAD_INODE and PR_0_JOURNAL_BAD_SUPER; only those have a fix.)
         JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,
-        JournalClearV2 => false,
-        JournalBackup => true,
+        // (Announced, not asked: preen applies them as e2fsck's fix_problem does.)
+        JournalClearV2 | JournalBackup => true,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -207,7 +208,8 @@ fn rounds(
         // The copy of the journal inode's map in the superblock, made where it is
         // missing or stale (e2fsck's PR_0_BACKUP_JNL) in the first round that ends the
         // repair (the journal as the repair leaves it).
-        if !backup_seen && unfixable.is_empty() && report.problems.iter().all(|p| settles(p.code)) {
+        let settled = report.problems.iter().all(|p| settles(p.code));
+        if !backup_seen && unfixable.is_empty() && settled && rounds.len() < ROUNDS {
             backup_seen = true;
             if journal::backup_stale(&dev)? {
                 report
@@ -217,11 +219,7 @@ fn rounds(
         }
         if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
             let clean = unfixable.is_empty() && report.problems.is_empty();
-            let marked_valid = clean
-                && match rounds.is_empty() {
-                    true => mark_valid(&dev, &report)?,
-                    false => was_invalid,
-                };
+            let marked_valid = clean && mark_valid(&dev, was_invalid)?;
             let journal = remake(deleted, clean);
             if journal.is_some() {
                 recount(&dev, &mut report.summary)?;
@@ -303,28 +301,30 @@ fn rounds(
                 journal,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
-                marked_valid: was_invalid,
+                marked_valid: mark_valid(&dev, was_invalid)?,
             });
         }
     }
 }
 
-/// Marks the file system on `dev`, which the check `report` found clean, valid (as
-/// e2fsck ends every run that may write): an image not marked clean, or marked with
-/// errors, that needed no fix; returns whether it was not marked valid. (A round's fixes end
-/// with the same marks.) An image the volume cannot write (features it refuses) is left
-/// as it is.
-fn mark_valid(dev: &Arc<dyn Device>, report: &Report) -> usfs_fs::Result<bool> {
+/// Marks the file system on `dev`, which the last check found clean, valid as e2fsck
+/// ends every run that may write (a round's fixes end with the same marks; an image
+/// needing no fix, or whose only fixes were written in place, gets them here). Returns
+/// whether it was not valid when the repair began (`was_invalid`) and is now: e2fsck
+/// counts that as a correction. An image the volume cannot write (features it refuses)
+/// is left as it is.
+fn mark_valid(dev: &Arc<dyn Device>, was_invalid: bool) -> usfs_fs::Result<bool> {
     use usfs_ext4::format::superblock::STATE_ERROR_FS;
     let state = superblock_of(dev)?.s_state();
-    if state & (STATE_VALID_FS | STATE_ERROR_FS) == STATE_VALID_FS {
-        return Ok(false);
+    if state & (STATE_VALID_FS | STATE_ERROR_FS) != STATE_VALID_FS {
+        let found = usfs_ext4::rw::repair::Found::default();
+        match Volume::open_for_repair(Box::new(dev.clone()), &found) {
+            Ok(mut v) => v.close_repaired()?,
+            Err(usfs_fs::Error::Incompatible(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        }
     }
-    match Volume::open_for_repair(Box::new(dev.clone()), &report.found) {
-        Ok(mut v) => v.close_repaired().map(|()| state & STATE_VALID_FS == 0),
-        Err(usfs_fs::Error::Incompatible(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(was_invalid && superblock_of(dev)?.s_state() & STATE_VALID_FS != 0)
 }
 
 /// The primary superblock on `dev` as it is now (the repair's raw reads and in-place
@@ -400,13 +400,16 @@ fn settles(code: Code) -> bool {
 
 /// Puts each fix of round `round` to `ask` (when there is one): returns the declined
 /// ones. After the first "no" the rest are not asked (the round will not run) and count
-/// as declined; after "all", `ask` is dropped and nothing more is asked.
+/// as declined; after "all", `ask` is dropped and nothing more is asked. Fixes e2fsck
+/// only announces ([`Code::asks`]) go to `ask` too, to be shown: its answer to them
+/// is taken as yes.
 fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) -> Vec<Problem> {
-    for (i, p) in problems.iter().enumerate().filter(|(_, p)| p.code.asks()) {
+    for (i, p) in problems.iter().enumerate() {
         let Some(f) = ask.as_mut() else {
             return Vec::new();
         };
         match f(p, round) {
+            _ if !p.code.asks() => {}
             Answer::Yes => {}
             Answer::All => *ask = None,
             Answer::No => return problems[i..].to_vec(),

@@ -252,28 +252,38 @@ fn print_text(name: &str, report: &usfs_fsck::Report) {
 }
 
 /// The pass headings and each problem's message under its pass, as e2fsck prints them,
-/// each followed by what `answer` says was done about it.
+/// each followed by what `answer` says was done about it. (Buffered: a line per write
+/// would cost a system call per problem.)
 pub(crate) fn print_problem_lines(
     problems: &[usfs_fsck::problem::Problem],
     answer: impl Fn(&usfs_fsck::problem::Problem) -> &'static str,
 ) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for pass in PASSES {
-        print_heading(pass);
         let mut in_pass = problems
             .iter()
             .filter(|p| p.code.def().pass == pass)
             .peekable();
+        let mut lines = heading(pass)
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
         if pass == Pass::P1B && in_pass.peek().is_some() {
-            print_pass1b_heading();
+            lines.push(PASS1B_HEADING.to_string());
+        }
+        for l in lines {
+            let _ = writeln!(out, "{l}");
         }
         for p in in_pass {
             // (What e2fsck only announces is printed as its table words it.)
-            match p.code.asks() {
-                true => println!("{}. {}", p.message(), answer(p)),
-                false => println!("{}\n", p.message()),
-            }
+            let _ = match p.code.asks() {
+                true => writeln!(out, "{}. {}", p.message(), answer(p)),
+                false => writeln!(out, "{}\n", p.message()),
+            };
         }
     }
+    let _ = out.flush();
 }
 
 /// The passes in the order e2fsck runs them.
@@ -291,20 +301,29 @@ pub(crate) const PASSES: [Pass; 8] = [
 /// Prints e2fsck's heading of `pass` (pass 0 has none, and pass 1B's is printed only
 /// when it has problems: [`print_pass1b_heading`]).
 pub(crate) fn print_heading(pass: Pass) {
-    let heading = match pass {
-        Pass::P0 | Pass::P1B | Pass::P6 => return,
+    if let Some(h) = heading(pass) {
+        println!("{h}");
+    }
+}
+
+/// e2fsck's heading of `pass` ([`print_heading`]).
+fn heading(pass: Pass) -> Option<&'static str> {
+    Some(match pass {
+        Pass::P0 | Pass::P1B | Pass::P6 => return None,
         Pass::P1 => "Pass 1: Checking inodes, blocks, and sizes",
         Pass::P2 => "Pass 2: Checking directory structure",
         Pass::P3 => "Pass 3: Checking directory connectivity",
         Pass::P4 => "Pass 4: Checking reference counts",
         Pass::P5 => "Pass 5: Checking group summary information",
-    };
-    println!("{heading}");
+    })
 }
 
 /// e2fsck's heading of the passes that resolve multiply-claimed blocks.
+const PASS1B_HEADING: &str = "\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks";
+
+/// Prints [`PASS1B_HEADING`].
 pub(crate) fn print_pass1b_heading() {
-    println!("\nRunning additional passes to resolve blocks claimed by more than one inode...\nPass 1B: Rescanning for multiply-claimed blocks");
+    println!("{PASS1B_HEADING}");
 }
 
 /// Time-weighted number of workers in each stage between `from` and `to` ms, from each

@@ -200,7 +200,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     };
     // (The root too: old mke2fs set its dtime; e2fsck clears it.)
     if dtime != 0 && !low_dtime && (!reserved || ino == 2) && links != 0 {
-        w.report(Problem::new(Code::InodeDtimeSet, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::InodeDtimeSet, "").ino(ino));
     }
     // The obsolete fragment address must be zero (e2fsck marks the inode bad in pass 1
     // and clears the field in pass 2).
@@ -485,12 +485,9 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
     let (ino, stored) = (f.ino, f.stored_blocks);
     if counted != stored {
         w.report(
-            Problem::new(
-                Code::BadIBlocks,
-                format!("{ino}, i_blocks is {stored}, should be {counted}"),
-            )
-            .ino(ino)
-            .values(stored, counted),
+            Problem::new(Code::BadIBlocks, "")
+                .ino(ino)
+                .values(stored, counted),
         );
     }
 }
@@ -507,12 +504,9 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
         if !size.is_multiple_of(bs) || nblock > last || (nblock < last && last - nblock > prealloc)
         {
             w.report(
-                Problem::new(
-                    Code::BadISize,
-                    format!("{ino}, i_size is {size}, should be {}", last * bs),
-                )
-                .ino(ino)
-                .values(size, last * bs),
+                Problem::new(Code::BadISize, "")
+                    .ino(ino)
+                    .values(size, last * bs),
             );
         }
     } else if f.ft == FileType::Regular && f.has_blocks && f.iflags & flags::VERITY == 0 {
@@ -520,24 +514,14 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
         let short = claim.last_init_lblk.filter(|&l| size < l * bs);
         if let Some(l) = short {
             w.report(
-                Problem::new(
-                    Code::BadISize,
-                    format!("{ino}, i_size is {size}, should be {}", (l + 1) * bs),
-                )
-                .ino(ino)
-                .values(size, (l + 1) * bs),
+                Problem::new(Code::BadISize, "")
+                    .ino(ino)
+                    .values(size, (l + 1) * bs),
             );
         } else if size > max_file_size(ctx, f.iflags) {
             // Past what the map can address: e2fsck sets it from the last block.
             let want = claim.last_lblk.map_or(0, |l| l + 1) * bs;
-            w.report(
-                Problem::new(
-                    Code::BadISize,
-                    format!("{ino}, i_size is {size}, should be {want}"),
-                )
-                .ino(ino)
-                .values(size, want),
-            );
+            w.report(Problem::new(Code::BadISize, "").ino(ino).values(size, want));
         }
     }
 }

@@ -475,11 +475,37 @@ impl Problem {
     /// The message as printed.
     pub fn message(&self) -> String {
         let m = self.code.def().message;
+        let rendered = self.detail.is_empty().then(|| self.rendered()).flatten();
+        let detail = rendered.as_deref().unwrap_or(&self.detail);
         match m.find("{}") {
-            Some(i) => format!("{}{}{}", &m[..i], self.detail, m[i + 2..].replace("{}", "")),
-            None if self.detail.is_empty() => m.to_string(),
-            None => format!("{m}: {}", self.detail),
+            Some(i) => format!("{}{}{}", &m[..i], detail, m[i + 2..].replace("{}", "")),
+            None if detail.is_empty() => m.to_string(),
+            None => format!("{m}: {detail}"),
         }
+    }
+
+    /// The details of the problems found by the thousand (link counts, sizes, i_blocks,
+    /// dtime), rendered from their values when the message is made: they carry no text,
+    /// which a repair of many holds in memory.
+    fn rendered(&self) -> Option<String> {
+        let ino = self.ino?;
+        let values = || self.found.zip(self.expected);
+        Some(match self.code {
+            Code::InodeDtimeSet => ino.to_string(),
+            Code::BadRefCount => {
+                let (f, e) = values()?;
+                format!("{ino} ref count is {f}, should be {e}")
+            }
+            Code::BadISize => {
+                let (f, e) = values()?;
+                format!("{ino}, i_size is {f}, should be {e}")
+            }
+            Code::BadIBlocks => {
+                let (f, e) = values()?;
+                format!("{ino}, i_blocks is {f}, should be {e}")
+            }
+            _ => return None,
+        })
     }
 
     /// Sort key: pass, then inode, block, group, code.
@@ -517,5 +543,29 @@ mod tests {
             };
             assert_eq!(pass_of_code, d.pass, "{}", d.name);
         }
+    }
+
+    #[test]
+    fn details_rendered_from_values_read_as_e2fsck_words_them() {
+        let p = |code| Problem::new(code, "").ino(12).values(7, 1);
+        assert_eq!(
+            p(Code::BadRefCount).message(),
+            "Inode 12 ref count is 7, should be 1"
+        );
+        assert_eq!(
+            p(Code::BadISize).message(),
+            "Inode 12, i_size is 7, should be 1"
+        );
+        assert_eq!(
+            p(Code::BadIBlocks).message(),
+            "Inode 12, i_blocks is 7, should be 1"
+        );
+        assert_eq!(
+            Problem::new(Code::InodeDtimeSet, "").ino(12).message(),
+            "Inode 12 is in use, but has dtime set"
+        );
+        // A detail given is used as it is.
+        let given = Problem::new(Code::BadRefCount, "3 ref count is 2, should be 1").ino(12);
+        assert_eq!(given.message(), "Inode 3 ref count is 2, should be 1");
     }
 }

@@ -70,10 +70,14 @@ fn repair_image(
         Ok(ExitCode::from(EXIT_OPERATIONAL))
     };
     let mut asker = crate::fsck_ask::Asker::default();
-    let (mode, mended) = match mend_journal(mode, path, &dev, &mut asker) {
+    let (mode, mended, deleted) = match mend_journal(mode, path, &dev, &mut asker) {
         Ok(Ok(m)) => m,
         Ok(Err(code)) => return Ok(code),
         Err(e) => return fail("while checking journal: ", e),
+    };
+    let opts = usfs_fsck::Options {
+        journal_deleted: deleted,
+        ..opts.clone()
     };
     let replayed = match usfs_ext4::replay_journal(Box::new(dev.clone())) {
         Ok(p) => p.is_some(),
@@ -112,8 +116,8 @@ fn repair_image(
     }
     drop(fs);
     let out = match mode {
-        Some(m) => repair(dev, opts, m),
-        None => repair_asking(dev, opts, &mut |p, round| asker.ask(p, round)),
+        Some(m) => repair(dev, &opts, m),
+        None => repair_asking(dev, &opts, &mut |p, round| asker.ask(p, round)),
     };
     let out = match out {
         Ok(o) => o,
@@ -202,20 +206,26 @@ fn repair_image(
     Ok(ExitCode::from(code))
 }
 
-/// Before the replay, a journal superblock of an image needing recovery that the replay
-/// cannot read is written anew, as e2fsck fixes it first ("Journal superblock is
-/// corrupt.", preen too): the log is dropped, the image marked not clean. Asked on a
-/// terminal; declined, the repair cannot go on (e2fsck's exit 12). Returns the mode the
-/// rest runs in (an 'a' answer fixes everything after) and whether it was written, or
-/// the exit code to end with.
+/// Before the replay, a journal of an image needing recovery that the replay cannot read
+/// is mended as e2fsck mends it first, preen too: a corrupt superblock written anew
+/// ("Journal superblock is corrupt."), an unusable inode or a superblock without the
+/// magic deleted ("Superblock has an invalid journal"; made anew at the end); the log
+/// is dropped, the image marked not clean. Asked on a terminal; declined, the repair
+/// cannot go on (e2fsck's exit 12). Returns the mode the rest runs in (an 'a' answer
+/// fixes everything after), whether it was mended and whether deleted, or the exit code
+/// to end with.
 fn mend_journal(
     mode: Option<Mode>,
     path: &str,
     dev: &Arc<dyn Device>,
     asker: &mut crate::fsck_ask::Asker,
-) -> usfs_fs::Result<Result<(Option<Mode>, bool), ExitCode>> {
+) -> usfs_fs::Result<Result<(Option<Mode>, bool, bool), ExitCode>> {
     let Some(p) = usfs_fsck::repair::corrupt_before_replay(dev)? else {
-        return Ok(Ok((mode, false)));
+        return Ok(Ok((mode, false, false)));
+    };
+    let (fix, fixed) = match usfs_fsck::repair::deletes(&p) {
+        true => ("Clear", "CLEARED"),
+        false => ("Fix", "FIXED"),
     };
     let mut raw = vec![0u8; 1024];
     dev.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
@@ -223,11 +233,11 @@ fn mend_journal(
     let name = display_name(&label.unwrap_or_default(), path);
     let mode = match mode {
         Some(Mode::Preen) => {
-            println!("{name}: {}.\nFIXED.", p.message());
+            println!("{name}: {}.\n{fixed}.", p.message());
             mode
         }
         Some(Mode::Yes) => {
-            println!("{}.\nFix? yes\n", p.message());
+            println!("{}.\n{fix}? yes\n", p.message());
             mode
         }
         None => match asker.ask(&p, 1) {
@@ -240,6 +250,9 @@ fn mend_journal(
             Answer::Yes => None,
         },
     };
-    usfs_fsck::repair::reset_before_replay(dev, &p)?;
-    Ok(Ok((mode, true)))
+    let deleted = usfs_fsck::repair::reset_before_replay(dev, &p)?;
+    if deleted {
+        println!("*** journal has been deleted ***\n");
+    }
+    Ok(Ok((mode, true, deleted)))
 }

@@ -396,3 +396,47 @@ fn an_image_not_marked_clean_with_nothing_to_fix_is_marked_clean() {
     assert_eq!(state(&img), "clean");
     assert_eq!(state(Path::new(&copy)), "clean");
 }
+
+#[test]
+fn a_journal_without_its_magic_on_an_image_needing_recovery_is_deleted_first_and_made_anew() {
+    if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
+        return;
+    }
+    let s = Scratch::new("rounds-journal-recover-magic");
+    let img = image(&s);
+    debugfs_write(&img, &img.with_extension("cmd"), "feature needs_recovery");
+    poke_journal_sb(&img, 0, &[0; 4]);
+    for (mode, says) in [("-fy", "Clear? yes"), ("-fp", "CLEARED.")] {
+        let copy = s.path(&format!("copy{mode}"));
+        std::fs::copy(&img, &copy).unwrap();
+        let e = Command::new("e2fsck")
+            .arg(mode)
+            .arg(&copy)
+            .output()
+            .unwrap();
+        std::fs::copy(&img, &copy).unwrap();
+        let out = Command::new(usfs())
+            .args(["fsck", mode])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), e.status.code(), "{mode}:\n{stdout}");
+        assert_eq!(out.status.code(), Some(1), "{mode}:\n{stdout}");
+        assert!(
+            stdout.contains("Superblock has an invalid journal"),
+            "{stdout}"
+        );
+        assert!(stdout.contains(says), "{stdout}");
+        assert!(stdout.contains("journal has been regenerated"), "{stdout}");
+        assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{stdout}");
+        assert_eq!(state(&copy), "clean", "{mode}");
+        let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&copy));
+        let d = String::from_utf8_lossy(&d.stdout);
+        assert!(
+            !d.contains("needs_recovery") && d.contains("has_journal"),
+            "{d}"
+        );
+        assert!(d.contains("Journal backup:           inode blocks"), "{d}");
+    }
+}

@@ -62,6 +62,9 @@ pub struct Options {
     pub nice: bool,
     /// Inodes per pass-1 work unit.
     pub chunk_inodes: u32,
+    /// A repair's: the journal was deleted before it began (before the replay,
+    /// [`repair::reset_before_replay`]), to be made anew once the image is clean.
+    pub journal_deleted: bool,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             nice: false,
             chunk_inodes: 512,
+            journal_deleted: false,
         }
     }
 }

@@ -14,7 +14,7 @@ use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
 
 /// Is `p` a journal to delete (and make anew after)?
-pub(super) fn deletes(p: &Problem) -> bool {
+pub fn deletes(p: &Problem) -> bool {
     p.code == Code::JournalBad && p.found == Some(1)
 }
 
@@ -46,11 +46,13 @@ pub(super) fn apply_raw(dev: &Arc<dyn Device>, ps: &[Problem]) -> Result<bool> {
     Ok(false)
 }
 
-/// On an image whose journal needs recovery: a journal superblock that keeps the replay
-/// from reading the log, judged as e2fsck_journal_load judges it (a log block's type, a
-/// bad checksum or block size, longer than its file: e2fsck's "Journal superblock is
-/// corrupt", found before it recovers). None when the image needs no recovery or the
-/// journal superblock loads (or has problems the replay reports itself).
+/// On an image whose journal needs recovery: a journal that keeps the replay from reading
+/// the log, judged as e2fsck_check_ext3_journal judges it before it recovers: an
+/// unusable journal inode or a superblock without the magic (to delete, e2fsck's
+/// PR_0_JOURNAL_BAD_INODE), a corrupt superblock (a log block's type, a bad checksum or
+/// block size, longer than its file: to write anew, PR_0_JOURNAL_BAD_SUPER). None when
+/// the image needs no recovery or the journal loads (or has problems the replay
+/// reports itself).
 pub fn corrupt_before_replay(dev: &Arc<dyn Device>) -> Result<Option<Problem>> {
     let sb = superblock_of(dev)?;
     if sb.s_feature_incompat() & incompat::RECOVER == 0
@@ -59,15 +61,36 @@ pub fn corrupt_before_replay(dev: &Arc<dyn Device>) -> Result<Option<Problem>> {
         return Ok(None);
     }
     let (fs, _) = usfs_ext4::Ext4::open_unreplayed(Box::new(dev.clone()))?;
-    Ok(crate::journal::check(&fs).into_iter().find(resets))
+    Ok(crate::journal::check(&fs)
+        .into_iter()
+        .find(|p| resets(p) || deletes(p)))
 }
 
-/// Writes the journal superblock [`corrupt_before_replay`] found anew: the log it held
-/// is dropped, needs_recovery cleared and the file system marked not clean (e2fsck's
+/// Fixes what [`corrupt_before_replay`] found: the journal superblock written anew, or
+/// the journal deleted (returns true then: the repair makes one anew at the end, see
+/// [`crate::Options::journal_deleted`]). Either way the log it held is dropped,
+/// needs_recovery cleared and the file system marked not clean (e2fsck's
 /// e2fsck_clear_recover after an error: a full check follows).
-pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<()> {
+pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<bool> {
+    if deletes(p) {
+        mark_not_clean(dev)?;
+        delete(dev)?;
+        return Ok(true);
+    }
     let (blk, blocks) = p.block.zip(p.expected).ok_or(usfs_fs::Error::Invalid)?;
-    reset(dev, blk, blocks as u32)
+    reset(dev, blk, blocks as u32)?;
+    Ok(false)
+}
+
+/// Clears VALID_FS in the superblock on `dev`, in place, flushed: written before the
+/// log of an image needing recovery is dropped, so that a crash after cannot leave an
+/// image a later run skips as clean, its dropped log's changes unchecked.
+fn mark_not_clean(dev: &Arc<dyn Device>) -> Result<()> {
+    let mut sb = superblock_of(dev)?;
+    sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
+    sb.update_checksum();
+    dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
+    Ok(dev.flush()?)
 }
 
 /// Writes a new empty journal superblock for a journal of `blocks` blocks in block
@@ -76,14 +99,9 @@ pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<()> {
 fn reset(dev: &Arc<dyn Device>, blk: u64, blocks: u32) -> Result<()> {
     let mut sb = super::superblock_of(dev)?;
     let bs = 1u32 << sb.block_size_log();
-    let recover = sb.s_feature_incompat() & incompat::RECOVER != 0;
-    if recover {
-        // Not clean first: a crash after the log is emptied must not leave an image
-        // that a later run skips as clean, its dropped log's changes unchecked.
-        sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
-        sb.update_checksum();
-        dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
-        dev.flush()?;
+    if sb.s_feature_incompat() & incompat::RECOVER != 0 {
+        mark_not_clean(dev)?;
+        sb = superblock_of(dev)?;
     }
     let jsb = usfs_ext4::journal::JournalSuperblock::new_reset(bs, blocks, sb.s_uuid());
     dev.write_at(jsb.bytes(), blk * bs as u64)?;

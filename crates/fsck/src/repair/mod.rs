@@ -34,7 +34,7 @@ mod journal;
 mod quota;
 mod superblock;
 
-pub use journal::{backup_unchecked, corrupt_before_replay, reset_before_replay};
+pub use journal::{backup_unchecked, corrupt_before_replay, deletes, reset_before_replay};
 
 use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
@@ -180,7 +180,7 @@ fn rounds(
     clock.lap("orphans".into());
     let mut rounds = Vec::new();
     // Was the journal deleted (to be made anew once the image is clean)?
-    let mut deleted = false;
+    let mut deleted = opts.journal_deleted;
     // Has the superblock's copy of the journal inode been looked at?
     let mut backup_seen = false;
     let remake = |deleted: bool, done: bool| (deleted && done).then(|| journal::recreate(&dev));

@@ -206,6 +206,10 @@ fn repair_image(
     Ok(ExitCode::from(code))
 }
 
+/// What [`mend_journal`] did: the mode the rest runs in, whether the journal was mended
+/// and whether deleted.
+type Mended = (Option<Mode>, bool, bool);
+
 /// Before the replay, a journal of an image needing recovery that the replay cannot read
 /// is mended as e2fsck mends it first, preen too: a corrupt superblock written anew
 /// ("Journal superblock is corrupt."), an unusable inode or a superblock without the
@@ -219,7 +223,7 @@ fn mend_journal(
     path: &str,
     dev: &Arc<dyn Device>,
     asker: &mut crate::fsck_ask::Asker,
-) -> usfs_fs::Result<Result<(Option<Mode>, bool, bool), ExitCode>> {
+) -> usfs_fs::Result<Result<Mended, ExitCode>> {
     let Some(p) = usfs_fsck::repair::corrupt_before_replay(dev)? else {
         return Ok(Ok((mode, false, false)));
     };

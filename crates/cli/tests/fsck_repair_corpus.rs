@@ -34,6 +34,10 @@ const REPAIRED: &[&str] = &[
     "f_uninit_disable",
     "f_big_sparse",
     "f_bad_local_jnl",
+    // (A journal inode whose map holds a block outside the file system, a hole: e2fsck's
+    // get_journal finds it unusable, the journal is deleted and made anew.)
+    "f_badjour_indblks",
+    "f_badjourblks",
     "f_jnl_etb_alloc_fail",
     "f_badorphan",
     "f_itable_collision",

@@ -17,6 +17,9 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
         return Vec::new();
     }
     let bad_inode = |why: String| vec![Problem::new(Code::JournalBad, why).ino(ino).values(1, 0)];
+    if let Some(why) = bad_map(fs, ino) {
+        return bad_inode(why);
+    }
     let mut sb = vec![0u8; fs.geometry().block_size as usize];
     match fs.read_at(ino as u64, 0, &mut sb) {
         Ok(n) if n == sb.len() => {
@@ -45,6 +48,29 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
             vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
         }
     }
+}
+
+/// Why e2fsck_get_journal would find the map of journal inode `ino`, a regular file in
+/// use, unusable: a block outside the file system (EXT2_ET_BAD_BLOCK_NUM) or a hole
+/// before its end (fewer blocks than its size). None for a good map, and for an inode
+/// not in use (the superblock's copy of the map stands in for it, judged by the read).
+fn bad_map(fs: &Ext4, ino: u32) -> Option<String> {
+    let raw = fs.read_inode_raw(ino).ok()?;
+    if raw.i_links_count() == 0 || raw.i_mode() & 0o170000 != 0o100000 {
+        return None;
+    }
+    let map = match fs.journal_map() {
+        Ok(m) => m,
+        Err(e) => return Some(format!("Journal inode is invalid: {e}")),
+    };
+    let geo = fs.geometry();
+    let first = fs.superblock().s_first_data_block() as u64;
+    let outside = |&(_, b, n): &(u32, u64, u32)| b < first || b + n as u64 > geo.blocks_count;
+    let bad = map.runs().iter().find(|r| outside(r))?;
+    Some(format!(
+        "Journal inode is invalid: block {} outside the file system",
+        bad.1
+    ))
 }
 
 /// The journal superblock `sb` (block 0 of journal inode `ino`, at block `at`) as

@@ -286,6 +286,27 @@ pub(crate) fn print_problem_lines(
     let _ = out.flush();
 }
 
+/// The problems as `e2fsck -p` prints them: no pass headings, each line named by the
+/// file system `name`, a fix followed by `answer` (what e2fsck only announces, by
+/// nothing).
+pub(crate) fn print_preen_lines(
+    name: &str,
+    problems: &[usfs_fsck::problem::Problem],
+    answer: &str,
+) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    for pass in PASSES {
+        for p in problems.iter().filter(|p| p.code.def().pass == pass) {
+            let _ = match p.code.asks() {
+                true => writeln!(out, "{name}: {}.  {answer}", p.message()),
+                false => writeln!(out, "{name}: {}", p.message()),
+            };
+        }
+    }
+    let _ = out.flush();
+}
+
 /// The passes in the order e2fsck runs them.
 pub(crate) const PASSES: [Pass; 8] = [
     Pass::P0,

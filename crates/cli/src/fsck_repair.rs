@@ -2,7 +2,7 @@
 //! and its repairs (the `usfs_fsck::repair` module), printed and ended with e2fsck's exit
 //! codes: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 an operational error.
 
-use crate::cmd_fsck::{display_name, print_problem_lines, FsckArgs};
+use crate::cmd_fsck::{display_name, print_preen_lines, print_problem_lines, FsckArgs};
 use crate::cmd_fsck::{EXIT_CLEAN, EXIT_OPERATIONAL, EXIT_UNCORRECTED};
 use crate::image::CliResult;
 use std::process::ExitCode;
@@ -92,7 +92,14 @@ fn repair_image(
         println!("{name}: recovering journal");
     }
     let sb = fs.superblock();
-    if !a.force && !replayed && !mended && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS {
+    // (e2fsck checks the journal before it decides to skip.)
+    let journal_bad = || usfs_fsck::repair::journal_has_problems(&dev).unwrap_or(true);
+    if !a.force
+        && !replayed
+        && !mended
+        && !journal_bad()
+        && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS
+    {
         // (e2fsck copies the journal inode's map before it decides to skip.)
         match usfs_fsck::repair::backup_unchecked(&dev) {
             Ok(true) => {
@@ -146,10 +153,10 @@ fn repair_image(
     }
     if let Some(m) = mode {
         for r in &out.rounds {
-            print_problem_lines(&r.problems, |_| match m {
-                Mode::Preen => " FIXED.",
-                Mode::Yes => " Fix? yes",
-            });
+            match m {
+                Mode::Preen => print_preen_lines(&name, &r.problems, "FIXED."),
+                Mode::Yes => print_problem_lines(&r.problems, |_| " Fix? yes"),
+            }
             if r.problems
                 .iter()
                 .any(|p| p.code == usfs_fsck::problem::Code::JournalBad && p.found == Some(1))
@@ -158,11 +165,15 @@ fn repair_image(
             }
         }
     }
+    let recreate = match mode {
+        Some(Mode::Preen) => format!("{name}: Recreate journal.\n"),
+        _ => "\nRecreate journal? yes\n\n".to_string(),
+    };
     match &out.journal {
         Some(Ok(blocks)) => println!(
-            "\nRecreate journal? yes\n\nCreating journal ({blocks} blocks):  Done.\n\n*** journal has been regenerated ***"
+            "{recreate}Creating journal ({blocks} blocks):  Done.\n\n*** journal has been regenerated ***"
         ),
-        Some(Err(why)) => println!("\nRecreate journal? yes\n\nCreating journal: {why}"),
+        Some(Err(why)) => println!("{recreate}Creating journal: {why}"),
         None => {}
     }
     if let Some((_, rest)) = out.declined.split_first() {
@@ -174,11 +185,13 @@ fn repair_image(
     let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
     let modified = out.rounds.iter().any(fixed) || replayed || mended || out.marked_valid;
     if !out.unfixable.is_empty() {
-        print_problem_lines(&out.last.problems, |_| "");
         if mode == Some(Mode::Preen) && out.rounds.is_empty() {
+            // (e2fsck -p halts at the first problem preen may not fix.)
+            print_preen_lines(&name, &out.unfixable[..1], "");
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
             return Ok(ExitCode::from(EXIT_UNCORRECTED));
         }
+        print_problem_lines(&out.last.problems, |_| "");
         match &out.failed {
             Some((p, why)) => println!(
                 "\nusfs fsck: repairing \"{}\" failed ({why}); the rest of that round was not applied",
@@ -193,7 +206,9 @@ fn repair_image(
             }
         }
     }
-    if !out.rounds.is_empty() || !out.orphans.is_empty() || mended {
+    // (e2fsck -p says nothing of it.)
+    let changed = !out.rounds.is_empty() || !out.orphans.is_empty() || mended;
+    if changed && mode != Some(Mode::Preen) {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if out.last.has_errors() || out.failed.is_some() {

@@ -142,7 +142,8 @@ pub(super) fn backup_stale(dev: &Arc<dyn Device>) -> Result<bool> {
     let Ok(raw) = fs.read_inode_raw(ino) else {
         return Ok(false);
     };
-    if !writable {
+    // (A journal with problems is mended first; then it is made with the new one.)
+    if !writable || !crate::journal::check(&fs).is_empty() {
         return Ok(false);
     }
     Ok(match sb.s_jnl_backup_type() {
@@ -176,6 +177,18 @@ pub fn backup_unchecked(dev: &Arc<dyn Device>) -> Result<bool> {
     backup(&mut v)?;
     v.close()?;
     Ok(true)
+}
+
+/// Does the journal of the image on `dev` have problems of its own (pass 0's journal
+/// checks)? e2fsck checks the journal before it decides to skip a clean image, and
+/// does not skip one whose journal it mended.
+pub fn journal_has_problems(dev: &Arc<dyn Device>) -> Result<bool> {
+    let (fs, _) = usfs_ext4::Ext4::open_for_check(Box::new(dev.clone()))?;
+    let sb = fs.superblock();
+    if sb.s_journal_inum() == 0 || sb.s_feature_compat() & compat::HAS_JOURNAL == 0 {
+        return Ok(false);
+    }
+    Ok(!crate::journal::check(&fs).is_empty())
 }
 
 /// `s_jnl_backup_type` of a copy of the journal inode's i_block and size.

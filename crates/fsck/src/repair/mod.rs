@@ -34,7 +34,9 @@ mod journal;
 mod quota;
 mod superblock;
 
-pub use journal::{backup_unchecked, corrupt_before_replay, deletes, reset_before_replay};
+pub use journal::{
+    backup_unchecked, corrupt_before_replay, deletes, journal_has_problems, reset_before_replay,
+};
 
 use crate::problem::{Code, Pass, Problem};
 use crate::{check, Options, Report};
@@ -430,6 +432,13 @@ fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) ->
 /// check's; the next round counts again.)
 fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     let ps = &mut report.problems;
+    // A journal deleted or its superblock mended changes what the volume opens with
+    // (and, deleted, what the check said of inode 8): alone, first, as e2fsck mends
+    // the journal before pass 1 reads on.
+    if ps.iter().any(|p| journal::raw(p) && allowed(p)) {
+        ps.retain(journal::raw);
+        return;
+    }
     // Superblock, descriptor and block-ownership problems without a fix stop the round
     // whatever else it has: nothing is safe to write over them (two directories sharing
     // a block would take turns at its '.').
@@ -443,12 +452,6 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // inodes in listed inode-table blocks (unread, their entries dangling) is void.
     if ps.iter().any(|p| p.code == Code::BadBlocksInodeClear) {
         ps.retain(|p| p.code == Code::BadBlocksInodeClear);
-        return;
-    }
-    // A journal deleted or its superblock mended changes what the volume opens with:
-    // alone, first.
-    if ps.iter().any(journal::raw) {
-        ps.retain(journal::raw);
         return;
     }
     // Backup descriptors in place of bad primary ones change everything the check read

@@ -103,6 +103,9 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
     if a.progress.is_some() {
         eprintln!("{path_name}: checking with {} threads", opts.threads);
     }
+    if needs_recovery(&dev) && !a.json {
+        println!("Warning: skipping journal recovery because doing a read-only filesystem check.");
+    }
     let report = match usfs_fsck::check(Box::new(dev), &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -240,6 +243,18 @@ pub(crate) fn display_name(label: &[u8], path: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Does the superblock on `dev` say the journal needs recovery?
+fn needs_recovery(dev: &usfs_dev::FileDevice) -> bool {
+    use usfs_dev::Device;
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(&mut raw, usfs_ext4::format::superblock::SUPERBLOCK_OFFSET)
+        .ok()
+        .and_then(|()| usfs_ext4::format::superblock::Superblock::new(&raw[..]))
+        .is_some_and(|sb| {
+            sb.s_feature_incompat() & usfs_ext4::format::features::incompat::RECOVER != 0
+        })
 }
 
 fn print_text(name: &str, report: &usfs_fsck::Report) {

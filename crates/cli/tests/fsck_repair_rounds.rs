@@ -440,3 +440,29 @@ fn a_journal_without_its_magic_on_an_image_needing_recovery_is_deleted_first_and
         assert!(d.contains("Journal backup:           inode blocks"), "{d}");
     }
 }
+
+#[test]
+fn a_check_reads_an_image_needing_recovery_as_it_is() {
+    if !need_tool("needs_recovery", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("rounds-check-unreplayed");
+    let img = image(&s);
+    debugfs_write(&img, &img.with_extension("cmd"), "feature needs_recovery");
+    let before = std::fs::read(&img).unwrap();
+    let e = Command::new("e2fsck")
+        .arg("-fn")
+        .arg(&img)
+        .output()
+        .unwrap();
+    let out = Command::new(usfs())
+        .args(["fsck", "-fn"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), e.status.code(), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("skipping journal recovery"), "{stdout}");
+    assert!(std::fs::read(&img).unwrap() == before, "-n writes nothing");
+}

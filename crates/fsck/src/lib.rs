@@ -123,7 +123,9 @@ impl Report {
 /// Checks the ext4 file system on `dev` without changing it.
 pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let t0 = Instant::now();
-    let (fs, issues) = Ext4::open_for_check(dev)?;
+    // (An image whose journal needs recovery is checked as it is, as e2fsck -n checks
+    // it; a repair replays the journal first.)
+    let (fs, issues) = Ext4::open_unreplayed(dev)?;
     plan::refuse_failed_superblock(&issues)?;
     let geo = fs.geometry().clone();
     let shared = state::Shared::new(geo.inodes_count, geo.blocks_count, geo.group_count);

@@ -50,11 +50,17 @@ impl Ext4 {
         Ext4::open_inner(dev, false, false)
     }
 
-    /// [`Ext4::open_for_check`] of an image whose journal needs recovery, without
-    /// replaying it (nothing the journal holds is applied): for a repair to judge the
-    /// journal itself before the replay.
+    /// [`Ext4::open_for_check`] of an image whose journal may need recovery, without
+    /// replaying it (nothing the journal holds is applied): for a check that reads the
+    /// image as it is (e2fsck -n) and a repair judging the journal before the replay.
+    /// An external journal needing recovery is refused by name (its log is elsewhere).
     pub fn open_unreplayed(dev: Box<dyn Device>) -> Result<(Ext4, Vec<OpenIssue>)> {
-        Ext4::open_inner(dev, false, true)
+        let (fs, issues) = Ext4::open_inner(dev, false, true)?;
+        let sb = &fs.core.sb;
+        if sb.s_feature_incompat() & incompat::RECOVER != 0 && sb.s_journal_inum() == 0 {
+            fs.journal_map()?;
+        }
+        Ok((fs, issues))
     }
 
     /// Opens; `strict` fails on checksum and location problems instead of listing them,

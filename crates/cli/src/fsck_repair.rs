@@ -185,7 +185,7 @@ fn repair_image(
     let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
     let modified = out.rounds.iter().any(fixed) || replayed || mended || out.marked_valid;
     if !out.unfixable.is_empty() {
-        if mode == Some(Mode::Preen) && out.rounds.is_empty() {
+        if mode == Some(Mode::Preen) && out.failed.is_none() {
             // (e2fsck -p halts at the first problem preen may not fix.)
             print_preen_lines(&name, &out.unfixable[..1], "");
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");

@@ -52,11 +52,33 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
 
 /// Why e2fsck_get_journal would find the map of journal inode `ino`, a regular file in
 /// use, unusable: a block outside the file system (EXT2_ET_BAD_BLOCK_NUM) or a hole
-/// before its end (fewer blocks than its size). None for a good map, and for an inode
-/// not in use (the superblock's copy of the map stands in for it, judged by the read).
+/// before its end (fewer blocks than its size), or the number itself out of range.
+/// None for a good map; for an inode not in use, or one the reader refuses for its own
+/// fields (the read judges those); and where the superblock keeps a block-map copy of
+/// the map that may be good, from which e2fsck would read the journal instead.
 fn bad_map(fs: &Ext4, ino: u32) -> Option<String> {
+    if ino > fs.geometry().inodes_count {
+        return Some(format!("Journal inode {ino} is out of range"));
+    }
     let raw = fs.read_inode_raw(ino).ok()?;
     if raw.i_links_count() == 0 || raw.i_mode() & 0o170000 != 0o100000 {
+        return None;
+    }
+    let sb = fs.superblock();
+    let backup = sb.s_jnl_blocks();
+    let extent_backup =
+        u16::from_le_bytes([backup[0], backup[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
+    // (e2fsck retries a bad map with a block-map copy: one that is the same map, or
+    // whose own pointers already fail (its first block missing, a block outside the file
+    // system), fails the same way; another one is not judged here.)
+    let (first, end) = (sb.s_first_data_block() as u64, fs.geometry().blocks_count);
+    let word = |i: usize| u32::from_le_bytes(backup[i * 4..i * 4 + 4].try_into().unwrap()) as u64;
+    let copy_fails = backup[..60] == raw.i_block()[..]
+        || word(0) == 0
+        || (0..15).any(|i| word(i) != 0 && (word(i) < first || word(i) >= end));
+    if (sb.s_jnl_backup_type() == 1 && !extent_backup && !copy_fails)
+        || fs.inode_loads(ino).is_err()
+    {
         return None;
     }
     let map = match fs.journal_map() {

@@ -58,9 +58,16 @@ impl Ext4 {
 
     /// Reads inode `ino`'s record without judging it (for the checker).
     pub fn read_inode_raw(&self, ino: u32) -> Result<Inode<Vec<u8>>> {
+        let ino = self.check_ino(ino as u64)?;
         let mut buf = vec![0u8; self.core.geo.inode_size as usize];
         self.core.dev.read_at(&mut buf, self.inode_offset(ino))?;
         Ok(Inode::from_raw(&buf))
+    }
+
+    /// Does inode `ino` pass the reader's checks of an inode in use ([`Ext4::load_inode`]:
+    /// range, unused table area, extra size, checksum, mode)? Its map is not read.
+    pub fn inode_loads(&self, ino: u32) -> Result<()> {
+        self.load_inode(ino as u64).map(|_| ())
     }
 
     /// Loads an in-use inode: range, uninitialised-table, checksum and mode checks.

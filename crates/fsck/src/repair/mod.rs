@@ -432,10 +432,16 @@ fn ask_round(problems: &[Problem], round: usize, ask: &mut Option<Asker<'_>>) ->
 /// check's; the next round counts again.)
 fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     let ps = &mut report.problems;
-    // A journal deleted or its superblock mended changes what the volume opens with
-    // (and, deleted, what the check said of inode 8): alone, first, as e2fsck mends
-    // the journal before pass 1 reads on.
-    if ps.iter().any(|p| journal::raw(p) && allowed(p)) {
+    // A journal deleted changes what the check said of its inode: problems of that
+    // inode without a fix here (preening: illegal blocks in its map) do not stop the
+    // deletion, as e2fsck deletes the journal before pass 1 reads the inode.
+    let deleted: Vec<u32> = ps
+        .iter()
+        .filter(|p| journal::deletes(p) && allowed(p))
+        .filter_map(|p| p.ino)
+        .collect();
+    let void = |p: &Problem| p.ino.is_some_and(|i| deleted.contains(&i));
+    if !deleted.is_empty() && ps.iter().all(|p| allowed(p) || void(p)) {
         ps.retain(journal::raw);
         return;
     }
@@ -452,6 +458,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // inodes in listed inode-table blocks (unread, their entries dangling) is void.
     if ps.iter().any(|p| p.code == Code::BadBlocksInodeClear) {
         ps.retain(|p| p.code == Code::BadBlocksInodeClear);
+        return;
+    }
+    // A journal deleted or its superblock mended changes what the volume opens with:
+    // alone, first.
+    if ps.iter().any(journal::raw) {
+        ps.retain(journal::raw);
         return;
     }
     // Backup descriptors in place of bad primary ones change everything the check read

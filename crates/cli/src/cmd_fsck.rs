@@ -280,15 +280,11 @@ pub(crate) fn print_problem_lines(
             .iter()
             .filter(|p| p.code.def().pass == pass)
             .peekable();
-        let mut lines = heading(pass)
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>();
-        if pass == Pass::P1B && in_pass.peek().is_some() {
-            lines.push(PASS1B_HEADING.to_string());
+        if let Some(h) = heading(pass) {
+            let _ = writeln!(out, "{h}");
         }
-        for l in lines {
-            let _ = writeln!(out, "{l}");
+        if pass == Pass::P1B && in_pass.peek().is_some() {
+            let _ = writeln!(out, "{PASS1B_HEADING}");
         }
         for p in in_pass {
             // (What e2fsck only announces is printed as its table words it.)

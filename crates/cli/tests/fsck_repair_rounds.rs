@@ -329,6 +329,42 @@ fn state(img: &Path) -> String {
     l.unwrap().trim().to_string()
 }
 
+/// Repairs copies of `img` (its journal needing recovery and unreadable) with `-fy` and
+/// `-fp` (answering `answers[0]`, `answers[1]`), each beside e2fsck on another copy: the
+/// same exit status, 1, each of `shown` printed, `e2fsck -fn` clean after, the image
+/// marked clean and needs_recovery off. Returns `dumpe2fs -h` of each repaired copy.
+fn repair_unreplayable(s: &Scratch, img: &Path, answers: [&str; 2], shown: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (mode, says) in ["-fy", "-fp"].into_iter().zip(answers) {
+        let copy = s.path(&format!("copy{mode}"));
+        std::fs::copy(img, &copy).unwrap();
+        let e = Command::new("e2fsck")
+            .arg(mode)
+            .arg(&copy)
+            .output()
+            .unwrap();
+        std::fs::copy(img, &copy).unwrap();
+        let u = Command::new(usfs())
+            .args(["fsck", mode])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&u.stdout);
+        assert_eq!(u.status.code(), e.status.code(), "{mode}:\n{stdout}");
+        assert_eq!(u.status.code(), Some(1), "{mode}:\n{stdout}");
+        for want in shown.iter().chain([&says]) {
+            assert!(stdout.contains(want), "{mode}: {want}:\n{stdout}");
+        }
+        assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{stdout}");
+        assert_eq!(state(&copy), "clean", "{mode}");
+        let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&copy));
+        let d = String::from_utf8_lossy(&d.stdout).into_owned();
+        assert!(!d.contains("needs_recovery"), "{d}");
+        out.push(d);
+    }
+    out
+}
+
 #[test]
 fn a_corrupt_journal_superblock_on_an_image_needing_recovery_is_written_anew_first() {
     if !need_tool("journal superblock", "debugfs") || !need_tool("journal superblock", "dumpe2fs") {
@@ -341,31 +377,12 @@ fn a_corrupt_journal_superblock_on_an_image_needing_recovery_is_written_anew_fir
     // read, and e2fsck -n cannot go on.
     poke_journal_sb(&img, 4, &5u32.to_be_bytes());
     assert_eq!(e2fsck_exit(&img, "-fn"), 12);
-    for (mode, says) in [("-fy", "Fix? yes"), ("-fp", "FIXED.")] {
-        let copy = s.path(&format!("copy{mode}"));
-        std::fs::copy(&img, &copy).unwrap();
-        let e = Command::new("e2fsck")
-            .arg(mode)
-            .arg(&copy)
-            .output()
-            .unwrap();
-        std::fs::copy(&img, &copy).unwrap();
-        let out = Command::new(usfs())
-            .args(["fsck", mode])
-            .arg(&copy)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), e.status.code(), "{mode}:\n{stdout}");
-        assert_eq!(out.status.code(), Some(1), "{mode}:\n{stdout}");
-        assert!(stdout.contains("Journal superblock is corrupt"), "{stdout}");
-        assert!(stdout.contains(says), "{stdout}");
-        assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{stdout}");
-        assert_eq!(state(&copy), "clean", "{mode}");
-        let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&copy));
-        let d = String::from_utf8_lossy(&d.stdout);
-        assert!(!d.contains("needs_recovery"), "{d}");
-    }
+    repair_unreplayable(
+        &s,
+        &img,
+        ["Fix? yes", "FIXED."],
+        &["Journal superblock is corrupt"],
+    );
 }
 
 #[test]
@@ -406,37 +423,12 @@ fn a_journal_without_its_magic_on_an_image_needing_recovery_is_deleted_first_and
     let img = image(&s);
     debugfs_write(&img, &img.with_extension("cmd"), "feature needs_recovery");
     poke_journal_sb(&img, 0, &[0; 4]);
-    for (mode, says) in [("-fy", "Clear? yes"), ("-fp", "CLEARED.")] {
-        let copy = s.path(&format!("copy{mode}"));
-        std::fs::copy(&img, &copy).unwrap();
-        let e = Command::new("e2fsck")
-            .arg(mode)
-            .arg(&copy)
-            .output()
-            .unwrap();
-        std::fs::copy(&img, &copy).unwrap();
-        let out = Command::new(usfs())
-            .args(["fsck", mode])
-            .arg(&copy)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), e.status.code(), "{mode}:\n{stdout}");
-        assert_eq!(out.status.code(), Some(1), "{mode}:\n{stdout}");
-        assert!(
-            stdout.contains("Superblock has an invalid journal"),
-            "{stdout}"
-        );
-        assert!(stdout.contains(says), "{stdout}");
-        assert!(stdout.contains("journal has been regenerated"), "{stdout}");
-        assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{stdout}");
-        assert_eq!(state(&copy), "clean", "{mode}");
-        let d = run_ok(Command::new("dumpe2fs").arg("-h").arg(&copy));
-        let d = String::from_utf8_lossy(&d.stdout);
-        assert!(
-            !d.contains("needs_recovery") && d.contains("has_journal"),
-            "{d}"
-        );
+    let shown = [
+        "Superblock has an invalid journal",
+        "journal has been regenerated",
+    ];
+    for d in repair_unreplayable(&s, &img, ["Clear? yes", "CLEARED."], &shown) {
+        assert!(d.contains("has_journal"), "{d}");
         assert!(d.contains("Journal backup:           inode blocks"), "{d}");
     }
 }

@@ -61,25 +61,24 @@ fn bad_map(fs: &Ext4, ino: u32) -> Option<String> {
         return Some(format!("Journal inode {ino} is out of range"));
     }
     let raw = fs.read_inode_raw(ino).ok()?;
-    if raw.i_links_count() == 0 || raw.i_mode() & 0o170000 != 0o100000 {
+    if !in_use_file(&raw) || fs.inode_loads(ino).is_err() {
         return None;
     }
-    let sb = fs.superblock();
-    let backup = sb.s_jnl_blocks();
-    let extent_backup =
-        u16::from_le_bytes([backup[0], backup[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
     // (e2fsck retries a bad map with a block-map copy: one that is the same map, or
     // whose own pointers already fail (its first block missing, a block outside the file
     // system), fails the same way; another one is not judged here.)
-    let (first, end) = (sb.s_first_data_block() as u64, fs.geometry().blocks_count);
-    let word = |i: usize| u32::from_le_bytes(backup[i * 4..i * 4 + 4].try_into().unwrap()) as u64;
-    let copy_fails = backup[..60] == raw.i_block()[..]
-        || word(0) == 0
-        || (0..15).any(|i| word(i) != 0 && (word(i) < first || word(i) >= end));
-    if (sb.s_jnl_backup_type() == 1 && !extent_backup && !copy_fails)
-        || fs.inode_loads(ino).is_err()
-    {
-        return None;
+    if let Some(copy) = block_map_copy(fs) {
+        let (first, end) = (
+            fs.superblock().s_first_data_block() as u64,
+            fs.geometry().blocks_count,
+        );
+        let word = |i: usize| u32::from_le_bytes(copy[i * 4..i * 4 + 4].try_into().unwrap()) as u64;
+        let fails = copy[..60] == raw.i_block()[..]
+            || word(0) == 0
+            || (0..15).any(|i| word(i) != 0 && (word(i) < first || word(i) >= end));
+        if !fails {
+            return None;
+        }
     }
     let map = match fs.journal_map() {
         Ok(m) => m,
@@ -133,10 +132,20 @@ fn journal_inode_unusable(fs: &Ext4, ino: u32) -> bool {
     let Ok(raw) = fs.read_inode_raw(ino) else {
         return true;
     };
-    let usable = raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000;
+    !in_use_file(&raw) && block_map_copy(fs).is_none()
+}
+
+/// Is `raw` a regular file in use (what e2fsck_get_journal reads as the journal)?
+fn in_use_file(raw: &usfs_ext4::format::inode::Inode<Vec<u8>>) -> bool {
+    raw.i_links_count() != 0 && raw.i_mode() & 0o170000 == 0o100000
+}
+
+/// The superblock's copy of the journal inode's map (`s_jnl_blocks`), when e2fsck would
+/// read the journal from it: a copy (backup type 1) of a block map (1.47 reads it as
+/// one: an extent tree there is no use).
+fn block_map_copy(fs: &Ext4) -> Option<[u8; 68]> {
     let sb = fs.superblock();
-    let backup = sb.s_jnl_blocks();
-    let extent_backup =
-        u16::from_le_bytes([backup[0], backup[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
-    !usable && (sb.s_jnl_backup_type() != 1 || extent_backup)
+    let copy = sb.s_jnl_blocks();
+    let extents = u16::from_le_bytes([copy[0], copy[1]]) == usfs_ext4::format::extent::EXTENT_MAGIC;
+    (sb.s_jnl_backup_type() == 1 && !extents).then_some(*copy)
 }

@@ -142,9 +142,9 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
                     "name": d.name,
                     "pass": d.pass.label(),
                     "severity": if d.severity == Severity::Error { "error" } else { "info" },
-                    "ino": p.ino,
-                    "block": p.block,
-                    "group": p.group,
+                    "ino": p.ino(),
+                    "block": p.block(),
+                    "group": p.group(),
                     "message": p.message(),
                 })
             })

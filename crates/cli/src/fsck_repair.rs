@@ -159,7 +159,7 @@ fn repair_image(
             }
             if r.problems
                 .iter()
-                .any(|p| p.code == usfs_fsck::problem::Code::JournalBad && p.found == Some(1))
+                .any(|p| p.code == usfs_fsck::problem::Code::JournalBad && p.found() == Some(1))
             {
                 println!("\n*** journal has been deleted ***\n");
             }

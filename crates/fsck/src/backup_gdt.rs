@@ -49,7 +49,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
             primary + n as u64
         ),
     )
-    .group(n)
+    .with_group(n)
     .values(backup, primary)]
 }
 

@@ -50,7 +50,7 @@ pub(crate) fn check(ctx: &Ctx, out: &mut Vec<Problem>) -> BadBlocks {
     {
         // (e2fsck's PR_1_EXTENTS_SET: the inode is cleared, its list with it.)
         let why = "Inode 1 has EXTENTS_FL flag set on filesystem without extents support";
-        out.push(Problem::new(Code::BadBlocksInodeClear, why).ino(BAD_BLOCKS_INO));
+        out.push(Problem::new(Code::BadBlocksInodeClear, why).with_ino(BAD_BLOCKS_INO));
         return found;
     }
     let words: Vec<u32> = inode
@@ -105,7 +105,7 @@ pub(crate) fn check(ctx: &Ctx, out: &mut Vec<Problem>) -> BadBlocks {
         None
     };
     if let Some(why) = clear {
-        out.push(Problem::new(Code::BadBlocksInodeClear, why).ino(BAD_BLOCKS_INO));
+        out.push(Problem::new(Code::BadBlocksInodeClear, why).with_ino(BAD_BLOCKS_INO));
         return found;
     }
     out.append(&mut problems);
@@ -140,7 +140,7 @@ struct Ptr {
 impl Problem {
     /// Attaches the place of a bad-blocks map pointer and the block it names.
     fn at_ptr(self, at: Ptr, names: u64) -> Problem {
-        self.block(at.map).values(at.index as u64, names)
+        self.with_block(at.map).values(at.index as u64, names)
     }
 }
 
@@ -158,7 +158,7 @@ impl List<'_, '_> {
     fn illegal(&mut self, what: String, at: Ptr, b: u32) {
         self.illegal += 1;
         if self.illegal <= MAX_ILLEGAL {
-            let p = Problem::new(Code::BadBlocksIllegal, what).ino(BAD_BLOCKS_INO);
+            let p = Problem::new(Code::BadBlocksIllegal, what).with_ino(BAD_BLOCKS_INO);
             self.out.push(p.at_ptr(at, b as u64));
         }
     }
@@ -231,7 +231,7 @@ fn classify(ctx: &Ctx, out: &mut Vec<Problem>, mut listed: Vec<(u64, Ptr)>, foun
             None
         };
         if let Some(what) = primary {
-            let p = Problem::new(Code::BadBlocksPrimary, what).ino(BAD_BLOCKS_INO);
+            let p = Problem::new(Code::BadBlocksPrimary, what).with_ino(BAD_BLOCKS_INO);
             out.push(p.at_ptr(at, b));
             continue;
         }
@@ -248,7 +248,7 @@ fn classify(ctx: &Ctx, out: &mut Vec<Problem>, mut listed: Vec<(u64, Ptr)>, foun
                             Code::BadBlocksMetadata,
                             format!("Group {g}'s {what} ({b}) is bad"),
                         )
-                        .group(g)
+                        .with_group(g)
                         .values(kind, b),
                     );
                     metadata = true;

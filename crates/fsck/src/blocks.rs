@@ -168,10 +168,10 @@ fn problem(ino: u32, extents: bool, issue: MapIssue) -> Problem {
             format!("{ino} (block {blk} at logical {lblk})"),
         ),
     };
-    let p = Problem::new(code, detail).ino(ino);
+    let p = Problem::new(code, detail).with_ino(ino);
     match issue {
-        MapIssue::Checksum { blk } => p.block(blk),
-        MapIssue::Header { blk, .. } if blk != 0 => p.block(blk),
+        MapIssue::Checksum { blk } => p.with_block(blk),
+        MapIssue::Header { blk, .. } if blk != 0 => p.with_block(blk),
         _ => p,
     }
 }

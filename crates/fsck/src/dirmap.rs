@@ -39,14 +39,14 @@ pub(crate) fn report(
     if let Some(lblk) = too_big {
         w.report(
             Problem::new(Code::TooBigDir, format!("{ino} (block #{lblk})"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(lblk, end),
         );
     }
     if let Some(lblk) = uninit {
         w.report(
             Problem::new(Code::DirUninitExtent, format!("{ino} at block {lblk}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(lblk, lblk),
         );
     }

@@ -124,7 +124,7 @@ fn check_dir(dir: u32, nblocks: u32, facts: &[HtreeFact], w: &mut Worker) {
         }
     }
     let bad = |w: &mut Worker, what: String| {
-        w.report(Problem::new(Code::HtreeBad, format!("{dir}: {what}")).ino(dir));
+        w.report(Problem::new(Code::HtreeBad, format!("{dir}: {what}")).with_ino(dir));
     };
     // The root references itself.
     let root = blocks.entry(0).or_default();

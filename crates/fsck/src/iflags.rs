@@ -55,7 +55,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
             None => {
                 let what =
                     format!("{ino} has inline data and extent flags set but i_block contains junk");
-                w.report(Problem::new(Code::InlineJunk, what).ino(ino));
+                w.report(Problem::new(Code::InlineJunk, what).with_ino(ino));
                 return false;
             }
         }
@@ -66,10 +66,10 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
     let attr = matches!(system_data(ctx, &w.inode, ino), Some(Some(_)));
     if !inline_fs {
         if attr {
-            w.report(Problem::new(Code::InlineFeature, ino.to_string()).ino(ino));
+            w.report(Problem::new(Code::InlineFeature, ino.to_string()).with_ino(ino));
             return true;
         }
-        w.report(Problem::new(Code::InlineNoFeature, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::InlineNoFeature, ino.to_string()).with_ino(ino));
         unmapped(w);
         return true;
     }
@@ -79,7 +79,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
                 Code::BadInlineData,
                 format!("{ino} has INLINE_DATA_FL flag but extended attribute not found"),
             )
-            .ino(ino),
+            .with_ino(ino),
         );
         let i = &mut w.inode;
         i.set_size(0);
@@ -101,18 +101,18 @@ fn extents(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) -> bool {
             // others as they are; every one says so here, the fix is the same.)
             let what =
                 format!("{ino} is in extent format, but superblock is missing EXTENTS feature");
-            w.report(Problem::new(Code::ExtentFeature, what).ino(ino));
+            w.report(Problem::new(Code::ExtentFeature, what).with_ino(ino));
             return true;
         }
         let what = format!("{ino} has EXTENTS_FL flag set on filesystem without extents support");
-        w.report(Problem::new(Code::ExtentsNoFeature, what).ino(ino));
+        w.report(Problem::new(Code::ExtentsNoFeature, what).with_ino(ino));
         unmapped(w);
     }
     if !has_flag && extent_fs && header && matches!(ft, FileType::Regular | FileType::Directory) {
         let what = format!("{ino} missing EXTENT_FL, but is in extents format");
         w.report(
             Problem::new(Code::BadFlags, what)
-                .ino(ino)
+                .with_ino(ino)
                 .values(u64::from(w.inode.i_flags()), 0),
         );
         let f = w.inode.i_flags() | flags::EXTENTS;
@@ -169,7 +169,7 @@ fn unmapped(w: &mut Worker) {
 fn clear_flags(w: &mut Worker, ino: u32, mask: u32, what: &str) {
     w.report(
         Problem::new(Code::BadFlags, format!("{ino} {what}"))
-            .ino(ino)
+            .with_ino(ino)
             .values(u64::from(w.inode.i_flags()), u64::from(mask)),
     );
     let f = w.inode.i_flags() & !mask;

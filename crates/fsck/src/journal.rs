@@ -16,7 +16,11 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
         // External journal: nothing here to check.
         return Vec::new();
     }
-    let bad_inode = |why: String| vec![Problem::new(Code::JournalBad, why).ino(ino).values(1, 0)];
+    let bad_inode = |why: String| {
+        vec![Problem::new(Code::JournalBad, why)
+            .with_ino(ino)
+            .values(1, 0)]
+    };
     if let Some(why) = bad_map(fs, ino) {
         return bad_inode(why);
     }
@@ -32,7 +36,9 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
             let at = fs.journal_map().ok().and_then(|m| m.fs_block(0));
             let nr_users = u32::from_be_bytes(sb[0x40..0x44].try_into().unwrap());
             if let (4, 2.., Some(blk)) = (btype, nr_users, at) {
-                return vec![Problem::new(Code::JournalClearV2, "").ino(ino).block(blk)];
+                return vec![Problem::new(Code::JournalClearV2, "")
+                    .with_ino(ino)
+                    .with_block(blk)];
             }
             journal_superblock(fs, ino, &sb, at)
         }
@@ -45,7 +51,10 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
             bad_inode(format!("Journal inode is invalid: {e}"))
         }
         Err(e) => {
-            vec![Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}")).ino(ino)]
+            vec![
+                Problem::new(Code::JournalBad, format!("Journal inode is invalid: {e}"))
+                    .with_ino(ino),
+            ]
         }
     }
 }
@@ -110,16 +119,16 @@ fn journal_superblock(fs: &Ext4, ino: u32, sb: &[u8], at: Option<u64>) -> Vec<Pr
                 Code::JournalBad,
                 format!("Journal superblock is corrupt ({})", c.detail),
             )
-            .ino(ino)
+            .with_ino(ino)
             .values(2, blocks as u64);
             vec![match at {
-                Some(blk) => p.block(blk),
+                Some(blk) => p.with_block(blk),
                 None => p,
             }]
         }
         Err(e) => vec![
             Problem::new(Code::JournalBad, format!("Journal superblock: {e}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(3, 0),
         ],
     }

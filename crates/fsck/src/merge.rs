@@ -212,7 +212,7 @@ mod tests {
         let mut ps: Vec<Problem> = inos
             .iter()
             .enumerate()
-            .map(|(k, &i)| Problem::new(Code::BadRefCount, k.to_string()).ino(i))
+            .map(|(k, &i)| Problem::new(Code::BadRefCount, k.to_string()).with_ino(i))
             .collect();
         let mut want = ps.clone();
         want.sort_by_key(Problem::sort_key);

@@ -29,7 +29,7 @@ pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
                         "The {what} for group {group} is not in the filesystem (block {block})"
                     ),
                 )
-                .group(*group);
+                .with_group(*group);
                 // Relocated (found: 1 block bitmap, 2 inode bitmap, 3 inode table).
                 out.push(match *what {
                     "block bitmap" => p.values(1, 0),
@@ -46,7 +46,7 @@ pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
                 Code::GroupDescChecksum,
                 format!("groups {}", list.join(", ")),
             )
-            .group(bad_groups[0]),
+            .with_group(bad_groups[0]),
         );
     }
     out
@@ -87,7 +87,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
                         Code::GroupMetadataLocation,
                         format!("Group {g}'s {what} at {b} conflicts with some other fs block"),
                     )
-                    .group(g)
+                    .with_group(g)
                     .values(kind, b),
                 );
                 continue;
@@ -107,7 +107,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
                             d.itable_unused()
                         ),
                     )
-                    .group(g),
+                    .with_group(g),
                 );
             }
         } else if d.has_flag(BG_INODE_UNINIT) || d.has_flag(BG_BLOCK_UNINIT) {
@@ -116,7 +116,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
                     Code::GroupUnusedInodes,
                     format!("Group {g} has uninit flags without group descriptor checksums"),
                 )
-                .group(g),
+                .with_group(g),
             );
         }
     }
@@ -174,7 +174,7 @@ fn check_resize_feature(ctx: &Ctx) -> Vec<Problem> {
                 Code::ResizeInodeNotClear,
                 "Resize_inode not enabled, but the resize inode is non-zero",
             )
-            .ino(7),
+            .with_ino(7),
         );
     }
     out

@@ -63,7 +63,7 @@ pub(crate) fn check_chunk(ctx: &Ctx, w: &mut Worker, chunk: InodeChunk) {
                 Code::GroupMetadataLocation,
                 format!("Error reading inode table of group {}: {e}", chunk.group),
             )
-            .group(chunk.group),
+            .with_group(chunk.group),
         );
     } else {
         for i in 0..chunk.count {
@@ -123,17 +123,18 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         // unclaimed, so pass 5 frees them).
         let word = |at: usize| u32::from_le_bytes(rec[at..at + 4].try_into().unwrap());
         if links != 0 || word(0x1C) != 0 || word(0x28) != 0 {
-            w.report(Problem::new(Code::JournalInodeNotClear, "").ino(ino));
+            w.report(Problem::new(Code::JournalInodeNotClear, "").with_ino(ino));
         }
         ctx.shared.set_inode(ino, InodeKind::Unused, 0);
         return;
     }
     let low_dtime = low_dtime(ctx, dtime);
     if low_dtime {
-        let mut p = Problem::new(Code::OrphanListRefugee, ino.to_string()).ino(ino);
-        p.found = Some(dtime as u64);
-        p.expected = (links != 0).then_some(0);
-        w.report(p);
+        let p = Problem::new(Code::OrphanListRefugee, "").with_ino(ino);
+        w.report(
+            p.with_found(Some(dtime as u64))
+                .with_expected((links != 0).then_some(0)),
+        );
     }
     // (Reserved inodes with a mode are in use without links, but for the root: e2fsck
     // takes a root without links for a missing one, to be made again in pass 3.)
@@ -141,13 +142,13 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         // A deleted inode's record is still checksummed (an all-zero record never was).
         if let Some(seed) = ctx.fs.csum_seed() {
             if !reserved && rec.iter().any(|&b| b != 0) && !inode_checksum_ok(rec, seed, ino, isz) {
-                w.report(Problem::new(Code::InodeChecksum, ino.to_string()).ino(ino));
+                w.report(Problem::new(Code::InodeChecksum, ino.to_string()).with_ino(ino));
             }
         }
         // Not in use. A deleted inode should carry its deletion time (unless it is on
         // the orphan list, where dtime links the list; e2fsck checks those separately).
         if mode != 0 && dtime == 0 && !reserved && ctx.fs.superblock().s_last_orphan() == 0 {
-            w.report(Problem::new(Code::InodeZeroDtime, ino.to_string()).ino(ino));
+            w.report(Problem::new(Code::InodeZeroDtime, ino.to_string()).with_ino(ino));
         }
         return;
     }
@@ -172,10 +173,10 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     let iflags = inode.i_flags();
     let dind = u32::from_le_bytes(inode.i_block()[13 * 4..14 * 4].try_into().unwrap()) as u64;
     if bad_extra {
-        w.report(Problem::new(Code::BadExtraIsize, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::BadExtraIsize, ino.to_string()).with_ino(ino));
     }
     if bad_csum {
-        w.report(Problem::new(Code::InodeChecksum, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::InodeChecksum, ino.to_string()).with_ino(ino));
     }
     crate::iflags::casefold(ctx, w, ino, mode);
     let Some(ft) = FileType::from_mode(mode as u32) else {
@@ -183,11 +184,11 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
             ctx.shared.set_inode(ino, InodeKind::Unused, links);
             return;
         }
-        w.report(Problem::new(Code::InodeBadMode, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::InodeBadMode, ino.to_string()).with_ino(ino));
         return;
     };
     if ino == 2 && ft != FileType::Directory {
-        w.report(Problem::new(Code::ReservedInode, "Root inode is not a directory").ino(ino));
+        w.report(Problem::new(Code::ReservedInode, "Root inode is not a directory").with_ino(ino));
     }
     if !reserved && !crate::iflags::check(ctx, w, ino, ft) {
         // Cleared by the fix: left unused, so entries naming it go in the same round.
@@ -200,7 +201,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     };
     // (The root too: old mke2fs set its dtime; e2fsck clears it.)
     if dtime != 0 && !low_dtime && (!reserved || ino == 2) && links != 0 {
-        w.report(Problem::new(Code::InodeDtimeSet, "").ino(ino));
+        w.report(Problem::new(Code::InodeDtimeSet, "").with_ino(ino));
     }
     // The obsolete fragment address must be zero (e2fsck marks the inode bad in pass 1
     // and clears the field in pass 2).
@@ -208,7 +209,7 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
     if faddr != 0 && (!reserved || ino == 2) {
         w.report(
             Problem::new(Code::InodeFaddr, format!("for inode {ino} is {faddr}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(faddr as u64, 0),
         );
     }
@@ -224,13 +225,13 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
                 Code::BadFlags,
                 format!("{ino} has INDEX_FL flag set but is not a htree directory"),
             )
-            .ino(ino)
+            .with_ino(ino)
             .values(u64::from(iflags), u64::from(flags::INDEX)),
         );
     }
     if ft == FileType::Directory && crate::dirmap::zero_length(ctx, &w.inode) {
         // Cleared by the fix: left unused, so entries naming it go in the same round.
-        w.report(Problem::new(Code::ZeroLengthDir, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::ZeroLengthDir, ino.to_string()).with_ino(ino));
         return;
     }
     if !ctx.shared.set_inode(ino, InodeKind::Used(ft), links) {
@@ -268,7 +269,7 @@ fn check_high_fields(ctx: &Ctx, w: &mut Worker, ino: u32) {
     if blocks_hi != 0 && !f.has_ro_compat(ro_compat::HUGE_FILE) {
         w.report(
             Problem::new(Code::BlocksHi, format!("for inode {ino} is {blocks_hi}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(blocks_hi as u64, 0),
         );
     }
@@ -276,7 +277,7 @@ fn check_high_fields(ctx: &Ctx, w: &mut Worker, ino: u32) {
     if acl_hi != 0 && !f.has_incompat(incompat::BIT64) {
         w.report(
             Problem::new(Code::FileAclHi, format!("for inode {ino} is {acl_hi}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(acl_hi as u64, 0),
         );
     }
@@ -461,7 +462,7 @@ fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Cla
                 Code::BadXattrBlock,
                 format!("{ino} (i_file_acl {file_acl} set without the ext_attr feature)"),
             )
-            .ino(ino),
+            .with_ino(ino),
         );
         f.file_acl = 0;
     }
@@ -486,7 +487,7 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
     if counted != stored {
         w.report(
             Problem::new(Code::BadIBlocks, "")
-                .ino(ino)
+                .with_ino(ino)
                 .values(stored, counted),
         );
     }
@@ -505,7 +506,7 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
         {
             w.report(
                 Problem::new(Code::BadISize, "")
-                    .ino(ino)
+                    .with_ino(ino)
                     .values(size, last * bs),
             );
         }
@@ -515,13 +516,17 @@ fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
         if let Some(l) = short {
             w.report(
                 Problem::new(Code::BadISize, "")
-                    .ino(ino)
+                    .with_ino(ino)
                     .values(size, (l + 1) * bs),
             );
         } else if size > max_file_size(ctx, f.iflags) {
             // Past what the map can address: e2fsck sets it from the last block.
             let want = claim.last_lblk.map_or(0, |l| l + 1) * bs;
-            w.report(Problem::new(Code::BadISize, "").ino(ino).values(size, want));
+            w.report(
+                Problem::new(Code::BadISize, "")
+                    .with_ino(ino)
+                    .values(size, want),
+            );
         }
     }
 }
@@ -558,7 +563,7 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
         // e2fsck always visits block 0 of a block-mapped directory.
         w.report(
             Problem::new(Code::DirHole, format!("{ino} (block #0)"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(0, 1),
         );
     }
@@ -567,7 +572,7 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
         if lblk != expect && lblk > expect {
             w.report(
                 Problem::new(Code::DirHole, format!("{ino} (block #{expect})"))
-                    .ino(ino)
+                    .with_ino(ino)
                     .values(expect, lblk),
             );
         }
@@ -640,7 +645,7 @@ fn check_in_inode_xattrs<'c>(ctx: &'c Ctx<'c>, w: &mut Worker, ino: u32) -> Ibod
         let _ = walk::xattr::scan_entries(area, 0, &cx, Mode::Lenient, &mut found);
     }
     if found.bad {
-        w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).with_ino(ino));
     }
     found
 }
@@ -683,7 +688,7 @@ impl<'a> XattrVisitor<'a> for BlockFindings {
 /// i_blocks.
 fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     if !ctx.valid_block(blk) {
-        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).ino(ino));
+        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).with_ino(ino));
         return false;
     }
     let first = {
@@ -706,7 +711,7 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     }
     w.meta_buf = buf;
     let report = |w: &mut Worker, what: &str| {
-        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk}){what}")).ino(ino));
+        w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk}){what}")).with_ino(ino));
     };
     if found.bad {
         report(w, "");
@@ -718,8 +723,8 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     if found.checksum && !found.hash {
         w.report(
             Problem::new(Code::XattrBlockChecksum, format!("{ino} ({blk})"))
-                .ino(ino)
-                .block(blk),
+                .with_ino(ino)
+                .with_block(blk),
         );
     }
     true
@@ -747,7 +752,7 @@ pub(crate) fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &HashMap<u6
                     Code::XattrRefcount,
                     format!("{b}, reference count is {}, should be {n}", h.h_refcount()),
                 )
-                .block(b)
+                .with_block(b)
                 .values(h.h_refcount() as u64, n as u64),
             );
         }

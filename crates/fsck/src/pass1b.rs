@@ -132,8 +132,8 @@ pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
             };
             w.report(
                 Problem::new(Code::MultiplyClaimed, format!("{ino}: {}", list.join(" ")))
-                    .ino(ino)
-                    .claims(claims),
+                    .with_ino(ino)
+                    .with_claims(claims),
             );
         }
     }

@@ -74,7 +74,7 @@ fn visit_unread(ctx: &Ctx, w: &mut Worker, b: DirBlock, how: Visit) {
                 Code::DirCorruptEntry,
                 format!("{}, block #{}: cannot be read", b.dir, b.lblk),
             )
-            .ino(b.dir),
+            .with_ino(b.dir),
         );
     }
     w.dir_buf = buf;
@@ -107,8 +107,8 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
                             Code::DirBlockChecksum,
                             format!("{}, block #{}", b.dir, b.lblk),
                         )
-                        .ino(b.dir)
-                        .block(b.pblk),
+                        .with_ino(b.dir)
+                        .with_block(b.pblk),
                     );
                 }
             }
@@ -116,8 +116,8 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
                 if how == Visit::First {
                     w.report(
                         Problem::new(Code::DirNoTail, format!("{}, block #{}", b.dir, b.lblk))
-                            .ino(b.dir)
-                            .block(b.pblk),
+                            .with_ino(b.dir)
+                            .with_block(b.pblk),
                     );
                 }
             }
@@ -251,7 +251,7 @@ impl<'a> EntryWalk<'a> {
                 let what = if index == 0 { "'.'" } else { "'..'" };
                 w.report(
                     Problem::new(code, format!("Missing {what} in directory inode {}", b.dir))
-                        .ino(b.dir),
+                        .with_ino(b.dir),
                 );
             }
         } else if index == 0 {
@@ -261,7 +261,7 @@ impl<'a> EntryWalk<'a> {
                         Code::DirBadDot,
                         format!("'.' in directory inode {} points to {ino}", b.dir),
                     )
-                    .ino(b.dir),
+                    .with_ino(b.dir),
                 );
             }
             if report && ino <= geo.inodes_count && ino != 0 {
@@ -286,7 +286,7 @@ impl<'a> EntryWalk<'a> {
                 code,
                 format!("{what} directory entry in directory inode {dir} is not NULL terminated"),
             )
-            .ino(dir),
+            .with_ino(dir),
         );
     }
 
@@ -306,7 +306,7 @@ impl<'a> EntryWalk<'a> {
             if self.report {
                 w.report(
                     Problem::new(Code::DirBadInode, format!("{} ({ino})", shown()))
-                        .ino(b.dir)
+                        .with_ino(b.dir)
                         .at_entry(at),
                 );
             }
@@ -316,18 +316,18 @@ impl<'a> EntryWalk<'a> {
             if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
                 w.report(
                     Problem::new(Code::DirBadName, shown())
-                        .ino(b.dir)
+                        .with_ino(b.dir)
                         .at_entry(at),
                 );
             }
             // A `.` or `..` past the first two entries is a duplicate too.
             if name == b"." || name == b".." || !self.names.insert(name) {
-                w.report(Problem::new(Code::DirDuplicateEntry, shown()).ino(b.dir));
+                w.report(Problem::new(Code::DirDuplicateEntry, shown()).with_ino(b.dir));
             }
             if ino == ROOT_INO {
                 w.report(
                     Problem::new(Code::DirEntryToRoot, shown())
-                        .ino(b.dir)
+                        .with_ino(b.dir)
                         .at_entry(at),
                 );
             }
@@ -384,7 +384,7 @@ fn corrupt_entry(b: &DirBlock, off: usize, fault: DirentFault) -> Problem {
         DirentFault::TruncatedHeader | DirentFault::Inode { .. } => at,
     };
     Problem::new(Code::DirCorruptEntry, detail)
-        .ino(b.dir)
+        .with_ino(b.dir)
         .at_entry(EntryAt {
             lblk: b.lblk,
             off: off as u32,
@@ -412,8 +412,8 @@ fn hidden_reference(
             code,
             format!("'{name}' in directory inode {dir} references inode {ino} found in group {g}'s {area} area"),
         )
-        .ino(dir)
-        .group(g)
+        .with_ino(dir)
+        .with_group(g)
         .at_entry(at),
     );
 }
@@ -438,14 +438,14 @@ fn check_reference(
         InodeKind::InBadBlock => {
             w.report(
                 Problem::new(Code::DirBadBlockInode, format!("{} ({ino})", shown()))
-                    .ino(dir)
+                    .with_ino(dir)
                     .at_entry(at),
             );
         }
         InodeKind::Unused => {
             w.report(
                 Problem::new(Code::DirUnusedInode, format!("{} ({ino})", shown()))
-                    .ino(dir)
+                    .with_ino(dir)
                     .at_entry(at),
             );
         }
@@ -455,7 +455,7 @@ fn check_reference(
             if has_ft && ft != 0 && file_type_from_dirent(ft) != Some(t) {
                 w.report(
                     Problem::new(Code::DirBadFileType, format!("{} ({ino})", shown()))
-                        .ino(dir)
+                        .with_ino(dir)
                         .at_entry(at)
                         .values(ft as u64, dirent_file_type(t) as u64),
                 );
@@ -529,7 +529,7 @@ fn dx_problem(b: &DirBlock, issue: DxIssue) -> Problem {
             format!("{dir}: block #{lblk}: bad block number {child}"),
         ),
     };
-    p.ino(dir).block(b.pblk)
+    p.with_ino(dir).with_block(b.pblk)
 }
 
 /// Inline directories are checked in pass 1 (their entries live in the inode): the
@@ -553,7 +553,7 @@ pub(crate) fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
                 Code::DirBadDotDot,
                 format!("Bad '..' ({parent}) in inline directory inode {ino}"),
             )
-            .ino(ino),
+            .with_ino(ino),
         );
     } else {
         ctx.shared.add_ref(parent);

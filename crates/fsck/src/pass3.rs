@@ -57,7 +57,7 @@ pub(crate) fn run(
                         e.dir
                     ),
                 )
-                .ino(e.dir)
+                .with_ino(e.dir)
                 .at_entry(e.at),
             );
         }
@@ -75,7 +75,9 @@ pub(crate) fn run(
         }
         let Some(p) = find(&chosen, ino) else {
             let was = find(dotdots, ino).unwrap_or(0);
-            w.report(Problem::new(Code::UnconnectedDir, format!("{ino} (was in {was})")).ino(ino));
+            w.report(
+                Problem::new(Code::UnconnectedDir, format!("{ino} (was in {was})")).with_ino(ino),
+            );
             state[ino as usize] = 3;
             continue;
         };
@@ -86,7 +88,7 @@ pub(crate) fn run(
                     Code::BadDotDot,
                     format!("directory inode {ino} is {dd}, should be {p}"),
                 )
-                .ino(ino)
+                .with_ino(ino)
                 .values(dd as u64, p as u64),
             );
         }
@@ -100,7 +102,7 @@ pub(crate) fn run(
                 1 => {
                     w.report(
                         Problem::new(Code::UnconnectedDir, format!("{ino} (in a directory loop)"))
-                            .ino(ino),
+                            .with_ino(ino),
                     );
                     break false;
                 }
@@ -120,7 +122,7 @@ pub(crate) fn run(
     match lost_found {
         None => w.report(Problem::new(Code::NoLostFound, "")),
         Some(l) if shared.kind(l) != InodeKind::Used(FileType::Directory) => {
-            w.report(Problem::new(Code::LostFoundNotDir, format!("ino={l}")).ino(l));
+            w.report(Problem::new(Code::LostFoundNotDir, format!("ino={l}")).with_ino(l));
         }
         Some(_) => {}
     }

@@ -43,14 +43,14 @@ pub(crate) fn run(
         };
         if refs == 0 {
             if ft != FileType::Directory {
-                w.report(Problem::new(Code::UnattachedInode, ino.to_string()).ino(ino));
+                w.report(Problem::new(Code::UnattachedInode, ino.to_string()).with_ino(ino));
             }
             continue;
         }
         let counted = if ft == FileType::Directory && refs > LINK_MAX {
             if !geo.features.has_ro_compat(ro_compat::DIR_NLINK) && !nlink_reported {
                 nlink_reported = true;
-                w.report(Problem::new(Code::DirNlinkFeature, "").ino(ino));
+                w.report(Problem::new(Code::DirNlinkFeature, "").with_ino(ino));
             }
             1
         } else {
@@ -59,7 +59,7 @@ pub(crate) fn run(
         if counted != links {
             w.report(
                 Problem::new(Code::BadRefCount, "")
-                    .ino(ino)
+                    .with_ino(ino)
                     .values(links as u64, counted as u64),
             );
         }

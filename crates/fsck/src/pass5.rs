@@ -184,7 +184,7 @@ impl Pass5<'_> {
                             Code::BitmapChecksum,
                             format!("Block bitmap for group {g} fails checksum"),
                         )
-                        .group(g),
+                        .with_group(g),
                     );
                 }
             }
@@ -193,7 +193,7 @@ impl Pass5<'_> {
                     (nblocks..(bs * 8) as u64).all(|k| buf[(k / 8) as usize] & (1 << (k % 8)) != 0);
                 if !pad_ok {
                     differs = true;
-                    w.report(Problem::new(Code::BitmapPadding, "block").group(g));
+                    w.report(Problem::new(Code::BitmapPadding, "block").with_group(g));
                 }
             }
         }
@@ -206,7 +206,7 @@ impl Pass5<'_> {
                     Code::GroupFreeBlocks,
                     format!("{g} ({}, counted={free})", d.free_blocks_count()),
                 )
-                .group(g),
+                .with_group(g),
             );
         }
         if differs {
@@ -251,7 +251,7 @@ impl Pass5<'_> {
         }
         if !iuninit && !padding_set(buf, geo.inodes_per_group as u64) {
             differs = true;
-            w.report(Problem::new(Code::BitmapPadding, "inode").group(g));
+            w.report(Problem::new(Code::BitmapPadding, "inode").with_group(g));
         }
         if !iuninit {
             if let Some(seed) = self.csum {
@@ -264,7 +264,7 @@ impl Pass5<'_> {
                             Code::BitmapChecksum,
                             format!("Inode bitmap for group {g} fails checksum"),
                         )
-                        .group(g),
+                        .with_group(g),
                     );
                 }
             }
@@ -287,7 +287,7 @@ impl Pass5<'_> {
                     Code::GroupFreeInodes,
                     format!("{g} ({}, counted={ifree})", d.free_inodes_count()),
                 )
-                .group(g),
+                .with_group(g),
             );
         }
         if dirs != d.used_dirs_count() as u64 {
@@ -296,7 +296,7 @@ impl Pass5<'_> {
                     Code::GroupDirs,
                     format!("{g} ({}, counted={dirs})", d.used_dirs_count()),
                 )
-                .group(g),
+                .with_group(g),
             );
         }
         wrong

@@ -395,88 +395,168 @@ pub struct Claims {
     pub xattr_block: Option<u64>,
 }
 
-/// One problem found.
+/// One problem found: its code and typed values. 32 bytes: a repair of many holds them
+/// all, and the problems found by the thousand (link counts, sizes, i_blocks, dtime)
+/// carry only an inode and two values; the rarer values sit in one box.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// Which.
     pub code: Code,
-    /// The inode concerned, if any.
-    pub ino: Option<u32>,
-    /// The block concerned, if any.
-    pub block: Option<u64>,
-    /// The group concerned, if any.
-    pub group: Option<u32>,
+    /// Which of `ino`, `found` and `expected` are set ([`HAS_INO`] ...).
+    has: u8,
+    /// The inode concerned.
+    ino: u32,
     /// The value found on disk, where the fix sets a field (i_size, i_blocks, a link
     /// count).
-    pub found: Option<u64>,
+    found: u64,
     /// The value the fix sets it to.
-    pub expected: Option<u64>,
-    /// The directory entry concerned (its directory is `ino`), for entry fixes.
-    pub entry: Option<EntryAt>,
+    expected: u64,
+    /// The block, group, entry, details and claims, when any is set.
+    rare: Option<Box<Rare>>,
+}
+
+/// `Problem::has` bits.
+const HAS_INO: u8 = 1;
+const HAS_FOUND: u8 = 2;
+const HAS_EXPECTED: u8 = 4;
+
+/// The values few problems carry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Rare {
+    /// The block concerned, if any.
+    block: Option<u64>,
+    /// The group concerned, if any.
+    group: Option<u32>,
+    /// The directory entry concerned (its directory is the problem's inode), for entry
+    /// fixes.
+    entry: Option<EntryAt>,
     /// Details filled into the message.
-    pub detail: Box<str>,
+    detail: Box<str>,
     /// The shared blocks of a multiply-claimed inode.
-    pub claims: Option<Box<Claims>>,
+    claims: Option<Claims>,
 }
 
 impl Problem {
     /// A problem with details.
     pub fn new(code: Code, detail: impl Into<String>) -> Problem {
-        Problem {
+        let detail = detail.into();
+        let mut p = Problem {
             code,
-            ino: None,
-            block: None,
-            group: None,
-            found: None,
-            expected: None,
-            entry: None,
-            detail: detail.into().into_boxed_str(),
-            claims: None,
+            has: 0,
+            ino: 0,
+            found: 0,
+            expected: 0,
+            rare: None,
+        };
+        if !detail.is_empty() {
+            p.rare_mut().detail = detail.into_boxed_str();
         }
+        p
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
+    }
+
+    fn rare(&self) -> Option<&Rare> {
+        self.rare.as_deref()
     }
 
     /// Attaches the directory entry's place.
     pub fn at_entry(mut self, at: EntryAt) -> Problem {
-        self.entry = Some(at);
+        self.rare_mut().entry = Some(at);
         self
     }
 
     /// Attaches the value found and the value expected (a field the fix sets).
-    pub fn values(mut self, found: u64, expected: u64) -> Problem {
-        self.found = Some(found);
-        self.expected = Some(expected);
+    pub fn values(self, found: u64, expected: u64) -> Problem {
+        self.with_found(Some(found)).with_expected(Some(expected))
+    }
+
+    /// Sets (or clears) the value found.
+    pub fn with_found(mut self, found: Option<u64>) -> Problem {
+        self.found = found.unwrap_or(0);
+        self.has = (self.has & !HAS_FOUND) | if found.is_some() { HAS_FOUND } else { 0 };
+        self
+    }
+
+    /// Sets (or clears) the value expected.
+    pub fn with_expected(mut self, expected: Option<u64>) -> Problem {
+        self.expected = expected.unwrap_or(0);
+        self.has = (self.has & !HAS_EXPECTED) | if expected.is_some() { HAS_EXPECTED } else { 0 };
         self
     }
 
     /// Attaches the shared blocks of a multiply-claimed inode.
-    pub fn claims(mut self, c: Claims) -> Problem {
-        self.claims = Some(Box::new(c));
+    pub fn with_claims(mut self, c: Claims) -> Problem {
+        self.rare_mut().claims = Some(c);
         self
     }
 
     /// Attaches the inode.
-    pub fn ino(mut self, ino: u32) -> Problem {
-        self.ino = Some(ino);
+    pub fn with_ino(mut self, ino: u32) -> Problem {
+        self.ino = ino;
+        self.has |= HAS_INO;
         self
     }
 
     /// Attaches the block.
-    pub fn block(mut self, b: u64) -> Problem {
-        self.block = Some(b);
+    pub fn with_block(mut self, b: u64) -> Problem {
+        self.rare_mut().block = Some(b);
         self
     }
 
     /// Attaches the group.
-    pub fn group(mut self, g: u32) -> Problem {
-        self.group = Some(g);
+    pub fn with_group(mut self, g: u32) -> Problem {
+        self.rare_mut().group = Some(g);
         self
+    }
+
+    /// The inode concerned, if any.
+    pub fn ino(&self) -> Option<u32> {
+        (self.has & HAS_INO != 0).then_some(self.ino)
+    }
+
+    /// The value found on disk, where the fix sets a field.
+    pub fn found(&self) -> Option<u64> {
+        (self.has & HAS_FOUND != 0).then_some(self.found)
+    }
+
+    /// The value the fix sets it to.
+    pub fn expected(&self) -> Option<u64> {
+        (self.has & HAS_EXPECTED != 0).then_some(self.expected)
+    }
+
+    /// The block concerned, if any.
+    pub fn block(&self) -> Option<u64> {
+        self.rare()?.block
+    }
+
+    /// The group concerned, if any.
+    pub fn group(&self) -> Option<u32> {
+        self.rare()?.group
+    }
+
+    /// The directory entry concerned (its directory is [`Problem::ino`]).
+    pub fn entry(&self) -> Option<EntryAt> {
+        self.rare()?.entry
+    }
+
+    /// The details given (empty when the message is rendered from the values).
+    pub fn detail(&self) -> &str {
+        self.rare().map_or("", |r| &r.detail)
+    }
+
+    /// The shared blocks of a multiply-claimed inode.
+    pub fn claims(&self) -> Option<&Claims> {
+        self.rare()?.claims.as_ref()
     }
 
     /// The message as printed.
     pub fn message(&self) -> String {
         let m = self.code.def().message;
-        let rendered = self.detail.is_empty().then(|| self.rendered()).flatten();
-        let detail = rendered.as_deref().unwrap_or(&self.detail);
+        let rendered = self.detail().is_empty().then(|| self.rendered()).flatten();
+        let detail = rendered.as_deref().unwrap_or(self.detail());
         match m.find("{}") {
             Some(i) => format!("{}{}{}", &m[..i], detail, m[i + 2..].replace("{}", "")),
             None if detail.is_empty() => m.to_string(),
@@ -485,13 +565,13 @@ impl Problem {
     }
 
     /// The details of the problems found by the thousand (link counts, sizes, i_blocks,
-    /// dtime), rendered from their values when the message is made: they carry no text,
+    /// dtime, orphans), rendered from their values when the message is made: they carry no text,
     /// which a repair of many holds in memory.
     fn rendered(&self) -> Option<String> {
-        let ino = self.ino?;
-        let values = || self.found.zip(self.expected);
+        let ino = self.ino()?;
+        let values = || self.found().zip(self.expected());
         Some(match self.code {
-            Code::InodeDtimeSet => ino.to_string(),
+            Code::InodeDtimeSet | Code::OrphanListRefugee => ino.to_string(),
             Code::BadRefCount => {
                 let (f, e) = values()?;
                 format!("{ino} ref count is {f}, should be {e}")
@@ -512,9 +592,9 @@ impl Problem {
     pub fn sort_key(&self) -> (Pass, u32, u64, u32, Code) {
         (
             self.code.def().pass,
-            self.ino.unwrap_or(0),
-            self.block.unwrap_or(0),
-            self.group.unwrap_or(0),
+            self.ino().unwrap_or(0),
+            self.block().unwrap_or(0),
+            self.group().unwrap_or(0),
             self.code,
         )
     }
@@ -546,8 +626,13 @@ mod tests {
     }
 
     #[test]
+    fn a_problem_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Problem>(), 32);
+    }
+
+    #[test]
     fn details_rendered_from_values_read_as_e2fsck_words_them() {
-        let p = |code| Problem::new(code, "").ino(12).values(7, 1);
+        let p = |code| Problem::new(code, "").with_ino(12).values(7, 1);
         assert_eq!(
             p(Code::BadRefCount).message(),
             "Inode 12 ref count is 7, should be 1"
@@ -561,11 +646,17 @@ mod tests {
             "Inode 12, i_blocks is 7, should be 1"
         );
         assert_eq!(
-            Problem::new(Code::InodeDtimeSet, "").ino(12).message(),
+            Problem::new(Code::InodeDtimeSet, "").with_ino(12).message(),
             "Inode 12 is in use, but has dtime set"
         );
+        assert_eq!(
+            Problem::new(Code::OrphanListRefugee, "")
+                .with_ino(12)
+                .message(),
+            "Inode 12 was part of the orphaned inode list"
+        );
         // A detail given is used as it is.
-        let given = Problem::new(Code::BadRefCount, "3 ref count is 2, should be 1").ino(12);
+        let given = Problem::new(Code::BadRefCount, "3 ref count is 2, should be 1").with_ino(12);
         assert_eq!(given.message(), "Inode 3 ref count is 2, should be 1");
     }
 }

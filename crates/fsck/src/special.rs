@@ -32,7 +32,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType, links: u1
         && !has_valid_blocks(&w.inode, ft)
     {
         // e2fsck clears the flag before it checks the target.
-        w.report(Problem::new(Code::FastSymlinkExtents, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::FastSymlinkExtents, ino.to_string()).with_ino(ino));
         let f = w.inode.i_flags() & !flags::EXTENTS;
         w.inode.set_i_flags(f);
     }
@@ -41,7 +41,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType, links: u1
         let was = type_name(ft);
         w.report(
             Problem::new(Code::TreatAsDirectory, format!("{ino} is a {was}"))
-                .ino(ino)
+                .with_ino(ino)
                 .values(
                     u64::from(inode.i_mode()),
                     u64::from(inode.i_mode() & 0o7777 | 0o040000),
@@ -53,7 +53,7 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType, links: u1
     let i_size = inode.size();
     if ft == FileType::Symlink {
         if !symlink_ok(ctx, inode, ino) {
-            w.report(Problem::new(Code::BadSymlink, ino.to_string()).ino(ino));
+            w.report(Problem::new(Code::BadSymlink, ino.to_string()).with_ino(ino));
             return ft;
         }
     } else if !device_ok(inode) {
@@ -63,22 +63,24 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType, links: u1
             FileType::Fifo => "FIFO",
             _ => "socket",
         };
-        w.report(Problem::new(Code::BadSpecial, format!("{ino} is an illegal {what}")).ino(ino));
+        w.report(
+            Problem::new(Code::BadSpecial, format!("{ino} is an illegal {what}")).with_ino(ino),
+        );
         return ft;
     } else {
         if iflags & (flags::EXTENTS | flags::INLINE_DATA) != 0 {
-            w.report(Problem::new(Code::SpecialFlags, ino.to_string()).ino(ino));
+            w.report(Problem::new(Code::SpecialFlags, ino.to_string()).with_ino(ino));
         }
         if i_size != 0 {
             w.report(
                 Problem::new(Code::SpecialSize, ino.to_string())
-                    .ino(ino)
+                    .with_ino(ino)
                     .values(i_size, 0),
             );
         }
     }
     if iflags & (flags::IMMUTABLE | flags::APPEND) != 0 {
-        w.report(Problem::new(Code::SpecialImmutable, ino.to_string()).ino(ino));
+        w.report(Problem::new(Code::SpecialImmutable, ino.to_string()).with_ino(ino));
     }
     ft
 }

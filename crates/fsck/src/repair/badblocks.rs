@@ -11,16 +11,16 @@ const BAD_BLOCKS_INO: u32 = 1;
 
 /// Applies `p`'s fix if it is one of the bad-blocks inode's.
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
-    let values = p.found.zip(p.expected).ok_or(usfs_fs::Error::Invalid);
+    let values = p.found().zip(p.expected()).ok_or(usfs_fs::Error::Invalid);
     match p.code {
         Code::BadBlocksIllegal | Code::BadBlocksPrimary => {
             let (index, names) = values?;
-            let map = p.block.unwrap_or(0);
+            let map = p.block().unwrap_or(0);
             v.clear_map_pointer(BAD_BLOCKS_INO, map, index as u32, names as u32)
         }
         Code::BadBlocksMetadata => {
             let (kind, _) = values?;
-            let g = p.group.ok_or(usfs_fs::Error::Invalid)?;
+            let g = p.group().ok_or(usfs_fs::Error::Invalid)?;
             v.relocate_bitmap(g, kind == 2).map(|_| ())
         }
         Code::BadBlocksInodeClear => v.repair_inode(BAD_BLOCKS_INO, |r| {

@@ -14,7 +14,7 @@ const XATTR_MAGIC: u32 = 0xEA02_0000;
 
 /// Applies `p`'s fix if it is one of these.
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
-    match (p.code, p.ino) {
+    match (p.code, p.ino()) {
         (Code::NoLostFound, _) => v.lost_found_or_root().map(|_| ()),
         (Code::NoRoot, _) => v.make_root(),
         (Code::LostFoundNotDir, _) => v.replace_lost_found().map(|_| ()),
@@ -38,7 +38,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             }
         }
         (Code::BadDotDot, Some(ino)) => {
-            let parent = p.expected.ok_or(Error::Invalid)? as u32;
+            let parent = p.expected().ok_or(Error::Invalid)? as u32;
             v.set_dotdot(ino, parent)
         }
         _ => Ok(()),

@@ -21,7 +21,7 @@ impl Dups {
     /// The claims the round's multiply-claimed problems list.
     pub(super) fn of(problems: &[Problem]) -> Dups {
         let mut left = HashMap::new();
-        for c in problems.iter().filter_map(|p| p.claims.as_deref()) {
+        for c in problems.iter().filter_map(|p| p.claims()) {
             for &b in c.blocks.iter().chain(&c.metadata) {
                 *left.entry(b).or_insert(0) += 1;
             }
@@ -57,10 +57,10 @@ impl Dups {
     /// Clones the shared blocks of `p`'s inode, if `p` lists any; deletes the inode (all
     /// but the shared blocks freed) when the file system has no room for the copies.
     pub(super) fn apply(&mut self, v: &mut Volume, p: &Problem) -> Result<()> {
-        let Some(c) = p.claims.as_deref() else {
+        let Some(c) = p.claims() else {
             return Ok(());
         };
-        let ino = p.ino.ok_or(Error::Invalid)?;
+        let ino = p.ino().ok_or(Error::Invalid)?;
         let shared = |b: &u64| self.left.get(b).is_some_and(|&n| n > 1);
         let in_map = c
             .blocks

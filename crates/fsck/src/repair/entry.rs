@@ -13,18 +13,18 @@ use usfs_fs::Result;
 
 /// Applies `p`'s fix if it is an entry's.
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
-    if let (Code::DirBadDot | Code::DirBadDotDot, Some(dir)) = (p.code, p.ino) {
+    if let (Code::DirBadDot | Code::DirBadDotDot, Some(dir)) = (p.code, p.ino()) {
         // '.' and '..' made as e2fsck makes them (a new '..' names the root until the
         // next round's pass 3 sets the parent).
         return v.fix_dots(dir);
     }
-    if let (Code::DirDuplicateEntry, Some(dir)) = (p.code, p.ino) {
+    if let (Code::DirDuplicateEntry, Some(dir)) = (p.code, p.ino()) {
         // The whole directory at once (its first problem does it; the rest find nothing).
         return v.fix_duplicate_entries(dir);
     }
     // (A leaf without its checksum tail, a bad htree index: the directory is rehashed,
     // once, after the round's other fixes: `rehash_dirs`.)
-    let (Some(dir), Some(at)) = (p.ino, p.entry) else {
+    let (Some(dir), Some(at)) = (p.ino(), p.entry()) else {
         return Ok(());
     };
     let (lblk, off) = (at.lblk as u64, at.off as usize);
@@ -40,7 +40,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         Code::DirCorruptEntry => v.salvage_dir_block(dir, lblk, off),
         // The type the entry's inode has (e2fsck's check_filetype).
         Code::DirBadFileType => {
-            let ft = p.expected.ok_or(usfs_fs::Error::Invalid)? as u8;
+            let ft = p.expected().ok_or(usfs_fs::Error::Invalid)? as u8;
             v.set_entry_type(dir, lblk, off, ft)
         }
         _ => Ok(()),
@@ -56,7 +56,7 @@ pub(super) fn rehash_dirs(problems: &[Problem]) -> BTreeMap<u32, &Problem> {
         .iter()
         .filter(|p| matches!(p.code, Code::DirNoTail | Code::HtreeBad))
     {
-        if let Some(dir) = p.ino {
+        if let Some(dir) = p.ino() {
             dirs.entry(dir).or_insert(p);
         }
     }

@@ -40,14 +40,14 @@ impl Edit {
     /// The edit fixing `p`, if it is a field's (`now`: the dtime of a deleted inode);
     /// an error when the problem lacks the value its fix sets.
     pub(super) fn of(p: &Problem, now: u32) -> Result<Option<Edit>> {
-        let want = || p.expected.ok_or(Error::Invalid);
+        let want = || p.expected().ok_or(Error::Invalid);
         Ok(Some(match p.code {
             Code::BadRefCount => Edit::Links(want()? as u16),
             Code::BadISize => Edit::Size(want()?),
             Code::BadIBlocks => Edit::Blocks(want()?),
             Code::InodeDtimeSet => Edit::Dtime(0),
             Code::InodeZeroDtime => Edit::Dtime(now),
-            Code::OrphanListRefugee => Edit::Dtime(p.expected.map_or(now, |t| t as u32)),
+            Code::OrphanListRefugee => Edit::Dtime(p.expected().map_or(now, |t| t as u32)),
             Code::InodeFaddr => Edit::Faddr,
             Code::BlocksHi => Edit::BlocksHi,
             Code::FileAclHi => Edit::FileAclHi,
@@ -81,9 +81,9 @@ fn field_only(problems: &[Problem], now: u32) -> Result<(Vec<InodeEdit>, Vec<boo
     let mut edits: Vec<(u32, usize, Edit)> = Vec::new();
     let mut other = HashSet::new();
     for (i, p) in problems.iter().enumerate() {
-        let Some(ino) = p.ino else { continue };
+        let Some(ino) = p.ino() else { continue };
         match Edit::of(p, now)? {
-            Some(e) if p.entry.is_none() && p.claims.is_none() => edits.push((ino, i, e)),
+            Some(e) if p.entry().is_none() && p.claims().is_none() => edits.push((ino, i, e)),
             _ => {
                 other.insert(ino);
             }
@@ -124,15 +124,7 @@ pub(super) fn apply_parallel(
     let geo = v.geometry().clone();
     let (bs, isz) = (geo.block_size as u64, geo.inode_size as usize);
     let seed = v.reader().csum_seed();
-    // (block, offset in it, inode, edit), and the runs of one block each.
-    let placed: Vec<(u64, usize, u32, Edit)> = (edits.into_iter())
-        .map(|(ino, e)| {
-            let at = v.reader().inode_offset(ino);
-            (at / bs, (at % bs) as usize, ino, e)
-        })
-        .collect();
-    let jobs: Vec<&[(u64, usize, u32, Edit)]> = placed.chunk_by(|a, b| a.0 == b.0).collect();
-    let prepare = |job: &[(u64, usize, u32, Edit)], buf: &mut [u8]| -> Result<()> {
+    let prepare = |job: &[Placed], buf: &mut [u8]| -> Result<()> {
         dev.read_at(buf, job[0].0 * bs)?;
         for one in job.chunk_by(|a, b| a.2 == b.2) {
             let (off, ino) = (one[0].1, one[0].2);
@@ -155,7 +147,10 @@ pub(super) fn apply_parallel(
         Ok(())
     };
     let mut buf = Vec::new();
-    for batch in jobs.chunks(BATCH_BLOCKS) {
+    let mut rest = &edits[..];
+    while !rest.is_empty() {
+        let placed = place_batch(v, &mut rest);
+        let batch: Vec<&[Placed]> = placed.chunk_by(|a, b| a.0 == b.0).collect();
         buf.resize(batch.len() * bs as usize, 0);
         let per = batch.len().div_ceil(threads.max(1));
         let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -182,4 +177,29 @@ pub(super) fn apply_parallel(
         }
     }
     Ok((covered, committed))
+}
+
+/// An edit placed: (inode-table block, the inode's offset in it, inode, edit).
+type Placed = (u64, usize, u32, Edit);
+
+/// The next batch of `rest` (sorted by inode), placed: the edits of its first
+/// [`BATCH_BLOCKS`] inode-table blocks. (Placed a batch at a time: for a round of many
+/// fixes, the whole list placed would be a copy of it.)
+fn place_batch(v: &Volume, rest: &mut &[InodeEdit]) -> Vec<Placed> {
+    let bs = v.geometry().block_size as u64;
+    let mut placed: Vec<Placed> = Vec::new();
+    let mut blocks = 0;
+    while let Some((&(ino, e), tail)) = rest.split_first() {
+        let at = v.reader().inode_offset(ino);
+        let blk = at / bs;
+        if placed.last().is_none_or(|l| l.0 != blk) {
+            if blocks == BATCH_BLOCKS {
+                break;
+            }
+            blocks += 1;
+        }
+        placed.push((blk, (at % bs) as usize, ino, e));
+        *rest = tail;
+    }
+    placed
 }

@@ -10,14 +10,14 @@ use usfs_ext4::rw::Volume;
 /// Applies `p`'s fix if it is a group descriptor's. A relocation with no room fails
 /// (e2fsck's "Error allocating N contiguous block(s)", after which it aborts).
 pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
-    let Some(g) = p.group else {
+    let Some(g) = p.group() else {
         return Ok(());
     };
     match p.code {
         Code::GroupUnusedInodes => {}
         Code::GroupMetadataLocation => {
-            match p.found {
-                Some(3) => v.relocate_inode_table(g, p.expected.filter(|&b| b != 0))?,
+            match p.found() {
+                Some(3) => v.relocate_inode_table(g, p.expected().filter(|&b| b != 0))?,
                 Some(kind) => v.relocate_bitmap(g, kind == 2)?,
                 None => 0,
             };

@@ -16,7 +16,7 @@ const TOO_MANY_ILLEGAL: usize = 12;
 pub(super) fn too_many_illegal(problems: &[Problem]) -> HashSet<u32> {
     let mut n: HashMap<u32, usize> = HashMap::new();
     for p in problems.iter().filter(|p| p.code == Code::IllegalBlock) {
-        *n.entry(p.ino.unwrap_or(0)).or_default() += 1;
+        *n.entry(p.ino().unwrap_or(0)).or_default() += 1;
     }
     n.into_iter()
         .filter(|&(_, k)| k >= TOO_MANY_ILLEGAL)
@@ -28,10 +28,10 @@ pub(super) fn too_many_illegal(problems: &[Problem]) -> HashSet<u32> {
 /// rather than rebuilt for their illegal blocks.
 pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Result<()> {
     if p.code == Code::XattrRefcount {
-        let (b, n) = p.block.zip(p.expected).ok_or(Error::Invalid)?;
+        let (b, n) = p.block().zip(p.expected()).ok_or(Error::Invalid)?;
         return v.set_xattr_refcount(b, n as u32);
     }
-    let (Some(ino), want) = (p.ino, p.expected) else {
+    let (Some(ino), want) = (p.ino(), p.expected()) else {
         return Ok(());
     };
     let inode_size = v.reader().geometry().inode_size;
@@ -58,7 +58,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).
-        Code::DirHole => v.fix_dir_hole(ino, p.found.ok_or(Error::Invalid)?, needs_value()?),
+        Code::DirHole => v.fix_dir_hole(ino, p.found().ok_or(Error::Invalid)?, needs_value()?),
         // e2fsck's check_is_really_dir: the file type bits become a directory's.
         Code::TreatAsDirectory => {
             let mode = needs_value()? as u16;
@@ -115,20 +115,20 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // As e2fsck clears a bad xattr block: the inode lets go of it (i_blocks and the
         // block's bit follow in the next round).
         Code::BadXattrBlock => v.repair_inode(ino, |r| r.set_file_acl(0)),
-        Code::XattrBlockChecksum => v.fix_xattr_checksum(p.block.ok_or(Error::Invalid)?),
-        Code::ExtentChecksum => v.fix_extent_checksum(ino, p.block.ok_or(Error::Invalid)?),
-        Code::DirBlockChecksum => v.fix_dir_checksum(ino, p.block.ok_or(Error::Invalid)?),
+        Code::XattrBlockChecksum => v.fix_xattr_checksum(p.block().ok_or(Error::Invalid)?),
+        Code::ExtentChecksum => v.fix_extent_checksum(ino, p.block().ok_or(Error::Invalid)?),
+        Code::DirBlockChecksum => v.fix_dir_checksum(ino, p.block().ok_or(Error::Invalid)?),
         // (e2fsck clears the index and rebuilds it; the node is sound but for its
         // checksum, so usfs keeps it and sets the checksum.)
         Code::HtreeChecksum => {
-            let lblk = p.entry.ok_or(Error::Invalid)?.lblk as u64;
-            v.fix_dx_checksum(ino, lblk, p.block.ok_or(Error::Invalid)?)
+            let lblk = p.entry().ok_or(Error::Invalid)?.lblk as u64;
+            v.fix_dx_checksum(ino, lblk, p.block().ok_or(Error::Invalid)?)
         }
         // Map entries out of range, unreadable or bad tree nodes, out-of-order extents:
         // the map is built again without them (e2fsck clears each); i_size, i_blocks and
         // the bitmaps follow in the next round. A bad header in the inode itself leaves
         // nothing to keep: the inode is cleared, as e2fsck clears it.
-        Code::ExtentHeader if p.block.is_none() => v.repair_inode(ino, |r| {
+        Code::ExtentHeader if p.block().is_none() => v.repair_inode(ino, |r| {
             r.set_i_links_count(0);
             r.set_i_dtime(now);
         }),

@@ -15,12 +15,12 @@ use usfs_fs::Result;
 
 /// Is `p` a journal to delete (and make anew after)?
 pub fn deletes(p: &Problem) -> bool {
-    p.code == Code::JournalBad && p.found == Some(1)
+    p.code == Code::JournalBad && p.found() == Some(1)
 }
 
 /// Is `p` a corrupt journal superblock to write anew?
 fn resets(p: &Problem) -> bool {
-    p.code == Code::JournalBad && p.found == Some(2) && p.block.is_some()
+    p.code == Code::JournalBad && p.found() == Some(2) && p.block().is_some()
 }
 
 /// Is `p` a fix written in place before any volume opens (the volume would not open
@@ -37,10 +37,10 @@ pub(super) fn apply_raw(dev: &Arc<dyn Device>, ps: &[Problem]) -> Result<bool> {
         return Ok(true);
     }
     for p in ps.iter().filter(|p| p.code == Code::JournalClearV2) {
-        clear_v2(dev, p.block.ok_or(usfs_fs::Error::Invalid)?)?;
+        clear_v2(dev, p.block().ok_or(usfs_fs::Error::Invalid)?)?;
     }
     for p in ps.iter().filter(|p| resets(p)) {
-        let (blk, blocks) = p.block.zip(p.expected).ok_or(usfs_fs::Error::Invalid)?;
+        let (blk, blocks) = p.block().zip(p.expected()).ok_or(usfs_fs::Error::Invalid)?;
         reset(dev, blk, blocks as u32)?;
     }
     Ok(false)
@@ -77,7 +77,7 @@ pub fn reset_before_replay(dev: &Arc<dyn Device>, p: &Problem) -> Result<bool> {
         delete(dev)?;
         return Ok(true);
     }
-    let (blk, blocks) = p.block.zip(p.expected).ok_or(usfs_fs::Error::Invalid)?;
+    let (blk, blocks) = p.block().zip(p.expected()).ok_or(usfs_fs::Error::Invalid)?;
     reset(dev, blk, blocks as u32)?;
     Ok(false)
 }

@@ -192,7 +192,7 @@ fn rounds(
         clock.lap(format!("check {n}"));
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)
-            Some(_) if p.code == Code::GroupMetadataLocation && p.found.is_none() => false,
+            Some(_) if p.code == Code::GroupMetadataLocation && p.found().is_none() => false,
             Some(_) if p.code == Code::JournalBad && !journal::raw(p) => false,
             Some(preen_ok) => mode == Mode::Yes || preen_ok,
             None => false,
@@ -438,9 +438,9 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     let deleted: Vec<u32> = ps
         .iter()
         .filter(|p| journal::deletes(p) && allowed(p))
-        .filter_map(|p| p.ino)
+        .filter_map(|p| p.ino())
         .collect();
-    let void = |p: &Problem| p.ino.is_some_and(|i| deleted.contains(&i));
+    let void = |p: &Problem| p.ino().is_some_and(|i| deleted.contains(&i));
     if !deleted.is_empty() && ps.iter().all(|p| allowed(p) || void(p)) {
         ps.retain(journal::raw);
         return;
@@ -475,8 +475,8 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // A relocated inode table is a zeroed one: what the check found of its group and
     // of the entries naming its inodes is void. It goes first, with the bitmaps (e2fsck
     // restarts after it).
-    let relocated = |p: &Problem| p.code == Code::GroupMetadataLocation && p.found.is_some();
-    if ps.iter().any(|p| relocated(p) && p.found == Some(3)) {
+    let relocated = |p: &Problem| p.code == Code::GroupMetadataLocation && p.found().is_some();
+    if ps.iter().any(|p| relocated(p) && p.found() == Some(3)) {
         ps.retain(relocated);
         return;
     }
@@ -486,12 +486,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     let first = |code: Code| {
         ps.iter()
             .filter(|p| p.code == code)
-            .filter_map(|p| p.ino)
+            .filter_map(|p| p.ino())
             .min()
     };
     let (extents, inline) = (first(Code::ExtentFeature), first(Code::InlineFeature));
     if extents.is_some() || inline.is_some() {
-        let before = |at: Option<u32>, p: &Problem| at.zip(p.ino).is_some_and(|(a, i)| i < a);
+        let before = |at: Option<u32>, p: &Problem| at.zip(p.ino()).is_some_and(|(a, i)| i < a);
         ps.retain(|p| match p.code {
             Code::ExtentFeature | Code::InlineFeature => true,
             Code::ExtentsNoFeature => before(extents, p),
@@ -604,7 +604,7 @@ fn apply(
     // ext2fs_inode_size_set turns it on).
     let large = |p: &Problem| {
         p.code == Code::BadISize
-            && p.expected
+            && p.expected()
                 .is_some_and(|s| s >= crate::pass1::LARGE_FILE_SIZE)
     };
     if report.problems.iter().any(large)

@@ -11,7 +11,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, fixes: &[QuotaFix]) -> Result<(
     if p.code != Code::QuotaUsage {
         return Ok(());
     }
-    let t = p.found.unwrap_or(u64::MAX) as usize;
+    let t = p.found().unwrap_or(u64::MAX) as usize;
     let Some(f) = fixes.iter().find(|f| f.qtype == t) else {
         return Err(usfs_fs::Error::Invalid);
     };

@@ -21,15 +21,15 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             });
             clear_resize_inode(v)
         }
-        Code::ResizeInodeNotClear if p.ino.is_some() => clear_resize_inode(v),
+        Code::ResizeInodeNotClear if p.ino().is_some() => clear_resize_inode(v),
         Code::ResizeInodeNotClear => {
             v.edit_superblock(|sb| sb.set_s_reserved_gdt_blocks(0));
             Ok(())
         }
         Code::JournalBackup => super::journal::backup(v),
-        Code::GroupDescBackup => v.restore_descriptors(p.found.ok_or(usfs_fs::Error::Invalid)?),
+        Code::GroupDescBackup => v.restore_descriptors(p.found().ok_or(usfs_fs::Error::Invalid)?),
         Code::QuotaInode => {
-            let kind = p.found.ok_or(usfs_fs::Error::Invalid)?;
+            let kind = p.found().ok_or(usfs_fs::Error::Invalid)?;
             v.edit_superblock(|sb| match kind {
                 0 => sb.set_s_usr_quota_inum(0),
                 1 => sb.set_s_grp_quota_inum(0),

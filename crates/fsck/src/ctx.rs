@@ -2,6 +2,7 @@
 //! queues); [`Worker`] is one thread's own state (buffers, problems found, counters,
 //! intermediate results), merged only at the end: pFSCK's per-thread contexts.
 
+use crate::chunked::Chunked;
 use crate::problem::{EntryAt, Problem};
 use crate::sched::Queues;
 use crate::state::Shared;
@@ -155,12 +156,12 @@ pub(crate) struct Worker {
     /// References to each xattr block (block -> inodes using it).
     pub xattr_refs: HashMap<u64, u32>,
     /// (directory, its `..` entry), from pass 2.
-    pub dotdots: Vec<(u32, u32)>,
+    pub dotdots: Chunked<(u32, u32)>,
     /// Entries naming directories, from pass 2.
-    pub parents: Vec<SubdirEntry>,
+    pub parents: Chunked<SubdirEntry>,
     /// Directory blocks whose entries named inodes pass 1 had not reached yet: their
     /// reference checks run after pass 1 (deferred certification).
-    pub revisit: Vec<DirBlock>,
+    pub revisit: Chunked<DirBlock>,
     /// Directory blocks found by pass 1, not yet handed to the queue.
     pub dir_batch: Vec<DirBlock>,
     /// (inode, i_links_count) of the inodes in use whose count is too large for the
@@ -203,9 +204,9 @@ impl Worker {
             problems: Vec::new(),
             counters: Counters::default(),
             xattr_refs: HashMap::new(),
-            dotdots: Vec::new(),
-            parents: Vec::new(),
-            revisit: Vec::new(),
+            dotdots: Chunked::default(),
+            parents: Chunked::default(),
+            revisit: Chunked::default(),
             dir_batch: Vec::new(),
             links: Vec::new(),
             htree: Vec::new(),

@@ -18,6 +18,7 @@
 pub(crate) mod backup_gdt;
 pub(crate) mod badblocks;
 pub(crate) mod blocks;
+mod chunked;
 pub(crate) mod ctx;
 pub(crate) mod dirio;
 mod dirmap;

@@ -3,6 +3,7 @@
 //! the xattr block reference counts, pass 1B (shared blocks), 3 (connectivity), 4
 //! (reference counts) and 5 (group summaries).
 
+use crate::chunked::Chunked;
 use crate::ctx::{Counters, Ctx, Worker};
 use crate::htree::{self, HtreeFact};
 use crate::problem::{Code, Problem};
@@ -33,9 +34,9 @@ struct Joined {
     /// References to each xattr block, over all workers.
     xattr_refs: HashMap<u64, u32>,
     /// (directory, its `..` entry).
-    dotdots: Vec<(u32, u32)>,
+    dotdots: Chunked<(u32, u32)>,
     /// Entries naming directories.
-    parents: Vec<crate::ctx::SubdirEntry>,
+    parents: Chunked<crate::ctx::SubdirEntry>,
     /// `/lost+found`, if a worker saw it.
     lost_found: Option<u32>,
     /// (inode, i_links_count) of inodes with many links.
@@ -111,6 +112,8 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
     };
     let mut j = Joined::default();
     for w in workers {
+        j.dotdots.append(&mut w.dotdots);
+        j.parents.append(&mut w.parents);
         absorb(problems, &mut w.problems);
         merged.counters.add(&w.counters);
         for (b, n) in w.xattr_refs.drain() {
@@ -119,8 +122,6 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         absorb(&mut j.links, &mut w.links);
         absorb(&mut j.htree_facts, &mut w.htree);
         absorb(&mut j.htree_dirs, &mut w.htree_dirs);
-        absorb(&mut j.dotdots, &mut w.dotdots);
-        absorb(&mut j.parents, &mut w.parents);
         j.lost_found = j.lost_found.or(w.lost_found);
         j.quota.absorb(&mut w.quota);
         absorb(&mut j.imagic, &mut w.imagic);
@@ -160,6 +161,7 @@ fn absorb<T>(dst: &mut Vec<T>, src: &mut Vec<T>) {
     if dst.is_empty() {
         std::mem::swap(dst, src);
     } else {
+        dst.reserve_exact(src.len());
         dst.append(src);
     }
     *src = Vec::new();
@@ -173,8 +175,8 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
         ctx.geo,
         ctx.shared,
         late,
-        &mut j.dotdots,
-        &mut j.parents,
+        std::mem::take(&mut j.dotdots),
+        std::mem::take(&mut j.parents),
         j.lost_found,
     );
     phases.push(("pass 3", t4.elapsed().as_secs_f64()));

@@ -1,8 +1,10 @@
 //! Pass 3: directory connectivity. Every directory must be reachable from the root
 //! through entries, its `..` must name the directory holding it, no directory may have
 //! two parents or sit in a loop, and /lost+found must exist. Memory stays proportional to
-//! the directories: sorted pair lists and one state byte per inode, no hash maps.
+//! the directories: the pair lists read in order from the workers' chunks, one sorted
+//! list of parents and one state byte per inode, no hash maps.
 
+use crate::chunked::{Chunked, Sorted};
 use crate::ctx::{SubdirEntry, Worker};
 use crate::problem::{Code, Problem};
 use crate::state::{InodeKind, Shared};
@@ -18,32 +20,64 @@ fn find(pairs: &[(u32, u32)], key: u32) -> Option<u32> {
         .map(|i| pairs[i].1)
 }
 
-/// Runs pass 3 on the merged `..` and parent lists (sorted here, in place).
+/// The `..` entries, read in ascending order of their directories as pass 3 asks for
+/// them.
+struct DotDots(std::iter::Peekable<Sorted<(u32, u32), (u32, u32)>>);
+
+impl DotDots {
+    /// The `..` of directory `ino`, asked for in ascending order of `ino`.
+    fn of(&mut self, ino: u32) -> Option<u32> {
+        while self.0.next_if(|&(d, _)| d < ino).is_some() {}
+        self.0.peek().filter(|&&(d, _)| d == ino).map(|&(_, p)| p)
+    }
+}
+
+/// Runs pass 3 on the merged `..` and parent lists.
 pub(crate) fn run(
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
-    dotdots: &mut [(u32, u32)],
-    parents: &mut Vec<SubdirEntry>,
+    dotdots: Chunked<(u32, u32)>,
+    parents: Chunked<SubdirEntry>,
     lost_found: Option<u32>,
 ) {
     if shared.kind(ROOT_INO) != InodeKind::Used(FileType::Directory) {
         w.report(Problem::new(Code::NoRoot, ""));
         return;
     }
-    dotdots.sort_unstable();
-    parents.sort_unstable();
-    // (A block the checker visits twice gives the same entry twice.)
-    parents.dedup();
-    // Several entries may name one directory: the first in e2fsck's pass-2 order makes
-    // the parent; every later one, and one naming the directory holding it (e2fsck's
-    // "link to '.'"), is a hard link to a directory.
+    let chosen = choose_parents(w, parents);
+    let mut dotdots = DotDots(dotdots.into_sorted_by_key(|&d| d).peekable());
+    walk_up(geo, shared, w, &chosen, &mut dotdots);
+    match lost_found {
+        None => w.report(Problem::new(Code::NoLostFound, "")),
+        Some(l) if shared.kind(l) != InodeKind::Used(FileType::Directory) => {
+            w.report(Problem::new(Code::LostFoundNotDir, format!("ino={l}")).with_ino(l));
+        }
+        Some(_) => {}
+    }
+}
+
+/// (directory, its parent) sorted, from the entries naming directories: several may
+/// name one directory: the first in e2fsck's pass-2 order makes the parent; every later
+/// one, and one naming the directory holding it (e2fsck's "link to '.'"), is a hard link
+/// to a directory.
+fn choose_parents(w: &mut Worker, parents: Chunked<SubdirEntry>) -> Vec<(u32, u32)> {
     let mut chosen: Vec<(u32, u32)> = Vec::with_capacity(parents.len());
-    for group in parents.chunk_by(|a, b| a.child == b.child) {
-        let child = group[0].child;
+    let mut sorted = parents.into_sorted_by_key(|&e| e).peekable();
+    let mut group = Vec::new();
+    while let Some(first) = sorted.next() {
+        group.clear();
+        group.push(first);
+        while let Some(e) = sorted.next_if(|e| e.child == first.child) {
+            // (A block the checker visits twice gives the same entry twice.)
+            if group.last() != Some(&e) {
+                group.push(e);
+            }
+        }
+        let child = first.child;
         let pick = group.iter().find(|e| e.dir != child).map(|e| e.dir);
         let mut picked = false;
-        for e in group {
+        for &e in &group {
             if e.dir != child && Some(e.dir) == pick && !picked {
                 picked = true;
                 continue;
@@ -65,6 +99,18 @@ pub(crate) fn run(
             chosen.push((child, p));
         }
     }
+    chosen
+}
+
+/// Every directory but the root must reach it through the chosen parents, and its `..`
+/// must name its parent.
+fn walk_up(
+    geo: &Geometry,
+    shared: &Shared,
+    w: &mut Worker,
+    chosen: &[(u32, u32)],
+    dotdots: &mut DotDots,
+) {
     // Per inode: 0 unknown, 1 on the current path, 2 reaches the root, 3 does not.
     let mut state = vec![0u8; geo.inodes_count as usize + 1];
     state[ROOT_INO as usize] = 2;
@@ -73,15 +119,15 @@ pub(crate) fn run(
         if shared.kind(ino) != InodeKind::Used(FileType::Directory) || ino == ROOT_INO {
             continue;
         }
-        let Some(p) = find(&chosen, ino) else {
-            let was = find(dotdots, ino).unwrap_or(0);
+        let Some(p) = find(chosen, ino) else {
+            let was = dotdots.of(ino).unwrap_or(0);
             w.report(
                 Problem::new(Code::UnconnectedDir, format!("{ino} (was in {was})")).with_ino(ino),
             );
             state[ino as usize] = 3;
             continue;
         };
-        let dd = find(dotdots, ino).unwrap_or(0);
+        let dd = dotdots.of(ino).unwrap_or(0);
         if dd != p {
             w.report(
                 Problem::new(
@@ -110,7 +156,7 @@ pub(crate) fn run(
             }
             state[cur as usize] = 1;
             path.push(cur);
-            match find(&chosen, cur) {
+            match find(chosen, cur) {
                 Some(p) if (p as usize) < state.len() => cur = p,
                 _ => break false,
             }
@@ -118,12 +164,5 @@ pub(crate) fn run(
         for &d in &path {
             state[d as usize] = if reaches { 2 } else { 3 };
         }
-    }
-    match lost_found {
-        None => w.report(Problem::new(Code::NoLostFound, "")),
-        Some(l) if shared.kind(l) != InodeKind::Used(FileType::Directory) => {
-            w.report(Problem::new(Code::LostFoundNotDir, format!("ino={l}")).with_ino(l));
-        }
-        Some(_) => {}
     }
 }

@@ -6,6 +6,7 @@
 //! With `--nice`, a monitor sizes the core budget from idle CPUs (/proc/stat) and workers
 //! beyond it pause (pFSCK's rsched).
 
+use crate::chunked::Chunked;
 use crate::ctx::{Ctx, DirBlock, Worker};
 use crate::pass1::{self, InodeChunk};
 use crate::pass2;
@@ -291,21 +292,20 @@ fn read_cpu_times() -> Option<(u64, u64)> {
 
 /// Runs the deferred reference checks of pass 2 on `threads` threads.
 pub(crate) fn run_revisits(ctx: &Ctx, workers: &mut [Worker]) {
-    let mut all: Vec<DirBlock> = workers
-        .iter_mut()
-        .flat_map(|w| std::mem::take(&mut w.revisit))
-        .collect();
-    crate::dirio::sort_batch(&mut all);
-    let next = AtomicUsize::new(0);
+    let mut all: Chunked<DirBlock> = Chunked::default();
+    for w in workers.iter_mut() {
+        all.append(&mut w.revisit);
+    }
+    // (In the order of crate::dirio::sort_batch, 64 blocks at a time.)
+    let all = Mutex::new(all.into_sorted_by_key(|b| (b.pblk, b.dir, b.lblk)));
     std::thread::scope(|s| {
         for w in workers.iter_mut() {
-            let (all, next) = (&all, &next);
+            let all = &all;
             s.spawn(move || loop {
-                let i = next.fetch_add(64, Relaxed);
-                if i >= all.len() {
+                let part: Vec<DirBlock> = all.lock().expect("no panic").by_ref().take(64).collect();
+                if part.is_empty() {
                     break;
                 }
-                let part = &all[i..(i + 64).min(all.len())];
                 // Inline directories (block 0) sort first.
                 let inline = part.partition_point(|b| b.pblk == 0);
                 for b in &part[..inline] {

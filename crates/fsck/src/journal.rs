@@ -6,6 +6,9 @@
 use crate::problem::{Code, Problem};
 use usfs_ext4::Ext4;
 
+/// The magic of a journal block (big-endian, at its start).
+const JBD2_MAGIC: u32 = 0xC03B_3998;
+
 /// The journal inode and superblock: an inode too short or unreadable is unusable
 /// (e2fsck's PR_0_JOURNAL_BAD_INODE: deleted and made anew by a repair); a superblock
 /// without the magic or a known type is corrupt.
@@ -30,7 +33,7 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
             let magic = u32::from_be_bytes(sb[0..4].try_into().unwrap());
             let btype = u32::from_be_bytes(sb[4..8].try_into().unwrap());
             // (e2fsck_journal_load: no magic, and the journal is as good as none.)
-            if magic != 0xC03B_3998 {
+            if magic != JBD2_MAGIC {
                 return bad_inode(format!("Superblock has an invalid journal (inode {ino})"));
             }
             let at = fs.journal_map().ok().and_then(|m| m.fs_block(0));
@@ -57,6 +60,20 @@ pub(crate) fn check(fs: &Ext4) -> Vec<Problem> {
             ]
         }
     }
+}
+
+/// Does the journal the superblock names load: its inode usable, its first block read
+/// whole and holding the journal magic? (e2fsck_check_ext3_journal's test before it
+/// finds a journal without has_journal.)
+pub(crate) fn loads(fs: &Ext4) -> bool {
+    use usfs_fs::FileSystem;
+    let ino = fs.superblock().s_journal_inum();
+    if ino == 0 || bad_map(fs, ino).is_some() {
+        return false;
+    }
+    let mut sb = vec![0u8; fs.geometry().block_size as usize];
+    matches!(fs.read_at(ino as u64, 0, &mut sb), Ok(n) if n == sb.len())
+        && u32::from_be_bytes(sb[0..4].try_into().unwrap()) == JBD2_MAGIC
 }
 
 /// Why e2fsck_get_journal would find the map of journal inode `ino`, a regular file in

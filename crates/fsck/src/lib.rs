@@ -38,6 +38,7 @@ mod plan;
 pub mod problem;
 pub mod quota;
 pub mod repair;
+mod sbfields;
 pub(crate) mod sched;
 mod special;
 pub(crate) mod state;
@@ -66,6 +67,9 @@ pub struct Options {
     /// A repair's: the journal was deleted before it began (before the replay,
     /// [`repair::reset_before_replay`]), to be made anew once the image is clean.
     pub journal_deleted: bool,
+    /// The check is a repair's: what e2fsck looks at only when it may write is looked
+    /// at too (the Hurd's filetype feature).
+    pub repairing: bool,
 }
 
 impl Default for Options {
@@ -75,6 +79,7 @@ impl Default for Options {
             nice: false,
             chunk_inodes: 512,
             journal_deleted: false,
+            repairing: false,
         }
     }
 }

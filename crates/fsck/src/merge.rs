@@ -194,7 +194,7 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
     ]);
     special.sort_unstable();
     j.links.sort_unstable();
-    pass4::run(ctx.geo, ctx.shared, late, &special, &j.links);
+    pass4::run(ctx.fs, ctx.geo, ctx.shared, late, &special, &j.links);
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();
     let found = pass5::run(ctx, late);

@@ -381,7 +381,7 @@ impl BlockFacts {
     /// The facts of inode `ino` (file type `ft`) from its record `inode`.
     fn of(geo: &Geometry, inode: &Inode<Vec<u8>>, ino: u32, ft: FileType) -> BlockFacts {
         let iflags = inode.i_flags();
-        let file_acl = inode.file_acl();
+        let file_acl = inode.file_acl_block(geo.features.has_incompat(incompat::BIT64));
         let huge = geo.features.has_ro_compat(ro_compat::HUGE_FILE);
         let stored_blocks = inode.blocks_512(huge, geo.block_size);
         let inline = iflags & flags::INLINE_DATA != 0;

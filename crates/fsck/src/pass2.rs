@@ -365,7 +365,11 @@ impl<'a> EntryWalk<'a> {
                 _ => None,
             };
             match hidden {
-                Some(area) => hidden_reference(w, self.b.dir, ino, (name, at), area),
+                Some(area) => {
+                    hidden_reference(w, self.b.dir, ino, (name, at), area);
+                    let what = (ft, name, at);
+                    hidden_file_type(self.ctx, w, self.b.dir, ino, what, self.has_ft);
+                }
                 None => check_reference(w, self.b, ino, (ft, name, at), kind, self.has_ft),
             }
         }
@@ -416,6 +420,33 @@ fn hidden_reference(
         .with_group(g)
         .at_entry(at),
     );
+}
+
+/// The file type of an entry naming a hidden inode (see [`hidden_reference`]), judged
+/// against the inode as the table holds it, as e2fsck's check_filetype reads it (a
+/// never-used inode: type 0). A type other than 0 that disagrees is fixed to it.
+fn hidden_file_type(
+    ctx: &Ctx,
+    w: &mut Worker,
+    dir: u32,
+    ino: u32,
+    (ft, name, at): (u8, &[u8], EntryAt),
+    has_ft: bool,
+) {
+    let mode = ctx.fs.read_inode_raw(ino).map_or(0, |r| r.i_mode());
+    let should_be = FileType::from_mode(mode as u32).map_or(0, dirent_file_type);
+    if has_ft && ft != 0 && ft != should_be {
+        let name = String::from_utf8_lossy(name);
+        w.report(
+            Problem::new(
+                Code::DirBadFileType,
+                format!("'{name}' in directory inode {dir} ({ino})"),
+            )
+            .with_ino(dir)
+            .at_entry(at)
+            .values(ft as u64, should_be as u64),
+        );
+    }
 }
 
 /// The checks that need pass 1's verdict on the named inode.

@@ -7,8 +7,13 @@ use crate::problem::{Code, Problem};
 use crate::state::{InodeKind, Shared};
 use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::geometry::Geometry;
+use usfs_ext4::format::inode::Inode;
 use usfs_ext4::format::inode::ROOT_INO;
+use usfs_ext4::Ext4;
 use usfs_fs::FileType;
+
+/// The magic of in-inode extended attributes (after i_extra_isize).
+const XATTR_MAGIC: u32 = 0xEA02_0000;
 
 /// Most links an inode can record; directories past it store 1.
 const LINK_MAX: u16 = 65000;
@@ -16,6 +21,7 @@ const LINK_MAX: u16 = 65000;
 /// Runs pass 4. `skip` are inodes no entry names by design (the orphan file); `links`
 /// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode.
 pub(crate) fn run(
+    fs: &Ext4,
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
@@ -43,7 +49,15 @@ pub(crate) fn run(
         };
         if refs == 0 {
             if ft != FileType::Directory {
-                w.report(Problem::new(Code::UnattachedInode, ino.to_string()).with_ino(ino));
+                let empty = fs
+                    .read_inode_raw(ino)
+                    .is_ok_and(|r| zero_length(&r, geo.inode_size));
+                let code = if empty {
+                    Code::UnattachedZeroLen
+                } else {
+                    Code::UnattachedInode
+                };
+                w.report(Problem::new(code, ino.to_string()).with_ino(ino));
             }
             continue;
         }
@@ -64,4 +78,21 @@ pub(crate) fn run(
             );
         }
     }
+}
+
+/// Is `raw` a file or directory with no blocks and no in-inode extended attributes
+/// (which e2fsck offers to clear rather than connect: nothing in it to save)?
+fn zero_length(raw: &Inode<Vec<u8>>, inode_size: u32) -> bool {
+    const S_IFMT: u16 = 0o170000;
+    let fmt = raw.i_mode() & S_IFMT;
+    let extra = if inode_size > 128 {
+        raw.i_extra_isize() as usize
+    } else {
+        0
+    };
+    let at = 128 + extra;
+    let b = raw.bytes();
+    let magic = (inode_size as usize >= at + 4)
+        .then(|| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")));
+    raw.i_blocks_lo() == 0 && magic != Some(XATTR_MAGIC) && (fmt == 0o100000 || fmt == 0o040000)
 }

@@ -58,6 +58,7 @@ impl Plan {
             bad: &no_bad,
         };
         problems.extend(pass0::check(&plan_ctx));
+        problems.extend(crate::sbfields::check(&plan_ctx, opts.repairing));
         let bad = badblocks::check(&plan_ctx, problems);
         let chunks = sched::plan_chunks(&plan_ctx, opts.chunk_inodes.max(1));
         for c in chunks.iter().take(sched::CHUNKS_AHEAD) {

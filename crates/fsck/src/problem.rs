@@ -166,6 +166,23 @@ problems! {
     /// resize_inode is off but the resize inode maps blocks, or s_reserved_gdt_blocks is
     /// not 0: both are cleared.
     ResizeInodeNotClear = 0x00_000A, P0, Error, SetField, "{}";
+    /// The Hurd does not support the filetype feature (e2fsck's
+    /// PR_0_HURD_CLEAR_FILETYPE, looked at by a repair only): the fix clears it.
+    HurdFiletype = 0x00_000E, P0, Error, SetField, "The Hurd does not support the filetype feature";
+    /// has_journal is clear, but the superblock names a journal that loads
+    /// (PR_0_JOURNAL_HAS_JOURNAL): the fix clears the superblock's journal fields (the
+    /// journal inode is then cleared by pass 1). Information for a check: e2fsck asks
+    /// before the check proper, and a "no" there does not count.
+    JournalHasJournal = 0x00_0016, P0, Info, SetField, "Superblock has_journal flag is clear, but a journal is present";
+    /// meta_bg's first group lies beyond the descriptor blocks
+    /// (PR_0_FIRST_META_BG_TOO_BIG): the fix turns meta_bg off. (Information for a
+    /// check, as [`Code::JournalHasJournal`].)
+    FirstMetaBgTooBig = 0x00_0049, P0, Info, SetField, "First_meta_bg is too big.  ({})";
+    /// s_min_extra_isize out of range or not a multiple of 4 (PR_0_BAD_MIN_EXTRA_ISIZE;
+    /// values: found, the 32 the fix sets). (Information for a check.)
+    MinExtraIsize = 0x00_004D, P0, Info, SetField, "Bad required extra isize in superblock ({})";
+    /// s_want_extra_isize likewise (PR_0_BAD_WANT_EXTRA_ISIZE).
+    WantExtraIsize = 0x00_004E, P0, Info, SetField, "Bad desired extra isize in superblock ({})";
     /// A V2 journal superblock of an internal journal names more than one user (fields
     /// a V1 journal left, e2fsck's PR_0_CLEAR_V2_JOURNAL; block: the superblock's block):
     /// every field past the V1 superblock is zeroed.
@@ -292,6 +309,12 @@ problems! {
     DirBadInode = 0x02_0004, P2, Error, ClearEntry, "Entry {} has bad inode #";
     /// An entry names an unused inode.
     DirUnusedInode = 0x02_0005, P2, Error, ClearEntry, "Entry {} has deleted/unused inode";
+    /// An entry names an inode past its group's itable_unused (pass 1 did not read it).
+    /// (Ahead of the file type in the table, which orders one directory's problems: e2fsck
+    /// asks this first.)
+    DirInodeInUnusedArea = 0x02_0011, P2, Error, SetField, "Entry {}";
+    /// An entry names an inode of an INODE_UNINIT group (pass 1 did not read it).
+    DirInodeUninitGroup = 0x02_0012, P2, Error, SetField, "Entry {}";
     /// `.` missing or wrong.
     DirBadDot = 0x02_0006, P2, Error, Create, "{}";
     /// `..` missing or not second.
@@ -310,10 +333,6 @@ problems! {
     HtreeChecksum = 0x02_000D, P2, Error, RecomputeChecksum, "Problem in HTREE directory inode {}: node fails checksum";
     /// An entry names an inode stored in a bad inode-table block.
     DirBadBlockInode = 0x02_0010, P2, Error, ClearEntry, "Entry {} points to an inode located in a bad block";
-    /// An entry names an inode past its group's itable_unused (pass 1 did not read it).
-    DirInodeInUnusedArea = 0x02_0011, P2, Error, SetField, "Entry {}";
-    /// An entry names an inode of an INODE_UNINIT group (pass 1 did not read it).
-    DirInodeUninitGroup = 0x02_0012, P2, Error, SetField, "Entry {}";
     /// An inode's obsolete fragment address (i_faddr) is not zero.
     InodeFaddr = 0x02_0013, P2, Error, SetField, "i_faddr {}, should be zero";
     /// i_blocks_hi is set but the huge_file feature is off.
@@ -343,6 +362,9 @@ problems! {
 
     /// An inode in use that no entry names.
     UnattachedInode = 0x04_0001, P4, Error, Reconnect, "Unattached inode {}";
+    /// An inode no entry names that is an empty file or directory (no blocks, no
+    /// in-inode xattrs: e2fsck's PR_4_ZERO_LEN_INODE): cleared rather than connected.
+    UnattachedZeroLen = 0x04_0004, P4, Error, ClearInode, "Unattached zero-length inode {}";
     /// An inode's link count disagrees with the entries naming it.
     BadRefCount = 0x04_0002, P4, Error, SetField, "Inode {}";
     /// A directory has more than 65000 links but the dir_nlink feature is off.

@@ -167,6 +167,16 @@ impl<B: AsRef<[u8]>> Inode<B> {
         (self.l_i_file_acl_high() as u64) << 32 | self.i_file_acl_lo() as u64
     }
 
+    /// Extended attribute block as the kernel and e2fsprogs read it: the high half only
+    /// with the 64bit feature (`bit64`).
+    pub fn file_acl_block(&self, bit64: bool) -> u64 {
+        if bit64 {
+            self.file_acl()
+        } else {
+            self.i_file_acl_lo() as u64
+        }
+    }
+
     /// Is an `i_flags` bit set?
     pub fn has_flag(&self, flag: u32) -> bool {
         self.i_flags() & flag != 0

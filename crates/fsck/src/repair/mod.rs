@@ -133,6 +133,8 @@ fn fix_of(code: Code) -> Option<bool> {
         ExtentFeature | ExtentsNoFeature | LostFoundNotDir | NoRoot | ReservedInode => false,
         GroupMetadataLocation | GroupDescBackup | DirNoTail => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
+        MinExtraIsize | WantExtraIsize | FirstMetaBgTooBig | HurdFiletype => false,
+        JournalHasJournal | UnattachedZeroLen => true,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | OrphanListRefugee => false,
@@ -176,6 +178,10 @@ fn rounds(
     mode: Mode,
     mut ask: Option<Asker<'_>>,
 ) -> usfs_fs::Result<Outcome> {
+    let opts = &Options {
+        repairing: true,
+        ..opts.clone()
+    };
     let mut clock = Stages::default();
     let was_invalid = superblock_of(&dev)?.s_state() & STATE_VALID_FS == 0;
     let mut orphans = release_orphans(&dev)?;
@@ -518,9 +524,22 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         )
     };
     // Pass 1's fixes go with them: they do not depend on entries, and pass 2's fixes
-    // may need them (a salvage needs the directory's i_size to cover the block).
+    // may need them (a salvage needs the directory's i_size to cover the block). So
+    // does the file type of an entry naming a hidden inode, which e2fsck judges (from
+    // the inode as the table holds it) before it restarts.
     if ps.iter().any(first) {
-        ps.retain(|p| first(p) || p.code.def().pass <= Pass::P1B);
+        let hidden: Vec<_> = (ps.iter())
+            .filter(|p| {
+                matches!(
+                    p.code,
+                    Code::DirInodeInUnusedArea | Code::DirInodeUninitGroup
+                )
+            })
+            .map(|p| (p.ino(), p.entry()))
+            .collect();
+        let hidden_type =
+            |p: &Problem| p.code == Code::DirBadFileType && hidden.contains(&(p.ino(), p.entry()));
+        ps.retain(|p| first(p) || p.code.def().pass <= Pass::P1B || hidden_type(p));
     }
     // Quota usage and large files are counted on the image as the check found it: with
     // fixes that free, clone, shrink or make blocks and inodes they would be stale, and

@@ -1,10 +1,13 @@
 //! Fixes of superblock fields pass 0 finds wrong: resize_inode with meta_bg (turned off,
 //! as e2fsck's check_resize_inode does), leftovers of a resize inode without the feature,
-//! invalid quota inode numbers (set to 0), and the superblock's copy of the journal
-//! inode (made where it is missing or stale).
+//! invalid quota inode numbers (set to 0), the superblock's copy of the journal inode
+//! (made where it is missing or stale), bad extra-isize fields (set to 32), meta_bg
+//! whose first group is past the descriptors and the Hurd's filetype (turned off), and
+//! the journal fields of a superblock without has_journal (cleared).
 
 use crate::problem::{Code, Problem};
-use usfs_ext4::format::features::compat;
+use crate::sbfields::DEFAULT_EXTRA_ISIZE;
+use usfs_ext4::format::features::{compat, incompat};
 use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
 
@@ -27,6 +30,38 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             Ok(())
         }
         Code::JournalBackup => super::journal::backup(v),
+        Code::MinExtraIsize => {
+            v.edit_superblock(|sb| sb.set_s_min_extra_isize(DEFAULT_EXTRA_ISIZE));
+            Ok(())
+        }
+        Code::WantExtraIsize => {
+            v.edit_superblock(|sb| sb.set_s_want_extra_isize(DEFAULT_EXTRA_ISIZE));
+            Ok(())
+        }
+        Code::FirstMetaBgTooBig => {
+            v.edit_superblock(|sb| {
+                sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::META_BG);
+                sb.set_s_first_meta_bg(0);
+            });
+            Ok(())
+        }
+        Code::HurdFiletype => {
+            v.edit_superblock(|sb| {
+                sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::FILETYPE)
+            });
+            Ok(())
+        }
+        // (As e2fsck clears a journal without has_journal: every journal field, and
+        // needs_recovery.)
+        Code::JournalHasJournal => {
+            v.edit_superblock(|sb| {
+                sb.set_s_journal_inum(0);
+                sb.set_s_journal_dev(0);
+                sb.set_s_journal_uuid(&[0; 16]);
+                sb.set_s_feature_incompat(sb.s_feature_incompat() & !incompat::RECOVER);
+            });
+            Ok(())
+        }
         Code::GroupDescBackup => v.restore_descriptors(p.found().ok_or(usfs_fs::Error::Invalid)?),
         Code::QuotaInode => {
             let kind = p.found().ok_or(usfs_fs::Error::Invalid)?;

@@ -5,7 +5,7 @@ use crate::image::CliResult;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use usfs_fsck::problem::{Pass, Severity};
+use usfs_fsck::problem::{Code, Pass, Severity};
 use usfs_fsck::repair::Mode;
 
 /// e2fsck's exit codes.
@@ -286,12 +286,18 @@ pub(crate) fn print_problem_lines(
         if pass == Pass::P1B && in_pass.peek().is_some() {
             let _ = writeln!(out, "{PASS1B_HEADING}");
         }
+        // (Pass 3A's directories are not named: its heading says what happens.)
+        let (optimized, in_pass): (Vec<_>, Vec<_>) =
+            in_pass.partition(|p| p.code == Code::DirOptimize);
         for p in in_pass {
             // (What e2fsck only announces is printed as its table words it.)
             let _ = match p.code.asks() {
                 true => writeln!(out, "{}. {}", p.message(), answer(p)),
                 false => writeln!(out, "{}\n", p.message()),
             };
+        }
+        if pass == Pass::P3 && !optimized.is_empty() {
+            let _ = writeln!(out, "Pass 3A: Optimizing directories");
         }
     }
     let _ = out.flush();
@@ -308,7 +314,8 @@ pub(crate) fn print_preen_lines(
     use std::io::Write;
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for pass in PASSES {
-        for p in problems.iter().filter(|p| p.code.def().pass == pass) {
+        let in_pass = problems.iter().filter(|p| p.code.def().pass == pass);
+        for p in in_pass.filter(|p| p.code != Code::DirOptimize) {
             let _ = match p.code.asks() {
                 true => writeln!(out, "{name}: {}.  {answer}", p.message()),
                 false => writeln!(out, "{name}: {}", p.message()),

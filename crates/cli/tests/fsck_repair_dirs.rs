@@ -1,7 +1,7 @@
 //! Directory repairs against e2fsck: a directory whose `.` entry was overwritten, and
 //! one whose `..` was, are repaired by `usfs fsck -fy` into an image `e2fsck -fn` finds
 //! clean, with the files `e2fsck -fy` keeps (same names, same contents), with and
-//! without metadata_csum.
+//! without metadata_csum; a large directory without an index is indexed (pass 3A).
 
 mod common;
 
@@ -98,4 +98,60 @@ fn an_overwritten_dotdot_is_made_again_as_e2fsck_makes_it() {
         check("metadata_csum", 21, b'y');
         check("^metadata_csum", 21, b'y');
     }
+}
+
+/// A directory of 3 blocks or more without an htree index (mke2fs -d makes them) is
+/// indexed by a repair, as e2fsck's pass 3A does: `usfs fsck -fy` prints pass 3A's
+/// heading and "MODIFIED" and exits 0 (not a fix, as for e2fsck), the directory gets the
+/// INDEX flag and keeps its names, and e2fsck finds the image clean; `usfs fsck -fn`
+/// reports nothing (e2fsck looks for such directories only when it may write).
+#[test]
+fn a_large_directory_without_an_index_is_indexed_as_e2fsck_pass_3a_does() {
+    if !need_tool("pass 3A", "debugfs") || !need_tool("pass 3A", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("fsck-repair-dirs-3a");
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("big")).unwrap();
+    for i in 0..300 {
+        std::fs::write(src.join(format!("big/a_long_enough_file_name_{i}")), b"x").unwrap();
+    }
+    let img = s.path("3a.img");
+    mke2fs(&img, "8M", &["-t", "ext4", "-b", "1024"], Some(&src));
+    let flags = |img: &Path| debugfs(img, "stat /big").contains("Flags: 0x81000");
+    assert!(!flags(&img), "mke2fs -d made /big without an index");
+    let before = listing(&img);
+    let n = Command::new(usfs())
+        .args(["fsck", "-fn"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert_eq!(n.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&n.stdout).contains("3A"));
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Pass 3A: Optimizing directories\n"), "{text}");
+    assert!(
+        text.contains("***** FILE SYSTEM WAS MODIFIED *****"),
+        "{text}"
+    );
+    assert!(
+        flags(&img),
+        "/big is indexed: {}",
+        debugfs(&img, "stat /big")
+    );
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0);
+    assert_eq!(listing(&img), before);
+    // Nothing left for a second run.
+    let again = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&again.stdout).contains("3A"));
 }

@@ -77,6 +77,10 @@ pub(crate) fn run(
     merged.found = passes_3_to_5(ctx, &mut late, &mut joined, phases);
     merged.quota = crate::quota::check(ctx, &joined.quota, &mut late);
     absorb(problems, &mut late.problems);
+    // (/lost+found keeps its blocks for the files a repair puts there.)
+    if let Some(l) = joined.lost_found {
+        problems.retain(|p| !(p.code == Code::DirOptimize && p.ino() == Some(l)));
+    }
     sort_problems(problems);
     problems.dedup();
     merged

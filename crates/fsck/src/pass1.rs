@@ -558,6 +558,11 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
         let nblocks = blocks.last().map_or(0, |b| b.0 + 1);
         w.htree_dirs
             .push((ino, nblocks.min(u32::MAX as u64) as u32));
+    } else if ctx.geo.features.has_compat(compat::DIR_INDEX)
+        && f.size / ctx.geo.block_size as u64 >= 3
+    {
+        // (e2fsck's pass 1 queues such a directory for pass 3A, which indexes it.)
+        w.report(Problem::new(Code::DirOptimize, ino.to_string()).with_ino(ino));
     }
     if blocks.is_empty() && f.iflags & flags::EXTENTS == 0 {
         // e2fsck always visits block 0 of a block-mapped directory.

@@ -104,7 +104,10 @@ impl Code {
     /// it only announces: they are applied without a question and printed without an
     /// answer.
     pub fn asks(self) -> bool {
-        !matches!(self, Code::JournalClearV2 | Code::JournalBackup)
+        !matches!(
+            self,
+            Code::JournalClearV2 | Code::JournalBackup | Code::DirOptimize
+        )
     }
 
     /// Does applying this fix make a repair's exit status 1 (e2fsck's
@@ -359,6 +362,11 @@ problems! {
     NoLostFound = 0x03_0004, P3, Info, Create, "/lost+found not found";
     /// /lost+found is not a directory.
     LostFoundNotDir = 0x03_0005, P3, Info, Create, "/lost+found is not a directory ({})";
+    /// A directory of 3 blocks or more without an htree index, on a file system with
+    /// dir_index (not /lost+found): a repair rebuilds it as e2fsck's pass 3A does
+    /// ("Optimizing directories": indexed, or packed into fewer blocks). Found for a
+    /// repair only; not asked, not printed but as pass 3A's heading, not counted as a fix.
+    DirOptimize = 0x03_0006, P3, Info, Rebuild, "Optimizing directory {}";
 
     /// An inode in use that no entry names.
     UnattachedInode = 0x04_0001, P4, Error, Reconnect, "Unattached inode {}";

@@ -48,13 +48,13 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
 }
 
 /// The directories a round rehashes, as e2fsck's pass 3A does, each with its first
-/// problem: those with a leaf lacking its checksum tail, and those whose htree index is
-/// bad (e2fsck clears the index and builds it again).
+/// problem: those with a leaf lacking its checksum tail, those whose htree index is
+/// bad (e2fsck clears the index and builds it again), and large ones without an index.
 pub(super) fn rehash_dirs(problems: &[Problem]) -> BTreeMap<u32, &Problem> {
     let mut dirs = BTreeMap::new();
     for p in problems
         .iter()
-        .filter(|p| matches!(p.code, Code::DirNoTail | Code::HtreeBad))
+        .filter(|p| matches!(p.code, Code::DirNoTail | Code::HtreeBad | Code::DirOptimize))
     {
         if let Some(dir) = p.ino() {
             dirs.entry(dir).or_insert(p);

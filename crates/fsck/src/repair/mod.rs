@@ -134,7 +134,7 @@ fn fix_of(code: Code) -> Option<bool> {
         GroupMetadataLocation | GroupDescBackup | DirNoTail => false,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         MinExtraIsize | WantExtraIsize | FirstMetaBgTooBig | HurdFiletype => false,
-        JournalHasJournal | UnattachedZeroLen => true,
+        JournalHasJournal | UnattachedZeroLen | DirOptimize => true,
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | OrphanListRefugee => false,

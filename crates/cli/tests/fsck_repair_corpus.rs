@@ -47,7 +47,6 @@ const REPAIRED: &[&str] = &[
     "f_quota",
     "f_quota_invalid_inum",
     "f_del_dup_quota",
-    "f_orphquot",
     "f_bad_bbitmap",
     "f_overfsblks",
     "f_badbblocks",
@@ -178,7 +177,6 @@ const PREEN_DIFFERS: &[(&str, &str)] = &[
     ("f_ea_inode", "in KNOWN_LEFT: ea_inode reference counts; usfs stops (4)"),
     ("f_jnl_etb_alloc_fail", "e2fsck -p fails to make the journal anew (no room) and goes on (1); usfs stops at the journal inode's blocks claimed twice (4)"),
     ("f_journal", "e2fsck -p moves a visible /journal into the hidden journal inode (PR_0_MOVE_JOURNAL, not made here) and exits 0; usfs backs up the journal inode's map (1)"),
-    ("f_orphquot", "e2fsck releases the orphan and updates the quota files with it (0); usfs's release (the volume's orphan cleanup) leaves quota usage to the check, which finds it stale and fixes it (1)"),
     ("f_miss_blk_bmap", "e2fsck -p relocates a block bitmap at block 0 unasked; usfs stops at it as at one outside the file system (4)"),
     ("f_unshare_blocks_no_space", "e2fsck -p exits 1 without a message; usfs finds nothing to fix (0)"),
 ];

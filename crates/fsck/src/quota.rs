@@ -9,7 +9,7 @@ use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
 use std::collections::{BTreeMap, HashMap};
 use usfs_ext4::format::features::{incompat, ro_compat};
-use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
+use usfs_ext4::format::inode::{flags, GOOD_OLD_INODE_SIZE};
 use usfs_ext4::format::quota::{self, Dquot, QuotaFile, DEFAULT_GRACE, QT_BLOCK};
 use usfs_fs::FileSystem;
 
@@ -104,7 +104,7 @@ pub(crate) fn charge(ctx: &Ctx, w: &mut Worker, ino: u32, blocks: u64, ea_inodes
         return;
     }
     let space = blocks * ctx.geo.block_size as u64;
-    let ids = ids_of(&w.inode);
+    let ids = w.inode.quota_ids();
     for (t, on) in counted(ctx).into_iter().enumerate() {
         if on {
             let c = w.quota.ids[t].entry(ids[t]).or_default();
@@ -112,18 +112,6 @@ pub(crate) fn charge(ctx: &Ctx, w: &mut Worker, ino: u32, blocks: u64, ea_inodes
             c.inodes += 1 + ea_inodes;
         }
     }
-}
-
-/// An inode's user, group and project ids (the project id 0 where the record has no
-/// room for it).
-fn ids_of(inode: &Inode<Vec<u8>>) -> [u32; 3] {
-    let extra = inode.i_extra_isize() as usize;
-    let projid = if GOOD_OLD_INODE_SIZE + extra >= 0xA0 {
-        inode.i_projid()
-    } else {
-        0
-    };
-    [inode.uid(), inode.gid(), projid]
 }
 
 /// Compares each counted type's quota file with `usage`: a problem (and the file to

@@ -167,6 +167,18 @@ impl<B: AsRef<[u8]>> Inode<B> {
         (self.l_i_file_acl_high() as u64) << 32 | self.i_file_acl_lo() as u64
     }
 
+    /// The user, group and project ids quota charges the inode to (the project id 0
+    /// where the record has no room for it).
+    pub fn quota_ids(&self) -> [u32; 3] {
+        let extra = self.i_extra_isize() as usize;
+        let projid = if GOOD_OLD_INODE_SIZE + extra >= 0xA0 {
+            self.i_projid()
+        } else {
+            0
+        };
+        [self.uid(), self.gid(), projid]
+    }
+
     /// Extended attribute block as the kernel and e2fsprogs read it: the high half only
     /// with the 64bit feature (`bit64`).
     pub fn file_acl_block(&self, bit64: bool) -> u64 {

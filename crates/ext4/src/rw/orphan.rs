@@ -5,7 +5,9 @@
 //! kernel's ext4_orphan_add/del/cleanup do.
 
 use super::inode::InodeRec;
+use super::quota::Uncharge;
 use super::volume::Volume;
+use crate::format::features::ro_compat;
 use usfs_fs::{Error, Result, Structure};
 
 impl Volume {
@@ -70,9 +72,16 @@ impl Volume {
     }
 
     /// Frees what a crash left on the orphan list (unlinked inodes; blocks past the size
-    /// of truncated ones), as the kernel does at mount; returns what it released.
+    /// of truncated ones), as the kernel does at mount, taking their usage off the quota
+    /// files; returns what it released.
     pub(crate) fn cleanup_orphans(&mut self) -> Result<Vec<ReleasedOrphan>> {
         let mut released = Vec::new();
+        let mut freed = Vec::new();
+        let geo = &self.fs.core.geo;
+        let (huge, bs) = (
+            geo.features.has_ro_compat(ro_compat::HUGE_FILE),
+            geo.block_size,
+        );
         let mut cur = self.fs.core.sb.s_last_orphan();
         let mut seen = 0u32;
         while cur != 0 {
@@ -95,7 +104,10 @@ impl Volume {
                 truncated: rec.raw.i_links_count() != 0,
             });
             rec.raw.set_i_dtime(0);
-            if rec.raw.i_links_count() == 0 {
+            let ids = rec.raw.quota_ids();
+            let blocks_before = rec.raw.blocks_512(huge, bs);
+            let gone = rec.raw.i_links_count() == 0;
+            if gone {
                 self.release(&mut rec)?;
             } else {
                 let size = rec.raw.size();
@@ -105,8 +117,19 @@ impl Volume {
                 }
                 self.put_inode(&mut rec)?;
             }
+            let blocks_after = if gone {
+                0
+            } else {
+                rec.raw.blocks_512(huge, bs)
+            };
+            freed.push(Uncharge {
+                ids,
+                space: blocks_before.saturating_sub(blocks_after) * 512,
+                inodes: gone as u64,
+            });
             cur = next;
         }
+        self.uncharge_quota(&freed)?;
         if self.fs.core.sb.s_last_orphan() != 0 {
             self.fs.core.sb.set_s_last_orphan(0);
             self.sb_dirty = true;

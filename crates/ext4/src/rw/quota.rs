@@ -1,10 +1,22 @@
 //! A quota file written anew (e2fsck's `quota_write_inode`, once it has counted the
-//! usage): the hidden inode's data replaced by a file built from the entries given.
+//! usage): the hidden inode's data replaced by a file built from the entries given; and
+//! the usage of released inodes taken off the quota files (the orphan cleanup's, as the
+//! kernel's and e2fsck's release of orphans does).
 
 use super::Volume;
+use crate::format::features::ro_compat;
 use crate::format::inode::flags;
-use crate::format::quota::{self, Dquot};
-use usfs_fs::{FileType, Result};
+use crate::format::quota::{self, Dquot, QuotaFile, QT_BLOCK};
+use usfs_fs::{FileSystem, FileType, Result};
+
+/// What a released inode held: its quota ids (user, group, project), the bytes of its
+/// blocks freed and the inodes freed (1, or 0 for a truncation).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Uncharge {
+    pub ids: [u32; 3],
+    pub space: u64,
+    pub inodes: u64,
+}
 
 impl Volume {
     /// Replaces the data of quota inode `ino` (of type `qtype`: 0 user, 1 group, 2
@@ -42,5 +54,57 @@ impl Volume {
         rec.raw.set_size(bytes.len() as u64);
         self.put_inode(&mut rec)?;
         self.flush_pending(ino)
+    }
+
+    /// Takes `freed` off each quota file the superblock names (on a file system with
+    /// the quota feature), as the kernel's orphan cleanup and e2fsck's release of
+    /// orphans do; a file it cannot read is left for the checker, and one no entry of
+    /// `freed` concerns is not rewritten.
+    pub(crate) fn uncharge_quota(&mut self, freed: &[Uncharge]) -> Result<()> {
+        let sb = &self.fs.core.sb;
+        if freed.is_empty() || sb.s_feature_ro_compat() & ro_compat::QUOTA == 0 {
+            return Ok(());
+        }
+        let inos = [
+            sb.s_usr_quota_inum(),
+            sb.s_grp_quota_inum(),
+            sb.s_prj_quota_inum(),
+        ];
+        for (t, ino) in inos.into_iter().enumerate() {
+            if ino == 0 {
+                continue;
+            }
+            let Ok(mut file) = self.read_quota_file(ino, t) else {
+                continue;
+            };
+            let mut changed = false;
+            for f in freed {
+                if let Some(q) = file.dquots.iter_mut().find(|q| q.id == f.ids[t]) {
+                    q.curspace = q.curspace.saturating_sub(f.space);
+                    q.curinodes = q.curinodes.saturating_sub(f.inodes);
+                    changed = true;
+                }
+            }
+            if changed {
+                self.write_quota_file(ino, t, (file.bgrace, file.igrace), &file.dquots)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The quota file of type `t` in inode `ino`, as the image holds it.
+    fn read_quota_file(&self, ino: u32, t: usize) -> std::result::Result<QuotaFile, String> {
+        let fs = self.reader();
+        let size = fs.read_inode_raw(ino).map_err(|e| e.to_string())?.size();
+        let mut block = |n: u32, buf: &mut [u8]| match fs.read_at(
+            ino as u64,
+            n as u64 * QT_BLOCK as u64,
+            buf,
+        ) {
+            Ok(got) if got == buf.len() => Ok(()),
+            Ok(_) => Err(format!("block {n} past the end of the file")),
+            Err(e) => Err(e.to_string()),
+        };
+        quota::read(t, size, &mut block)
     }
 }

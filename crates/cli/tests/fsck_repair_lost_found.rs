@@ -63,3 +63,59 @@ fn lost_files_go_to_the_root_when_lost_found_cannot_be_made() {
     );
     assert_eq!(cat.stdout, b"file 3\n");
 }
+
+/// An unattached file whose i_blocks says 0 but which maps its data is connected to
+/// /lost+found with its data, as e2fsck does (pass 4 reads i_blocks after pass 1 fixed
+/// it); one that truly holds nothing is cleared as e2fsck's "Unattached zero-length
+/// inode" clears it.
+#[test]
+fn an_unattached_file_is_cleared_only_when_empty_after_pass_1s_fixes() {
+    if !need_tool("zero-length", "debugfs") || !need_tool("zero-length", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("repair-lnf-zero");
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(src.join("data"), &data).unwrap();
+    std::fs::write(src.join("empty"), b"").unwrap();
+    let img = s.path("img");
+    mke2fs(&img, "4M", &["-t", "ext4", "-b", "1024"], Some(&src));
+    let ino = |name: &str| {
+        let o = run_ok(
+            Command::new("debugfs")
+                .arg("-R")
+                .arg(format!("stat /{name}"))
+                .arg(&img),
+        );
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        t.split_whitespace().nth(1).unwrap().parse::<u32>().unwrap()
+    };
+    let (d, e) = (ino("data"), ino("empty"));
+    let cmds = s.path("cmds");
+    debugfs_write(
+        &img,
+        &cmds,
+        &format!("unlink /data\nunlink /empty\nsif <{d}> blocks 0\n"),
+    );
+    let out = Command::new(usfs())
+        .args(["fsck", "-fy"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(&format!("Unattached inode {d}.")), "{text}");
+    assert!(
+        text.contains(&format!("Unattached zero-length inode {e}.")),
+        "{text}"
+    );
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "{text}");
+    let cat = run_ok(
+        Command::new(usfs())
+            .arg("cat")
+            .arg(&img)
+            .arg(format!("/lost+found/#{d}")),
+    );
+    assert_eq!(cat.stdout, data);
+}

@@ -49,6 +49,9 @@ struct Joined {
     imagic: Vec<u32>,
     /// Indexed directories and their block counts.
     htree_dirs: Vec<(u32, u32)>,
+    /// (inode, i_blocks its pass-1 fix sets), sorted: pass 4 judges an unattached inode
+    /// empty by the fixed count, as e2fsck's pass 4 reads it after pass 1's fix.
+    fixed_blocks: Vec<(u32, u64)>,
 }
 
 /// Joins the workers' contexts (their problems are appended to `problems`, in worker
@@ -74,6 +77,11 @@ pub(crate) fn run(
     }
     phases.push(("pass 1B + merge", t3.elapsed().as_secs_f64()));
     let mut merged = merged;
+    joined.fixed_blocks = (problems.iter())
+        .filter(|p| p.code == Code::BadIBlocks)
+        .filter_map(|p| Some((p.ino()?, p.expected()?)))
+        .collect();
+    joined.fixed_blocks.sort_unstable();
     merged.found = passes_3_to_5(ctx, &mut late, &mut joined, phases);
     merged.quota = crate::quota::check(ctx, &joined.quota, &mut late);
     absorb(problems, &mut late.problems);
@@ -198,7 +206,15 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
     ]);
     special.sort_unstable();
     j.links.sort_unstable();
-    pass4::run(ctx.fs, ctx.geo, ctx.shared, late, &special, &j.links);
+    let fixed = std::mem::take(&mut j.fixed_blocks);
+    pass4::run(
+        ctx.fs,
+        ctx.geo,
+        ctx.shared,
+        late,
+        &special,
+        (&j.links, &fixed),
+    );
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();
     let found = pass5::run(ctx, late);

@@ -15,18 +15,23 @@ use usfs_fs::FileType;
 /// The magic of in-inode extended attributes (after i_extra_isize).
 const XATTR_MAGIC: u32 = 0xEA02_0000;
 
+/// The link counts listed apart and the fixed i_blocks (see [`run`]).
+type Counts<'a> = (&'a [(u32, u16)], &'a [(u32, u64)]);
+
 /// Most links an inode can record; directories past it store 1.
 const LINK_MAX: u16 = 65000;
 
 /// Runs pass 4. `skip` are inodes no entry names by design (the orphan file); `links`
-/// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode.
+/// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode;
+/// `fixed` the i_blocks pass 1's fixes set, sorted by inode (an unattached inode is
+/// empty by those).
 pub(crate) fn run(
     fs: &Ext4,
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
     skip: &[u32],
-    links: &[(u32, u16)],
+    (links, fixed): Counts<'_>,
 ) {
     let mut other = links.iter().peekable();
     let mut nlink_reported = false;
@@ -49,9 +54,14 @@ pub(crate) fn run(
         };
         if refs == 0 {
             if ft != FileType::Directory {
+                let i_blocks = |r: &Inode<Vec<u8>>| match fixed.binary_search_by_key(&ino, |f| f.0)
+                {
+                    Ok(i) => fixed[i].1,
+                    Err(_) => r.i_blocks_lo() as u64,
+                };
                 let empty = fs
                     .read_inode_raw(ino)
-                    .is_ok_and(|r| zero_length(&r, geo.inode_size));
+                    .is_ok_and(|r| zero_length(&r, geo.inode_size, i_blocks(&r)));
                 let code = if empty {
                     Code::UnattachedZeroLen
                 } else {
@@ -82,7 +92,7 @@ pub(crate) fn run(
 
 /// Is `raw` a file or directory with no blocks and no in-inode extended attributes
 /// (which e2fsck offers to clear rather than connect: nothing in it to save)?
-fn zero_length(raw: &Inode<Vec<u8>>, inode_size: u32) -> bool {
+fn zero_length(raw: &Inode<Vec<u8>>, inode_size: u32, i_blocks: u64) -> bool {
     const S_IFMT: u16 = 0o170000;
     let fmt = raw.i_mode() & S_IFMT;
     let extra = if inode_size > 128 {
@@ -94,5 +104,5 @@ fn zero_length(raw: &Inode<Vec<u8>>, inode_size: u32) -> bool {
     let b = raw.bytes();
     let magic = (inode_size as usize >= at + 4)
         .then(|| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")));
-    raw.i_blocks_lo() == 0 && magic != Some(XATTR_MAGIC) && (fmt == 0o100000 || fmt == 0o040000)
+    i_blocks == 0 && magic != Some(XATTR_MAGIC) && (fmt == 0o100000 || fmt == 0o040000)
 }

@@ -46,7 +46,8 @@ pub(crate) fn check(ctx: &Ctx, repairing: bool) -> Vec<Problem> {
         out.push(Problem::new(Code::HurdFiletype, ""));
     }
     if !geo.features.has_compat(compat::HAS_JOURNAL) && crate::journal::loads(ctx.fs) {
-        out.push(Problem::new(Code::JournalHasJournal, "").with_ino(sb.s_journal_inum()));
+        // (No inode attached: it is asked with the superblock's questions, first.)
+        out.push(Problem::new(Code::JournalHasJournal, ""));
     }
     out
 }

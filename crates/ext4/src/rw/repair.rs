@@ -293,10 +293,11 @@ impl Volume {
     }
 
     /// Rehashes directory `dir` as e2fsck's pass 3A does (see `DirEdit::rehash`); an
-    /// inline directory is left as it is.
+    /// inline directory is left as it is, and so is one a fix has deleted (no links,
+    /// dtime set), as pass 3A passes over what is no directory in use.
     pub fn rehash_dir(&mut self, dir: u32) -> Result<()> {
         let mut d = self.inode_any(dir)?;
-        if Volume::is_inline(&d) {
+        if Volume::is_inline(&d) || d.raw.i_links_count() == 0 || d.raw.i_dtime() != 0 {
             return Ok(());
         }
         self.dir_edit(&mut d, |e| e.rehash())?;

@@ -7,7 +7,7 @@
 //! one, e.g. a "socket" whose blocks hold a directory).
 
 use crate::problem::{Code, Problem};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use usfs_ext4::rw::Volume;
 use usfs_fs::Result;
 
@@ -49,14 +49,22 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
 
 /// The directories a round rehashes, as e2fsck's pass 3A does, each with its first
 /// problem: those with a leaf lacking its checksum tail, those whose htree index is
-/// bad (e2fsck clears the index and builds it again), and large ones without an index.
+/// bad (e2fsck clears the index and builds it again), and large ones without an index
+/// that have nothing else to fix in the round (e2fsck queues those only when pass 1
+/// finds the inode sound; the next round looks again at the others).
 pub(super) fn rehash_dirs(problems: &[Problem]) -> BTreeMap<u32, &Problem> {
+    let others: HashSet<u32> = (problems.iter())
+        .filter(|p| p.code != Code::DirOptimize)
+        .filter_map(|p| p.ino())
+        .collect();
     let mut dirs = BTreeMap::new();
-    for p in problems
-        .iter()
-        .filter(|p| matches!(p.code, Code::DirNoTail | Code::HtreeBad | Code::DirOptimize))
-    {
-        if let Some(dir) = p.ino() {
+    for p in problems.iter() {
+        let wanted = match p.code {
+            Code::DirNoTail | Code::HtreeBad => true,
+            Code::DirOptimize => p.ino().is_some_and(|i| !others.contains(&i)),
+            _ => false,
+        };
+        if let (true, Some(dir)) = (wanted, p.ino()) {
             dirs.entry(dir).or_insert(p);
         }
     }

@@ -528,7 +528,7 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // does the file type of an entry naming a hidden inode, which e2fsck judges (from
     // the inode as the table holds it) before it restarts.
     if ps.iter().any(first) {
-        let hidden: Vec<_> = (ps.iter())
+        let hidden: std::collections::HashSet<_> = (ps.iter())
             .filter(|p| {
                 matches!(
                     p.code,

@@ -523,13 +523,7 @@ fn kernel_finds_damage(img: &Path, s: &Scratch) -> bool {
         Command::new("python3").args(["-c", READ_TREE]).arg(&dir),
         Duration::from_secs(30),
     );
-    let ok = Command::new("umount")
-        .arg(&dir)
-        .status()
-        .is_ok_and(|st| st.success());
-    if !ok {
-        let _ = Command::new("umount").arg("-l").arg(&dir).status();
-    }
+    unmount(&dir);
     code != Some(0)
 }
 

@@ -151,7 +151,7 @@ impl ErofsMount {
 
 impl Drop for ErofsMount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
+        super::unmount(&self.dir);
     }
 }
 

@@ -168,19 +168,25 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        for _ in 0..50 {
-            let ok = Command::new("umount")
-                .arg(&self.dir)
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        unmount(&self.dir);
     }
+}
+
+/// Unmounts the kernel mount at `dir`, retrying for 5 s while it is busy (a reader of
+/// it may still be closing its files), then lazily.
+pub(crate) fn unmount(dir: &Path) {
+    for _ in 0..50 {
+        let ok = Command::new("umount")
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("umount").arg("-l").arg(dir).status();
 }
 
 /// A `usfs mount -o OPTS` of an image, unmounted with `usfs umount` on drop (which waits

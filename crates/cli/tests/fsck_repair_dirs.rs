@@ -63,13 +63,8 @@ fn check(opts: &str, at: u64, byte: u8) {
     let theirs = s.path("e2fsck.img");
     std::fs::copy(&img, &theirs).unwrap();
     assert_eq!(e2fsck_exit(&theirs, "-fy"), 1);
-    let out = Command::new(usfs())
-        .args(["fsck", "-fy"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = usfs_fsck(&img, &["-fy"]);
+    assert_eq!(code, Some(1), "{text}");
     assert_eq!(
         e2fsck_exit(&img, "-fn"),
         0,
@@ -121,20 +116,11 @@ fn a_large_directory_without_an_index_is_indexed_as_e2fsck_pass_3a_does() {
     let flags = |img: &Path| debugfs(img, "stat /big").contains("Flags: 0x81000");
     assert!(!flags(&img), "mke2fs -d made /big without an index");
     let before = listing(&img);
-    let n = Command::new(usfs())
-        .args(["fsck", "-fn"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert_eq!(n.status.code(), Some(0));
-    assert!(!String::from_utf8_lossy(&n.stdout).contains("3A"));
-    let out = Command::new(usfs())
-        .args(["fsck", "-fy"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = usfs_fsck(&img, &["-fn"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("3A"), "{text}");
+    let (code, text) = usfs_fsck(&img, &["-fy"]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("Pass 3A: Optimizing directories\n"), "{text}");
     assert!(
         text.contains("***** FILE SYSTEM WAS MODIFIED *****"),
@@ -148,10 +134,5 @@ fn a_large_directory_without_an_index_is_indexed_as_e2fsck_pass_3a_does() {
     assert_eq!(e2fsck_exit(&img, "-fn"), 0);
     assert_eq!(listing(&img), before);
     // Nothing left for a second run.
-    let again = Command::new(usfs())
-        .args(["fsck", "-fy"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(!String::from_utf8_lossy(&again.stdout).contains("3A"));
+    assert!(!usfs_fsck(&img, &["-fy"]).1.contains("3A"));
 }

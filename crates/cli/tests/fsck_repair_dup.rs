@@ -76,13 +76,8 @@ fn check(fstype: &str) {
     let theirs = s.path("e2fsck.img");
     std::fs::copy(&img, &theirs).unwrap();
     assert_eq!(e2fsck_exit(&theirs, "-fy"), 1);
-    let out = Command::new(usfs())
-        .args(["fsck", "-fy"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = usfs_fsck(&img, &["-fy"]);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("Multiply-claimed"), "{text}");
     assert_eq!(
         e2fsck_exit(&img, "-fn"),

@@ -98,13 +98,8 @@ fn an_unattached_file_is_cleared_only_when_empty_after_pass_1s_fixes() {
         &cmds,
         &format!("unlink /data\nunlink /empty\nsif <{d}> blocks 0\n"),
     );
-    let out = Command::new(usfs())
-        .args(["fsck", "-fy"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = usfs_fsck(&img, &["-fy"]);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains(&format!("Unattached inode {d}.")), "{text}");
     assert!(
         text.contains(&format!("Unattached zero-length inode {e}.")),

@@ -63,6 +63,20 @@ impl Drop for Scratch {
     }
 }
 
+/// `usfs fsck ARGS IMAGE`: its exit code and standard output.
+pub(crate) fn usfs_fsck(img: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(usfs())
+        .arg("fsck")
+        .args(args)
+        .arg(img)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Runs a command, panicking with its output if it fails.
 pub(crate) fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd

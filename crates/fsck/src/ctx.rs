@@ -155,6 +155,8 @@ pub(crate) struct Worker {
     pub counters: Counters,
     /// References to each xattr block (block -> inodes using it).
     pub xattr_refs: HashMap<u64, u32>,
+    /// References pass 2 counted past the shared nibble of their inode.
+    pub many_refs: crate::refs::ManyRefs,
     /// (directory, its `..` entry), from pass 2.
     pub dotdots: Chunked<(u32, u32)>,
     /// Entries naming directories, from pass 2.
@@ -204,6 +206,7 @@ impl Worker {
             problems: Vec::new(),
             counters: Counters::default(),
             xattr_refs: HashMap::new(),
+            many_refs: Default::default(),
             dotdots: Chunked::default(),
             parents: Chunked::default(),
             revisit: Chunked::default(),

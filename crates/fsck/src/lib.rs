@@ -37,6 +37,7 @@ mod pipeline;
 mod plan;
 pub mod problem;
 pub mod quota;
+mod refs;
 pub mod repair;
 mod sbfields;
 pub(crate) mod sched;

@@ -41,6 +41,8 @@ struct Joined {
     lost_found: Option<u32>,
     /// (inode, i_links_count) of inodes with many links.
     links: Vec<(u32, u16)>,
+    /// References counted past the shared nibbles, over all workers.
+    many_refs: crate::refs::ManyRefs,
     /// What pass 2 saw in indexed directories' blocks.
     htree_facts: Vec<HtreeFact>,
     /// Quota usage counted by pass 1.
@@ -132,6 +134,7 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
             *j.xattr_refs.entry(b).or_insert(0) += n;
         }
         absorb(&mut j.links, &mut w.links);
+        j.many_refs.absorb(&mut w.many_refs);
         absorb(&mut j.htree_facts, &mut w.htree);
         absorb(&mut j.htree_dirs, &mut w.htree_dirs);
         j.lost_found = j.lost_found.or(w.lost_found);
@@ -207,13 +210,14 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
     special.sort_unstable();
     j.links.sort_unstable();
     let fixed = std::mem::take(&mut j.fixed_blocks);
+    let many_refs = std::mem::take(&mut j.many_refs).into_sorted();
     pass4::run(
         ctx.fs,
         ctx.geo,
         ctx.shared,
         late,
         &special,
-        (&j.links, &fixed),
+        (&j.links, &fixed, &many_refs),
     );
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();

@@ -265,10 +265,10 @@ impl<'a> EntryWalk<'a> {
                 );
             }
             if report && ino <= geo.inodes_count && ino != 0 {
-                self.ctx.shared.add_ref(ino);
+                self.ctx.shared.add_ref(ino, &mut w.many_refs);
             }
         } else if report && ino <= geo.inodes_count {
-            self.ctx.shared.add_ref(ino);
+            self.ctx.shared.add_ref(ino, &mut w.many_refs);
             w.dotdots.push((b.dir, ino));
         }
     }
@@ -331,7 +331,7 @@ impl<'a> EntryWalk<'a> {
                         .at_entry(at),
                 );
             }
-            self.ctx.shared.add_ref(ino);
+            self.ctx.shared.add_ref(ino, &mut w.many_refs);
             if let Some((version, range)) = self.hashes.as_mut() {
                 let seed = self.ctx.fs.superblock().hash_seed();
                 if let Ok((h, _)) = dx_hash(name, *version, &seed) {
@@ -577,7 +577,7 @@ pub(crate) fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
         hash: None,
     };
     // `.` is implicit; `..` is the stored parent.
-    ctx.shared.add_ref(ino);
+    ctx.shared.add_ref(ino, &mut w.many_refs);
     if parent == 0 || parent > ctx.geo.inodes_count {
         w.report(
             Problem::new(
@@ -587,7 +587,7 @@ pub(crate) fn check_inline_dir(ctx: &Ctx, w: &mut Worker, ino: u32) {
             .with_ino(ino),
         );
     } else {
-        ctx.shared.add_ref(parent);
+        ctx.shared.add_ref(parent, &mut w.many_refs);
         w.dotdots.push((ino, parent));
     }
     // Entries referencing inodes of groups pass 1 has not finished are re-checked later

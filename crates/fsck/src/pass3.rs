@@ -2,7 +2,7 @@
 //! through entries, its `..` must name the directory holding it, no directory may have
 //! two parents or sit in a loop, and /lost+found must exist. Memory stays proportional to
 //! the directories: the pair lists read in order from the workers' chunks, one sorted
-//! list of parents and one state byte per inode, no hash maps.
+//! list of parents and a state byte for each entry of it, no hash maps.
 
 use crate::chunked::{Chunked, Sorted};
 use crate::ctx::{SubdirEntry, Worker};
@@ -12,12 +12,9 @@ use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::ROOT_INO;
 use usfs_fs::FileType;
 
-/// Looks `key` up in a list of pairs sorted by their first element.
-fn find(pairs: &[(u32, u32)], key: u32) -> Option<u32> {
-    pairs
-        .binary_search_by_key(&key, |p| p.0)
-        .ok()
-        .map(|i| pairs[i].1)
+/// The index of `key` in a list of pairs sorted by their first element.
+fn find(pairs: &[(u32, u32)], key: u32) -> Option<usize> {
+    pairs.binary_search_by_key(&key, |p| p.0).ok()
 }
 
 /// The `..` entries, read in ascending order of their directories as pass 3 asks for
@@ -111,22 +108,22 @@ fn walk_up(
     chosen: &[(u32, u32)],
     dotdots: &mut DotDots,
 ) {
-    // Per inode: 0 unknown, 1 on the current path, 2 reaches the root, 3 does not.
-    let mut state = vec![0u8; geo.inodes_count as usize + 1];
-    state[ROOT_INO as usize] = 2;
+    // Per directory of `chosen`: 0 unknown, 1 on the current path, 2 reaches the root,
+    // 3 does not.
+    let mut state = vec![0u8; chosen.len()];
     let mut path = Vec::new();
     for ino in 1..=geo.inodes_count {
         if shared.kind(ino) != InodeKind::Used(FileType::Directory) || ino == ROOT_INO {
             continue;
         }
-        let Some(p) = find(chosen, ino) else {
+        let Some(at) = find(chosen, ino) else {
             let was = dotdots.of(ino).unwrap_or(0);
             w.report(
                 Problem::new(Code::UnconnectedDir, format!("{ino} (was in {was})")).with_ino(ino),
             );
-            state[ino as usize] = 3;
             continue;
         };
+        let p = chosen[at].1;
         let dd = dotdots.of(ino).unwrap_or(0);
         if dd != p {
             w.report(
@@ -140,9 +137,9 @@ fn walk_up(
         }
         // Walk up until a directory whose fate is known, or a loop.
         path.clear();
-        let mut cur = ino;
+        let mut cur = at;
         let reaches = loop {
-            match state[cur as usize] {
+            match state[cur] {
                 2 => break true,
                 3 => break false,
                 1 => {
@@ -154,15 +151,20 @@ fn walk_up(
                 }
                 _ => {}
             }
-            state[cur as usize] = 1;
+            state[cur] = 1;
             path.push(cur);
-            match find(chosen, cur) {
-                Some(p) if (p as usize) < state.len() => cur = p,
-                _ => break false,
+            let up = chosen[cur].1;
+            if up == ROOT_INO {
+                break true;
+            }
+            // (A directory no entry names, or no directory: the walk ends unconnected.)
+            match find(chosen, up) {
+                Some(i) => cur = i,
+                None => break false,
             }
         };
         for &d in &path {
-            state[d as usize] = if reaches { 2 } else { 3 };
+            state[d] = if reaches { 2 } else { 3 };
         }
     }
 }

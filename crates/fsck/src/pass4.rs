@@ -4,6 +4,7 @@
 
 use crate::ctx::Worker;
 use crate::problem::{Code, Problem};
+use crate::refs::ManyRefsCursor;
 use crate::state::{InodeKind, Shared};
 use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::geometry::Geometry;
@@ -15,8 +16,9 @@ use usfs_fs::FileType;
 /// The magic of in-inode extended attributes (after i_extra_isize).
 const XATTR_MAGIC: u32 = 0xEA02_0000;
 
-/// The link counts listed apart and the fixed i_blocks (see [`run`]).
-type Counts<'a> = (&'a [(u32, u16)], &'a [(u32, u64)]);
+/// The link counts listed apart, the fixed i_blocks and the references listed apart
+/// (see [`run`]).
+type Counts<'a> = (&'a [(u32, u16)], &'a [(u32, u64)], &'a [(u32, u32)]);
 
 /// Most links an inode can record; directories past it store 1.
 const LINK_MAX: u16 = 65000;
@@ -24,16 +26,18 @@ const LINK_MAX: u16 = 65000;
 /// Runs pass 4. `skip` are inodes no entry names by design (the orphan file); `links`
 /// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode;
 /// `fixed` the i_blocks pass 1's fixes set, sorted by inode (an unattached inode is
-/// empty by those).
+/// empty by those); `many_refs` the references pass 2 counted past [`Shared`]'s nibbles,
+/// sorted by inode.
 pub(crate) fn run(
     fs: &Ext4,
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
     skip: &[u32],
-    (links, fixed): Counts<'_>,
+    (links, fixed, many_refs): Counts<'_>,
 ) {
     let mut other = links.iter().peekable();
+    let mut many = ManyRefsCursor::new(many_refs);
     let mut nlink_reported = false;
     for ino in 1..=geo.inodes_count {
         if ino < geo.first_ino && ino != ROOT_INO {
@@ -45,7 +49,7 @@ pub(crate) fn run(
         if skip.binary_search(&ino).is_ok() || shared.ea_inodes.get(ino as u64) {
             continue;
         }
-        let refs = shared.refs(ino);
+        let refs = shared.small_refs(ino) + many.of(ino);
         while other.next_if(|&&(i, _)| i < ino).is_some() {}
         let links = match (shared.small_links(ino), other.peek()) {
             (Some(n), _) => n,
@@ -71,14 +75,15 @@ pub(crate) fn run(
             }
             continue;
         }
-        let counted = if ft == FileType::Directory && refs > LINK_MAX {
+        let counted = if ft == FileType::Directory && refs > LINK_MAX as u32 {
             if !geo.features.has_ro_compat(ro_compat::DIR_NLINK) && !nlink_reported {
                 nlink_reported = true;
                 w.report(Problem::new(Code::DirNlinkFeature, "").with_ino(ino));
             }
             1
         } else {
-            refs
+            // (Counted up to what i_links_count can hold, as before the lists.)
+            refs.min(u16::MAX as u32 - 1) as u16
         };
         if counted != links {
             w.report(

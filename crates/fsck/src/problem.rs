@@ -425,9 +425,10 @@ pub struct Claims {
     pub xattr_block: Option<u64>,
 }
 
-/// One problem found: its code and typed values. 32 bytes: a repair of many holds them
+/// One problem found: its code and typed values. 24 bytes: a repair of many holds them
 /// all, and the problems found by the thousand (link counts, sizes, i_blocks, dtime)
-/// carry only an inode and two values; the rarer values sit in one box.
+/// carry only an inode and two values of 32 bits; the rarer values (and wider ones)
+/// sit in one box.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// Which.
@@ -437,10 +438,10 @@ pub struct Problem {
     /// The inode concerned.
     ino: u32,
     /// The value found on disk, where the fix sets a field (i_size, i_blocks, a link
-    /// count).
-    found: u64,
-    /// The value the fix sets it to.
-    expected: u64,
+    /// count), when it fits 32 bits (else in [`Rare::wide`]).
+    found: u32,
+    /// The value the fix sets it to, when it fits 32 bits (else in [`Rare::wide`]).
+    expected: u32,
     /// The block, group, entry, details and claims, when any is set.
     rare: Option<Box<Rare>>,
 }
@@ -449,6 +450,10 @@ pub struct Problem {
 const HAS_INO: u8 = 1;
 const HAS_FOUND: u8 = 2;
 const HAS_EXPECTED: u8 = 4;
+/// The value found is too wide for `Problem::found`: it is in [`Rare::wide`].
+const WIDE_FOUND: u8 = 8;
+/// The value expected is too wide for `Problem::expected`: it is in [`Rare::wide`].
+const WIDE_EXPECTED: u8 = 16;
 
 /// The values few problems carry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -464,6 +469,8 @@ struct Rare {
     detail: Box<str>,
     /// The shared blocks of a multiply-claimed inode.
     claims: Option<Claims>,
+    /// The values found and expected when wider than 32 bits (a size of 4 GiB or more).
+    wide: (u64, u64),
 }
 
 impl Problem {
@@ -505,15 +512,43 @@ impl Problem {
 
     /// Sets (or clears) the value found.
     pub fn with_found(mut self, found: Option<u64>) -> Problem {
-        self.found = found.unwrap_or(0);
-        self.has = (self.has & !HAS_FOUND) | if found.is_some() { HAS_FOUND } else { 0 };
+        let v = found.unwrap_or(0);
+        self.has &= !(HAS_FOUND | WIDE_FOUND);
+        self.has |= if found.is_some() { HAS_FOUND } else { 0 };
+        match u32::try_from(v) {
+            Ok(narrow) => {
+                self.found = narrow;
+                if let Some(r) = self.rare.as_deref_mut() {
+                    r.wide.0 = 0;
+                }
+            }
+            Err(_) => {
+                self.found = 0;
+                self.has |= WIDE_FOUND;
+                self.rare_mut().wide.0 = v;
+            }
+        }
         self
     }
 
     /// Sets (or clears) the value expected.
     pub fn with_expected(mut self, expected: Option<u64>) -> Problem {
-        self.expected = expected.unwrap_or(0);
-        self.has = (self.has & !HAS_EXPECTED) | if expected.is_some() { HAS_EXPECTED } else { 0 };
+        let v = expected.unwrap_or(0);
+        self.has &= !(HAS_EXPECTED | WIDE_EXPECTED);
+        self.has |= if expected.is_some() { HAS_EXPECTED } else { 0 };
+        match u32::try_from(v) {
+            Ok(narrow) => {
+                self.expected = narrow;
+                if let Some(r) = self.rare.as_deref_mut() {
+                    r.wide.1 = 0;
+                }
+            }
+            Err(_) => {
+                self.expected = 0;
+                self.has |= WIDE_EXPECTED;
+                self.rare_mut().wide.1 = v;
+            }
+        }
         self
     }
 
@@ -549,12 +584,18 @@ impl Problem {
 
     /// The value found on disk, where the fix sets a field.
     pub fn found(&self) -> Option<u64> {
-        (self.has & HAS_FOUND != 0).then_some(self.found)
+        (self.has & HAS_FOUND != 0).then(|| match self.rare() {
+            Some(r) if self.has & WIDE_FOUND != 0 => r.wide.0,
+            _ => self.found as u64,
+        })
     }
 
     /// The value the fix sets it to.
     pub fn expected(&self) -> Option<u64> {
-        (self.has & HAS_EXPECTED != 0).then_some(self.expected)
+        (self.has & HAS_EXPECTED != 0).then(|| match self.rare() {
+            Some(r) if self.has & WIDE_EXPECTED != 0 => r.wide.1,
+            _ => self.expected as u64,
+        })
     }
 
     /// The block concerned, if any.
@@ -656,8 +697,19 @@ mod tests {
     }
 
     #[test]
-    fn a_problem_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Problem>(), 32);
+    fn a_problem_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Problem>(), 24);
+    }
+
+    #[test]
+    fn values_wider_than_32_bits_survive() {
+        let big = (5u64 << 32) + 7;
+        let p = Problem::new(Code::BadISize, "").values(big, 9);
+        assert_eq!((p.found(), p.expected()), (Some(big), Some(9)));
+        let p = p.values(3, big + 1);
+        assert_eq!((p.found(), p.expected()), (Some(3), Some(big + 1)));
+        assert_eq!(p.with_found(None).found(), None);
+        assert_eq!(Problem::new(Code::BadISize, "").found(), None);
     }
 
     #[test]

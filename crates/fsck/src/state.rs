@@ -1,7 +1,8 @@
 //! State shared by the worker threads: the few structures the design needs shared
 //! (pFSCK's "global metadata update"), all lock-free. Everything else is per thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use crate::refs::ManyRefs;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use usfs_fs::FileType;
 
 /// A bitmap updated with atomic or: concurrent markers never lose a bit, and a marker
@@ -77,7 +78,6 @@ impl InodeKind {
 /// Atomics whose all-zero bit pattern is the value zero.
 trait ZeroIsZero {}
 impl ZeroIsZero for AtomicU8 {}
-impl ZeroIsZero for AtomicU16 {}
 impl ZeroIsZero for AtomicU64 {}
 
 /// `n` zero-valued atomics in zeroed memory. Large zeroed allocations come as fresh pages
@@ -101,6 +101,9 @@ fn zeroed<T: ZeroIsZero>(n: usize) -> Vec<T> {
     }
 }
 
+/// A full reference nibble: the worker lists further references.
+const REFS_FULL: u64 = 15;
+
 /// Link counts from this value up are listed apart, not kept in [`Shared::kinds`].
 pub(crate) const LINKS_LISTED: u8 = 15;
 
@@ -118,9 +121,10 @@ pub(crate) struct Shared {
     /// ([`crate::ctx::Worker::links`]) and merged for pass 4 — e2fsck's icount idea,
     /// a byte per inode instead of a counter.
     kinds: Vec<AtomicU8>,
-    /// References from directory entries (including `.` and `..`), saturating at
-    /// u16::MAX - 1; counted by pass 2.
-    refs: Vec<AtomicU16>,
+    /// References from directory entries (including `.` and `..`), counted by pass 2:
+    /// four bits per inode (index ino - 1), 16 to a word; a full nibble (15) stops
+    /// counting, the worker lists the rest ([`crate::refs::ManyRefs`]).
+    refs: Vec<AtomicU64>,
     /// Pass 1 finished group g.
     group_done: Vec<AtomicBool>,
     /// Chunks of group g pass 1 has not finished.
@@ -140,7 +144,7 @@ impl Shared {
             dup_blocks: AtomicBitmap::new(blocks),
             any_dup: AtomicBool::new(false),
             kinds: zeroed(n),
-            refs: zeroed(n),
+            refs: zeroed(n.div_ceil(16)),
             group_done: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             group_pending: (0..groups).map(|_| AtomicU32::new(0)).collect(),
             ea_inodes: AtomicBitmap::new(inodes as u64 + 1),
@@ -182,15 +186,25 @@ impl Shared {
         (nib < LINKS_LISTED).then_some(nib as u16)
     }
 
-    /// Counts one directory entry naming `ino`.
-    pub(crate) fn add_ref(&self, ino: u32) {
-        let r = &self.refs[(ino - 1) as usize];
-        let _ = r.fetch_update(Relaxed, Relaxed, |v| (v < u16::MAX - 1).then_some(v + 1));
+    /// Counts one directory entry naming `ino`, in `many` once its nibble is full.
+    pub(crate) fn add_ref(&self, ino: u32, many: &mut ManyRefs) {
+        let i = (ino - 1) as usize;
+        let shift = (i % 16) * 4;
+        let full = self.refs[i / 16]
+            .fetch_update(Relaxed, Relaxed, |v| {
+                ((v >> shift) & 0xf < REFS_FULL).then_some(v + (1 << shift))
+            })
+            .is_err();
+        if full {
+            many.add(ino);
+        }
     }
 
-    /// Entries naming `ino` (saturated at u16::MAX - 1).
-    pub(crate) fn refs(&self, ino: u32) -> u16 {
-        self.refs[(ino - 1) as usize].load(Relaxed)
+    /// Entries naming `ino` counted here: below [`REFS_FULL`] the count, at it the count
+    /// less those the workers listed.
+    pub(crate) fn small_refs(&self, ino: u32) -> u32 {
+        let i = (ino - 1) as usize;
+        ((self.refs[i / 16].load(Relaxed) >> ((i % 16) * 4)) & 0xf) as u32
     }
 
     /// Pass 1 will scan group `g` in `chunks` chunks (0: the group is done already).
@@ -260,6 +274,25 @@ mod tests {
         assert_eq!(s.kind(1), InodeKind::Unused);
         assert_eq!(s.small_links(1), Some(14));
         assert_eq!(s.kind(2), InodeKind::Used(FileType::Socket));
+    }
+
+    #[test]
+    fn full_reference_nibbles_list_the_rest() {
+        let s = Shared::new(40, 10, 1);
+        let mut many = ManyRefs::default();
+        for _ in 0..20 {
+            s.add_ref(17, &mut many);
+        }
+        for _ in 0..3 {
+            s.add_ref(16, &mut many);
+            s.add_ref(18, &mut many);
+        }
+        assert_eq!(
+            (s.small_refs(16), s.small_refs(17), s.small_refs(18)),
+            (3, 15, 3)
+        );
+        assert_eq!(s.small_refs(33), 0);
+        assert_eq!(many.into_sorted(), vec![(17, 5)]);
     }
 
     #[test]

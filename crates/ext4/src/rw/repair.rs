@@ -31,11 +31,12 @@ pub struct Found {
 
 use crate::format::superblock::{STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS};
 
-/// Changed blocks after which a repair commits (4 MiB of 4 KiB blocks): a commit costs
+/// Changed blocks after which a repair commits (1 MiB of 4 KiB blocks): a commit costs
 /// four flushes, the running transaction holds its blocks in memory, and a repair's
 /// peak memory is to stay within e2fsck's, which writes in place (at 32 MiB, 100k
-/// fixed inodes of a 1M-inode image took 55 MiB against e2fsck's 23; at 4 MiB, 35).
-pub const REPAIR_TXN_BLOCKS: usize = 1024;
+/// fixed inodes of a 1M-inode image took 55 MiB against e2fsck's 23; at 4 MiB, 35; at
+/// 1 MiB the repair of 100k of them took as long as at 4 MiB, bench/fsck-repair).
+pub const REPAIR_TXN_BLOCKS: usize = 256;
 
 impl Volume {
     /// Opens the image on `dev` (writable; its journal already replayed) for a repair:

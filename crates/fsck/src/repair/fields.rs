@@ -71,38 +71,36 @@ impl Edit {
     }
 }
 
-/// An edit of one inode.
-type InodeEdit = (u32, Edit);
+/// A field fix of one inode: (inode, the index of its problem). (Eight bytes for each
+/// of a round's problems, perhaps 100k: the edit is made from the problem when placed.)
+type InodeEdit = (u32, u32);
 
-/// The edits of the inodes whose every problem in `problems` is a field's, as (inode,
-/// edit) sorted by inode (each inode's in the problems' order), and which problems
-/// they cover (by index).
+/// The field fixes of the inodes whose every problem in `problems` is a field's, sorted
+/// by inode (each inode's in the problems' order), and which problems they cover (by
+/// index).
 fn field_only(problems: &[Problem], now: u32) -> Result<(Vec<InodeEdit>, Vec<bool>)> {
-    let mut edits: Vec<(u32, usize, Edit)> = Vec::new();
+    let mut edits: Vec<InodeEdit> = Vec::new();
     let mut other = HashSet::new();
     for (i, p) in problems.iter().enumerate() {
         let Some(ino) = p.ino() else { continue };
         match Edit::of(p, now)? {
-            Some(e) if p.entry().is_none() && p.claims().is_none() => edits.push((ino, i, e)),
+            Some(_) if p.entry().is_none() && p.claims().is_none() => edits.push((ino, i as u32)),
             _ => {
                 other.insert(ino);
             }
         }
     }
-    edits.retain(|(ino, ..)| !other.contains(ino));
-    edits.sort_by_key(|&(ino, ..)| ino);
+    edits.retain(|(ino, _)| !other.contains(ino));
+    edits.sort_unstable();
     let mut covered = vec![false; problems.len()];
-    edits.iter().for_each(|&(_, i, _)| covered[i] = true);
-    Ok((
-        edits.into_iter().map(|(ino, _, e)| (ino, e)).collect(),
-        covered,
-    ))
+    edits.iter().for_each(|&(_, i)| covered[i as usize] = true);
+    Ok((edits, covered))
 }
 
 /// Inode-table blocks the workers prepare at a time: the buffer they fill is a copy of
 /// what the volume's transaction then holds (up to its own limit), so it is kept small
-/// (512 KiB of 4 KiB blocks) for the peak memory; the workers' start costs little.
-const BATCH_BLOCKS: usize = 128;
+/// (256 KiB of 4 KiB blocks) for the peak memory; the workers' start costs little.
+const BATCH_BLOCKS: usize = 64;
 
 /// Applies the field fixes of the inodes that have nothing else to fix in `problems`,
 /// `threads` workers preparing the inode-table blocks (read from `dev`, which the
@@ -149,7 +147,7 @@ pub(super) fn apply_parallel(
     let mut buf = Vec::new();
     let mut rest = &edits[..];
     while !rest.is_empty() {
-        let placed = place_batch(v, &mut rest);
+        let placed = place_batch(v, &mut rest, problems, now)?;
         let batch: Vec<&[Placed]> = placed.chunk_by(|a, b| a.0 == b.0).collect();
         buf.resize(batch.len() * bs as usize, 0);
         let per = batch.len().div_ceil(threads.max(1));
@@ -182,14 +180,20 @@ pub(super) fn apply_parallel(
 /// An edit placed: (inode-table block, the inode's offset in it, inode, edit).
 type Placed = (u64, usize, u32, Edit);
 
-/// The next batch of `rest` (sorted by inode), placed: the edits of its first
-/// [`BATCH_BLOCKS`] inode-table blocks. (Placed a batch at a time: for a round of many
-/// fixes, the whole list placed would be a copy of it.)
-fn place_batch(v: &Volume, rest: &mut &[InodeEdit]) -> Vec<Placed> {
+/// The next batch of `rest` (sorted by inode; fixes of `problems`), placed: the edits of
+/// its first [`BATCH_BLOCKS`] inode-table blocks. (Placed a batch at a time: for a round
+/// of many fixes, the whole list placed would be a copy of it.)
+fn place_batch(
+    v: &Volume,
+    rest: &mut &[InodeEdit],
+    problems: &[Problem],
+    now: u32,
+) -> Result<Vec<Placed>> {
     let bs = v.geometry().block_size as u64;
     let mut placed: Vec<Placed> = Vec::new();
     let mut blocks = 0;
-    while let Some((&(ino, e), tail)) = rest.split_first() {
+    while let Some((&(ino, i), tail)) = rest.split_first() {
+        let e = Edit::of(&problems[i as usize], now)?.ok_or(Error::Invalid)?;
         let at = v.reader().inode_offset(ino);
         let blk = at / bs;
         if placed.last().is_none_or(|l| l.0 != blk) {
@@ -201,5 +205,5 @@ fn place_batch(v: &Volume, rest: &mut &[InodeEdit]) -> Vec<Placed> {
         placed.push((blk, (at % bs) as usize, ino, e));
         *rest = tail;
     }
-    placed
+    Ok(placed)
 }

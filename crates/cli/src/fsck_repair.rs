@@ -180,10 +180,15 @@ fn repair_image(
         // The first was asked and declined; the rest of its round was not asked.
         asker.unasked(rest, out.rounds.len() + 1);
     }
-    // (Releasing orphans or fixes e2fsck only announces change the image but, as in
-    // e2fsck, not the exit status.)
+    // (Replaying the journal, releasing orphans or fixes e2fsck only announces change
+    // the image but, as in e2fsck, not the exit status: a replay counts only where it
+    // leaves the file system marked not clean, which the repair then marks valid.)
+    // A fix counts where something marked the file system changed (e2fsck's exit 1 needs
+    // both), which releasing orphans does and descriptor checksums alone do not.
     let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
-    let modified = out.rounds.iter().any(fixed) || replayed || mended || out.marked_valid;
+    let marks = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.marks_changed());
+    let changed = out.rounds.iter().any(marks) || !out.orphans.is_empty() || mended;
+    let modified = out.rounds.iter().any(fixed) && changed || mended || out.marked_valid;
     if !out.unfixable.is_empty() {
         if mode == Some(Mode::Preen) && out.failed.is_none() {
             // (e2fsck -p halts at the first problem preen may not fix.)
@@ -207,7 +212,6 @@ fn repair_image(
         }
     }
     // (e2fsck -p says nothing of it.)
-    let changed = !out.rounds.is_empty() || !out.orphans.is_empty() || mended;
     if changed && mode != Some(Mode::Preen) {
         println!("\n{name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }

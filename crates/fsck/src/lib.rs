@@ -136,7 +136,7 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     plan::refuse_failed_superblock(&issues)?;
     let geo = fs.geometry().clone();
     let shared = state::Shared::new(geo.inodes_count, geo.blocks_count, geo.group_count);
-    let mut problems = pass0::open_issues(&issues);
+    let mut problems = pass0::open_issues(&issues, &geo);
     let plan = plan::Plan::new(&fs, &geo, &shared, opts, &mut problems);
     let ctx = Ctx {
         fs: &fs,

@@ -67,6 +67,7 @@ pub(crate) fn run(
 ) -> Merged {
     let t3 = Instant::now();
     let (merged, mut joined) = join(workers, problems);
+    crate::pass0::place_missing(ctx, problems);
     let mut late = Worker::new(ctx.geo.block_size as usize);
     large_files(ctx, &merged.counters, &mut late);
     htree::check(&mut joined.htree_dirs, &mut joined.htree_facts, &mut late);

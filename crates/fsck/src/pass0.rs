@@ -5,12 +5,13 @@
 
 use crate::ctx::Ctx;
 use crate::problem::{Code, Problem};
-use usfs_ext4::format::features::compat;
+use usfs_ext4::format::features::{compat, incompat};
+use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_ext4::OpenIssue;
 
-/// Converts what opening found into problems.
-pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
+/// Converts what opening found into problems (on a file system of geometry `geo`).
+pub(crate) fn open_issues(issues: &[OpenIssue], geo: &Geometry) -> Vec<Problem> {
     let mut bad_groups = Vec::new();
     let mut out = Vec::new();
     for i in issues {
@@ -22,6 +23,14 @@ pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
                 ));
             }
             OpenIssue::DescriptorChecksum { group, .. } => bad_groups.push(*group),
+            OpenIssue::MetadataOutside { group, what, block } if missing(geo, *group, *block) => {
+                let kind = if *what == "block bitmap" { 1 } else { 2 };
+                out.push(
+                    Problem::new(Code::GroupMetadataMissing, "")
+                        .with_group(*group)
+                        .values(kind, 0),
+                );
+            }
             OpenIssue::MetadataOutside { group, what, block } => {
                 let p = Problem::new(
                     Code::GroupMetadataLocation,
@@ -50,6 +59,61 @@ pub(crate) fn open_issues(issues: &[OpenIssue]) -> Vec<Problem> {
         );
     }
     out
+}
+
+/// Is a bitmap of group `g` at `block` one e2fsck's check_super_block takes for missing
+/// without asking (block 0, inside the range it accepts: the group's blocks, or with
+/// flex_bg the file system's, from first_data_block)? (A block outside is asked about:
+/// PR_0_BB_NOT_GROUP.) Inode tables are left to [`Code::GroupMetadataLocation`].
+fn missing(geo: &Geometry, g: u32, block: u64) -> bool {
+    let flex = geo.features.has_incompat(incompat::FLEX_BG);
+    block == 0 && geo.first_data_block == 0 && (flex || g == 0)
+}
+
+/// Gives each [`Code::GroupMetadataMissing`] bitmap in `problems` its new block, as
+/// e2fsck's new_table_block picks it at the end of pass 1: the first block pass 1 left
+/// free in the group (with flex_bg, in its flex group, then anywhere), counted in use
+/// from then on. A bitmap with no free block left is left to the repair's allocator.
+pub(crate) fn place_missing(ctx: &Ctx, problems: &mut [Problem]) {
+    let geo = ctx.geo;
+    for p in problems.iter_mut() {
+        let (Code::GroupMetadataMissing, Some(g)) = (p.code, p.group()) else {
+            continue;
+        };
+        let (first, last) = if geo.features.has_incompat(incompat::FLEX_BG) {
+            let per = 1u32 << ctx.fs.superblock().s_log_groups_per_flex().min(31);
+            let last_g = (g | (per - 1)).min(geo.group_count - 1);
+            (
+                geo.group_first_block(g / per * per),
+                last_block(geo, last_g),
+            )
+        } else {
+            (geo.group_first_block(g), last_block(geo, g))
+        };
+        let free = |from: u64, to: u64| (from..=to).find(|&b| !ctx.shared.blocks.get(b));
+        let Some(b) =
+            free(first, last).or_else(|| free(geo.first_data_block, geo.blocks_count - 1))
+        else {
+            continue;
+        };
+        ctx.shared.claim_block(b);
+        let what = if p.found() == Some(2) {
+            "inode bitmap"
+        } else {
+            "block bitmap"
+        };
+        *p = Problem::new(
+            Code::GroupMetadataMissing,
+            format!("Relocating group {g}'s {what} to {b}..."),
+        )
+        .with_group(g)
+        .values(p.found().unwrap_or(1), b);
+    }
+}
+
+/// The last block of group `g`.
+fn last_block(geo: &Geometry, g: u32) -> u64 {
+    geo.group_first_block(g) + geo.group_blocks(g) as u64 - 1
 }
 
 /// Group descriptor sanity and metadata marking.

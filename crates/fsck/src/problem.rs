@@ -106,7 +106,11 @@ impl Code {
     pub fn asks(self) -> bool {
         !matches!(
             self,
-            Code::JournalClearV2 | Code::JournalBackup | Code::DirOptimize
+            Code::JournalClearV2
+                | Code::JournalBackup
+                | Code::JournalMove
+                | Code::DirOptimize
+                | Code::GroupMetadataMissing
         )
     }
 
@@ -115,6 +119,14 @@ impl Code {
     /// journal fields, whose fix sets the flag itself.
     pub fn counts_as_fixed(self) -> bool {
         self.asks() || self == Code::JournalClearV2
+    }
+
+    /// Does applying this fix mark the file system changed (e2fsck's EXT2_FLAG_CHANGED,
+    /// without which a run exits 0 and says nothing of a modification, whatever it
+    /// fixed)? Not for descriptor checksums: e2fsck sets them in memory, written with
+    /// the descriptors at the end, after it has looked at the flag.
+    pub fn marks_changed(self) -> bool {
+        self != Code::GroupDescChecksum
     }
 }
 
@@ -190,6 +202,11 @@ problems! {
     /// a V1 journal left, e2fsck's PR_0_CLEAR_V2_JOURNAL; block: the superblock's block):
     /// every field past the V1 superblock is zeroed.
     JournalClearV2 = 0x00_002A, P0, Error, SetField, "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields beyond the V1 journal superblock...";
+    /// The journal lives in a visible file of the root (`/.journal`, `/journal` ...:
+    /// tune2fs made it on a mounted ext3), the superblock naming that file's inode, which
+    /// has one link (e2fsck's PR_0_MOVE_JOURNAL, made by a repair only, not reported by
+    /// a check; detail: the name): the journal moves to inode 8 and the entry goes.
+    JournalMove = 0x00_0028, P0, Info, Relocate, "Moving journal from /{} to hidden inode.";
     /// The superblock's copy of the journal inode's map is missing or not the inode's
     /// (e2fsck's PR_0_BACKUP_JNL, made by a repair, not reported by a check): copied.
     JournalBackup = 0x00_002D, P0, Info, SetField, "Backing up journal inode block information.";
@@ -249,6 +266,13 @@ problems! {
     /// A bitmap is on the bad-blocks list: it is relocated (its values: `found` 1 block
     /// bitmap, 2 inode bitmap; `expected` the bad block).
     BadBlocksMetadata = 0x01_0017, P1, Error, Relocate, "{}";
+    /// A group's block or inode bitmap is at block 0 where that block lies in the range
+    /// e2fsck accepts for it (first_data_block 0: group 0, or any group with flex_bg):
+    /// e2fsck marks it missing without asking and gives it a new block at the end of
+    /// pass 1 (PR_1_RELOC_TO, preen may). Values: `found` 1 block bitmap, 2 inode
+    /// bitmap; `expected` the new block, the first pass 1 left free in the range e2fsck
+    /// searches (set after pass 1, which counts it in use).
+    GroupMetadataMissing = 0x01_0021, P1, Info, Relocate, "{}";
     /// The bad-blocks inode itself is unusable: invalid fields (e2fsck's
     /// PR_1_INVALID_BAD_INODE), its own inode-table block on its list
     /// (PR_1_BADBLOCKS_IN_BADBLOCKS) or too many illegal blocks

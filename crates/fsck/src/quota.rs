@@ -10,8 +10,7 @@ use crate::problem::{Code, Problem};
 use std::collections::{BTreeMap, HashMap};
 use usfs_ext4::format::features::{incompat, ro_compat};
 use usfs_ext4::format::inode::{flags, GOOD_OLD_INODE_SIZE};
-use usfs_ext4::format::quota::{self, Dquot, QuotaFile, DEFAULT_GRACE, QT_BLOCK};
-use usfs_fs::FileSystem;
+use usfs_ext4::format::quota::{Dquot, QuotaFile, DEFAULT_GRACE};
 
 /// The names e2fsck gives the quota types in messages.
 const TYPE_NAMES: [&str; 3] = ["user", "group", "project"];
@@ -141,17 +140,7 @@ pub(crate) fn check(ctx: &Ctx, usage: &Usage, w: &mut Worker) -> Vec<QuotaFix> {
 
 /// The quota file in inode `ino` of type `t`, or why it cannot be read.
 fn read_file(ctx: &Ctx, ino: u32, t: usize) -> Result<QuotaFile, String> {
-    let raw = ctx.fs.read_inode_raw(ino).map_err(|e| e.to_string())?;
-    let size = raw.size();
-    let mut block = |n: u32, buf: &mut [u8]| {
-        let at = n as u64 * QT_BLOCK as u64;
-        match ctx.fs.read_at(ino as u64, at, buf) {
-            Ok(got) if got == buf.len() => Ok(()),
-            Ok(_) => Err(format!("block {n} past the end of the file")),
-            Err(e) => Err(e.to_string()),
-        }
-    };
-    quota::read(t, size, &mut block).map_err(|why| {
+    ctx.fs.read_quota_file(ino, t).map_err(|why| {
         format!(
             "Quota inode {ino} ({} quota) corrupted: {why}",
             TYPE_NAMES[t]

@@ -1,6 +1,7 @@
 //! Pass 0's checks of superblock fields, as e2fsck's check_super_block and
 //! e2fsck_check_ext3_journal make them: the extra-isize fields, meta_bg's first group,
-//! the Hurd's filetype feature, and a journal the superblock names without has_journal.
+//! the Hurd's filetype feature, a journal the superblock names without has_journal,
+//! and a journal kept in a visible file (moved by a repair).
 //! Their fixes set the fields ([`crate::repair`]'s superblock module).
 
 use crate::ctx::Ctx;
@@ -49,5 +50,30 @@ pub(crate) fn check(ctx: &Ctx, repairing: bool) -> Vec<Problem> {
         // (No inode attached: it is asked with the superblock's questions, first.)
         out.push(Problem::new(Code::JournalHasJournal, ""));
     }
+    if repairing {
+        out.extend(visible_journal(ctx));
+    }
     out
+}
+
+/// The names e2fsck looks for a visible journal under, in the root, in its order.
+const JOURNAL_NAMES: [&str; 4] = [".journal", "journal", ".journal.dat", "journal.dat"];
+
+/// A journal in a visible file of the root that e2fsck_move_ext3_journal would move to
+/// inode 8: has_journal, the superblock naming an inode other than 8 with one link, and
+/// the root naming it by one of [`JOURNAL_NAMES`].
+fn visible_journal(ctx: &Ctx) -> Option<Problem> {
+    use usfs_ext4::format::inode::{JOURNAL_INO, ROOT_INO};
+    use usfs_fs::FileSystem;
+    let ino = ctx.fs.superblock().s_journal_inum();
+    if !ctx.geo.features.has_compat(compat::HAS_JOURNAL) || ino == 0 || ino == JOURNAL_INO {
+        return None;
+    }
+    if ctx.fs.read_inode_raw(ino).ok()?.i_links_count() != 1 {
+        return None;
+    }
+    let name = JOURNAL_NAMES
+        .into_iter()
+        .find(|n| ctx.fs.lookup(ROOT_INO as u64, n.as_bytes()).ok() == Some(ino as u64))?;
+    Some(Problem::new(Code::JournalMove, name).with_ino(ino))
 }

@@ -7,6 +7,7 @@ pub(crate) mod fs_impl;
 pub(crate) mod htree;
 pub(crate) mod inode;
 mod journal;
+mod quota;
 pub(crate) mod readdir;
 pub use journal::replay_journal;
 pub(crate) mod map;

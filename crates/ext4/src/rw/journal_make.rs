@@ -3,10 +3,13 @@
 //! written as a file's data through delayed allocation a MiB at a time, then named by
 //! the superblock. Until the superblock is written at the close, the image has no
 //! journal (a crash before leaves inode 8 holding data the next check clears).
+//!
+//! And a journal kept in a visible file of the root (made by tune2fs on a mounted ext3)
+//! moved into inode 8, as e2fsck moves it ([`Volume::hide_journal`]).
 
 use super::{InodeRec, Volume};
 use crate::format::features::compat;
-use crate::format::inode::JOURNAL_INO;
+use crate::format::inode::{JOURNAL_INO, ROOT_INO};
 use crate::journal::JournalSuperblock;
 use usfs_fs::{Error, FileType, Result};
 
@@ -55,5 +58,31 @@ impl Volume {
         self.put_inode(&mut rec)?;
         self.flush_pending(JOURNAL_INO)?;
         self.inode(JOURNAL_INO)
+    }
+
+    /// Moves the journal from the visible file `/name` (the inode the superblock names,
+    /// with one link) into the reserved inode 8, as e2fsck_move_ext3_journal does: the
+    /// entry is removed, inode 8 gets the journal's record, the superblock names inode
+    /// 8, and the old inode is freed (links 0, dtime now; its map is left as it was, the
+    /// journal's blocks now inode 8's).
+    pub fn hide_journal(&mut self, name: &[u8]) -> Result<()> {
+        let ino = self.fs.core.sb.s_journal_inum();
+        let mut root = self.load_dir(ROOT_INO)?;
+        if ino == JOURNAL_INO || self.find(&root, name)? != Some(ino) {
+            return Err(Error::Invalid);
+        }
+        let mut old = self.inode_any(ino)?;
+        if old.raw.i_links_count() != 1 {
+            return Err(Error::Invalid);
+        }
+        self.dir_remove(&mut root, name)?;
+        self.put_inode(&mut root)?;
+        let mut hidden = InodeRec {
+            ino: JOURNAL_INO,
+            raw: old.raw.clone(),
+        };
+        self.put_inode(&mut hidden)?;
+        self.edit_superblock(|sb| sb.set_s_journal_inum(JOURNAL_INO));
+        self.free_inode(&mut old)
     }
 }

@@ -6,8 +6,8 @@
 use super::Volume;
 use crate::format::features::ro_compat;
 use crate::format::inode::flags;
-use crate::format::quota::{self, Dquot, QuotaFile, QT_BLOCK};
-use usfs_fs::{FileSystem, FileType, Result};
+use crate::format::quota::{self, Dquot};
+use usfs_fs::{FileType, Result};
 
 /// What a released inode held: its quota ids (user, group, project), the bytes of its
 /// blocks freed and the inodes freed (1, or 0 for a truncation).
@@ -74,7 +74,7 @@ impl Volume {
             if ino == 0 {
                 continue;
             }
-            let Ok(mut file) = self.read_quota_file(ino, t) else {
+            let Ok(mut file) = self.reader().read_quota_file(ino, t) else {
                 continue;
             };
             let mut changed = false;
@@ -90,21 +90,5 @@ impl Volume {
             }
         }
         Ok(())
-    }
-
-    /// The quota file of type `t` in inode `ino`, as the image holds it.
-    fn read_quota_file(&self, ino: u32, t: usize) -> std::result::Result<QuotaFile, String> {
-        let fs = self.reader();
-        let size = fs.read_inode_raw(ino).map_err(|e| e.to_string())?.size();
-        let mut block = |n: u32, buf: &mut [u8]| match fs.read_at(
-            ino as u64,
-            n as u64 * QT_BLOCK as u64,
-            buf,
-        ) {
-            Ok(got) if got == buf.len() => Ok(()),
-            Ok(_) => Err(format!("block {n} past the end of the file")),
-            Err(e) => Err(e.to_string()),
-        };
-        quota::read(t, size, &mut block)
     }
 }

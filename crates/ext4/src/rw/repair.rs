@@ -8,7 +8,7 @@ use super::entry_fix::EntryFix;
 use super::meta::{Freed, Meta};
 use super::volume::Volume;
 use crate::format::features::ro_compat;
-use crate::format::group_desc::GroupDesc;
+use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::format::inode::Inode;
 use crate::format::inode::ROOT_INO;
 use crate::format::superblock::Superblock;
@@ -62,7 +62,15 @@ impl Volume {
                 checksummed && d.bg_checksum() != d.compute_checksum(g, ds, seed, &uuid)
             })
             .collect();
-        v.txn.groups.extend(bad);
+        // (And, as e2fsck's fix of PR_0_GDT_CSUM, such a group's uninit flags and
+        // unused-inodes count go: nothing it says is trusted. The allocators, seeded
+        // already, write the group's bitmaps as they hold them.)
+        for g in bad {
+            v.repair_group(g, |d| {
+                d.set_bg_flags(d.bg_flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
+                d.set_itable_unused(0);
+            });
+        }
         v.sb_dirty = true;
         Ok(v)
     }
@@ -164,6 +172,23 @@ impl Volume {
             }
         });
         Ok(blk)
+    }
+
+    /// Puts group `g`'s block or inode bitmap (`inode`) at block `b`, which the check
+    /// counted in use for it (e2fsck's relocation of a bitmap found missing); its
+    /// contents are written with the group's summary at the commit.
+    pub fn place_bitmap(&mut self, g: u32, inode: bool, b: u64) -> Result<()> {
+        if b < self.fs.core.geo.first_data_block || b >= self.fs.core.geo.blocks_count {
+            return Err(Error::Invalid);
+        }
+        self.repair_group(g, |d| {
+            if inode {
+                d.set_inode_bitmap(b)
+            } else {
+                d.set_block_bitmap(b)
+            }
+        });
+        Ok(())
     }
 
     /// Gives group `g` a new inode table (e2fsck's "Relocate?"): a copy of the one at

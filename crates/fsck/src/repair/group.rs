@@ -15,6 +15,14 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
     };
     match p.code {
         Code::GroupUnusedInodes => {}
+        Code::GroupMetadataMissing => {
+            let inode = p.found() == Some(2);
+            match p.expected().filter(|&b| b != 0) {
+                Some(b) => v.place_bitmap(g, inode, b),
+                None => v.relocate_bitmap(g, inode).map(|_| ()),
+            }?;
+            return Ok(());
+        }
         Code::GroupMetadataLocation => {
             match p.found() {
                 Some(3) => v.relocate_inode_table(g, p.expected().filter(|&b| b != 0))?,

@@ -132,6 +132,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BadFlags | BadInlineData | InlineJunk | InlineFeature | InlineNoFeature => false,
         ExtentFeature | ExtentsNoFeature | LostFoundNotDir | NoRoot | ReservedInode => false,
         GroupMetadataLocation | GroupDescBackup | DirNoTail => false,
+        GroupMetadataMissing => true,
         QuotaInode | ResizeInodeMetaBg | ResizeInodeNotClear => false,
         MinExtraIsize | WantExtraIsize | FirstMetaBgTooBig | HurdFiletype => false,
         JournalHasJournal | UnattachedZeroLen | DirOptimize => true,
@@ -142,7 +143,7 @@ fn fix_of(code: Code) -> Option<bool> {
         JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,
         // (Announced, not asked: preen applies them as e2fsck's fix_problem does.)
-        JournalClearV2 | JournalBackup => true,
+        JournalClearV2 | JournalBackup | JournalMove => true,
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
@@ -216,7 +217,9 @@ fn rounds(
         // The copy of the journal inode's map in the superblock, made where it is
         // missing or stale (e2fsck's PR_0_BACKUP_JNL) in the first round that ends the
         // repair (the journal as the repair leaves it).
-        let settled = report.problems.iter().all(|p| settles(p.code));
+        // (Or the round moving the journal to inode 8: e2fsck backs the map up first.)
+        let settled = report.problems.iter().all(|p| settles(p.code))
+            || report.problems.iter().any(|p| p.code == Code::JournalMove);
         if !backup_seen && unfixable.is_empty() && settled && rounds.len() < ROUNDS {
             backup_seen = true;
             if journal::backup_stale(&dev)? {
@@ -328,11 +331,28 @@ fn mark_valid(dev: &Arc<dyn Device>, was_invalid: bool) -> usfs_fs::Result<bool>
         let found = usfs_ext4::rw::repair::Found::default();
         match Volume::open_for_repair(Box::new(dev.clone()), &found) {
             Ok(mut v) => v.close_repaired()?,
-            Err(usfs_fs::Error::Incompatible(_)) => return Ok(false),
+            // (Features the volume does not write, e.g. shared_blocks: the marks alone
+            // are written in place, one superblock write, as e2fsck writes them.)
+            Err(usfs_fs::Error::Incompatible(_)) => mark_valid_in_place(dev)?,
             Err(e) => return Err(e),
         }
     }
     Ok(was_invalid && superblock_of(dev)?.s_state() & STATE_VALID_FS != 0)
+}
+
+/// The marks of [`Volume::close_repaired`] (valid, no errors, mount count 0, last
+/// check now) written into the superblock on `dev` in place, flushed.
+fn mark_valid_in_place(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
+    use usfs_ext4::format::superblock::STATE_ERROR_FS;
+    let mut sb = superblock_of(dev)?;
+    let now = usfs_fs::Timestamp::now().sec;
+    sb.set_s_state((sb.s_state() | STATE_VALID_FS) & !STATE_ERROR_FS);
+    sb.set_s_mnt_count(0);
+    sb.set_s_lastcheck(now as u32);
+    sb.set_s_lastcheck_hi((now >> 32) as u8);
+    sb.update_checksum();
+    dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
+    Ok(dev.flush()?)
 }
 
 /// The primary superblock on `dev` as it is now (the repair's raw reads and in-place
@@ -383,7 +403,6 @@ fn settles(code: Code) -> bool {
             | BitmapChecksum
             | BitmapPadding
             | SuperblockChecksum
-            | GroupDescChecksum
             | SuperblockCounts
             | GroupUnusedInodes
             | BadRefCount
@@ -470,6 +489,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
     // alone, first.
     if ps.iter().any(journal::raw) {
         ps.retain(journal::raw);
+        return;
+    }
+    // A journal moved to inode 8 changes the root and the inodes the check read, as
+    // e2fsck moves it before pass 1: alone, first.
+    if ps.iter().any(|p| p.code == Code::JournalMove) {
+        ps.retain(|p| p.code == Code::JournalMove);
         return;
     }
     // Backup descriptors in place of bad primary ones change everything the check read

@@ -30,6 +30,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
             Ok(())
         }
         Code::JournalBackup => super::journal::backup(v),
+        Code::JournalMove => v.hide_journal(p.detail().as_bytes()),
         Code::MinExtraIsize => {
             v.edit_superblock(|sb| sb.set_s_min_extra_isize(DEFAULT_EXTRA_ISIZE));
             Ok(())

@@ -272,7 +272,7 @@ problems! {
     /// pass 1 (PR_1_RELOC_TO, preen may). Values: `found` 1 block bitmap, 2 inode
     /// bitmap; `expected` the new block, the first pass 1 left free in the range e2fsck
     /// searches (set after pass 1, which counts it in use).
-    GroupMetadataMissing = 0x01_0021, P1, Info, Relocate, "{}";
+    GroupMetadataMissing = 0x01_002A, P1, Info, Relocate, "{}";
     /// The bad-blocks inode itself is unusable: invalid fields (e2fsck's
     /// PR_1_INVALID_BAD_INODE), its own inode-table block on its list
     /// (PR_1_BADBLOCKS_IN_BADBLOCKS) or too many illegal blocks

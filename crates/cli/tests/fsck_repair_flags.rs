@@ -161,3 +161,52 @@ fn a_large_file_without_the_large_file_feature_turns_it_on() {
     let out = run_ok(Command::new("dumpe2fs").arg("-h").arg(&img));
     assert!(String::from_utf8_lossy(&out.stdout).contains("large_file"));
 }
+
+/// A block bitmap at block 0 on a flex_bg file system (group 2's, its BLOCK_UNINIT
+/// flag cleared, the descriptor's checksum set): e2fsck takes it for missing, not
+/// misplaced, and gives it the first block pass 1 left free, unasked, in preen too, on
+/// the primary descriptors (e2fsck -p never falls back to the backup ones). `usfs fsck
+/// -fp` exits as `e2fsck -fp` on a copy, relocates to the block e2fsck names, and
+/// leaves what e2fsck finds clean.
+#[test]
+fn a_missing_block_bitmap_is_relocated_by_preen_as_e2fsck_does() {
+    if !need_tool("missing bitmap", "debugfs") || !need_tool("missing bitmap", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("repair-missing-bitmap");
+    let img = s.path("img");
+    mke2fs(
+        &img,
+        "512M",
+        &["-t", "ext4", "-b", "4096", "-N", "8192"],
+        None,
+    );
+    let cmds = "set_bg 2 flags 0\nset_bg 2 block_bitmap 0\nset_bg 2 checksum calc\n";
+    debugfs_write(&img, &s.path("cmd"), cmds);
+    let copy = s.path("copy");
+    std::fs::copy(&img, &copy).unwrap();
+    let e2 = Command::new("e2fsck")
+        .arg("-fp")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let e2out = String::from_utf8_lossy(&e2.stdout);
+    let relocated = e2out
+        .lines()
+        .find(|l| l.contains("Relocating group 2's block bitmap to "))
+        .map(|l| l.split(": ").nth(1).unwrap_or(l).to_string())
+        .unwrap_or_else(|| panic!("e2fsck -p did not relocate:\n{e2out}"));
+    let out = Command::new(usfs())
+        .args(["fsck", "-fp"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        e2.status.code(),
+        "usfs:\n{text}\ne2fsck:\n{e2out}"
+    );
+    assert!(text.contains(&relocated), "usfs:\n{text}\ne2fsck:\n{e2out}");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "clean after usfs fsck -fp");
+}

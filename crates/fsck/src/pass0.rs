@@ -72,8 +72,10 @@ fn missing(geo: &Geometry, g: u32, block: u64) -> bool {
 
 /// Gives each [`Code::GroupMetadataMissing`] bitmap in `problems` its new block, as
 /// e2fsck's new_table_block picks it at the end of pass 1: the first block pass 1 left
-/// free in the group (with flex_bg, in its flex group, then anywhere), counted in use
-/// from then on. A bitmap with no free block left is left to the repair's allocator.
+/// free in the group (with flex_bg, in its flex group, then anywhere), its last block
+/// excepted (ext2fs_get_free_blocks2 stops before it), counted in use from then on. A
+/// bitmap with no free block there keeps `expected` 0: the repair's allocator tries,
+/// and fails as e2fsck's relocation fails.
 pub(crate) fn place_missing(ctx: &Ctx, problems: &mut [Problem]) {
     let geo = ctx.geo;
     for p in problems.iter_mut() {
@@ -90,10 +92,10 @@ pub(crate) fn place_missing(ctx: &Ctx, problems: &mut [Problem]) {
         } else {
             (geo.group_first_block(g), last_block(geo, g))
         };
-        let free = |from: u64, to: u64| (from..=to).find(|&b| !ctx.shared.blocks.get(b));
-        let Some(b) =
-            free(first, last).or_else(|| free(geo.first_data_block, geo.blocks_count - 1))
-        else {
+        let flex = geo.features.has_incompat(incompat::FLEX_BG);
+        let free = |from: u64, to: u64| (from..to).find(|&b| !ctx.shared.blocks.get(b));
+        let anywhere = || free(geo.first_data_block, geo.blocks_count);
+        let Some(b) = free(first, last).or_else(|| flex.then(anywhere).flatten()) else {
             continue;
         };
         ctx.shared.claim_block(b);

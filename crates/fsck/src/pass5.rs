@@ -153,7 +153,9 @@ impl Pass5<'_> {
         }
         let mut used = 0u64;
         let mut found_bm = vec![0u8; bs];
-        let mut differs = false;
+        // (A bitmap that cannot be read is written anew whatever it would hold: the
+        // repair must not read it.)
+        let mut differs = !uninit && !readable;
         for k in 0..nblocks {
             let b = first + k;
             let found = ctx.shared.blocks.get(b);
@@ -229,7 +231,8 @@ impl Pass5<'_> {
         }
         let (mut iused, mut dirs) = (0u64, 0u64);
         let mut found_bm = vec![0u8; geo.block_size as usize];
-        let mut differs = false;
+        // (As for the block bitmap: one that cannot be read is written anew.)
+        let mut differs = !iuninit && !ireadable;
         for k in 0..geo.inodes_per_group {
             let ino = g * geo.inodes_per_group + k + 1;
             let kind = ctx.shared.kind(ino);

@@ -63,13 +63,21 @@ const JOURNAL_NAMES: [&str; 4] = [".journal", "journal", ".journal.dat", "journa
 /// inode 8: has_journal, the superblock naming an inode other than 8 with one link, and
 /// the root naming it by one of [`JOURNAL_NAMES`].
 fn visible_journal(ctx: &Ctx) -> Option<Problem> {
-    use usfs_ext4::format::inode::{JOURNAL_INO, ROOT_INO};
+    use usfs_ext4::format::inode::{flags, JOURNAL_INO, ROOT_INO};
     use usfs_fs::FileSystem;
     let ino = ctx.fs.superblock().s_journal_inum();
     if !ctx.geo.features.has_compat(compat::HAS_JOURNAL) || ino == 0 || ino == JOURNAL_INO {
         return None;
     }
-    if ctx.fs.read_inode_raw(ino).ok()?.i_links_count() != 1 {
+    let raw = ctx.fs.read_inode_raw(ino).ok()?;
+    if raw.i_links_count() != 1 {
+        return None;
+    }
+    // (Extent blocks outside the inode carry checksums seeded by its number: moved to
+    // inode 8 they would need new ones, which the move does not write; such a journal
+    // stays where it is.)
+    let depth = u16::from_le_bytes([raw.i_block()[6], raw.i_block()[7]]);
+    if ctx.fs.csum_seed().is_some() && raw.has_flag(flags::EXTENTS) && depth > 0 {
         return None;
     }
     let name = JOURNAL_NAMES

@@ -27,6 +27,9 @@ pub struct Found {
     /// Group -> its inode bitmap as found (a bit per inode, set = in use) and the number
     /// of directories among its inodes.
     pub inode_bitmaps: BTreeMap<u32, (Vec<u8>, u32)>,
+    /// The round fixes bad descriptor checksums (e2fsck's PR_0_GDT_CSUM): the groups
+    /// whose checksum is wrong lose their uninit flags and unused-inodes count too.
+    pub distrust_bad_descriptors: bool,
 }
 
 use crate::format::superblock::{STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS};
@@ -64,10 +67,11 @@ impl Volume {
                 checksummed && d.bg_checksum() != d.compute_checksum(g, ds, seed, &uuid)
             })
             .collect();
-        // (And, as e2fsck's fix of PR_0_GDT_CSUM, such a group's uninit flags and
-        // unused-inodes count go: nothing it says is trusted. The allocators, seeded
-        // already, write the group's bitmaps as they hold them.)
-        for g in bad {
+        // (And, in the round that fixes them, as e2fsck's fix of PR_0_GDT_CSUM, such a
+        // group's uninit flags and unused-inodes count go: nothing it says is trusted.
+        // The allocators, seeded already, write the group's bitmaps as they hold them.)
+        v.txn.groups.extend(bad.iter().copied());
+        for g in bad.into_iter().filter(|_| found.distrust_bad_descriptors) {
             v.repair_group(g, |d| {
                 d.set_bg_flags(d.bg_flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
                 d.set_itable_unused(0);

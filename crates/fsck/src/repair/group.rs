@@ -16,11 +16,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
     match p.code {
         Code::GroupUnusedInodes => {}
         Code::GroupMetadataMissing => {
-            let inode = p.found() == Some(2);
-            match p.expected().filter(|&b| b != 0) {
-                Some(b) => v.place_bitmap(g, inode, b),
-                None => v.relocate_bitmap(g, inode).map(|_| ()),
-            }?;
+            // (No free block where e2fsck looks: its relocation fails, and so does this.)
+            let no_room = || usfs_fs::Error::Io(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            let b = p.expected().filter(|&b| b != 0).ok_or_else(no_room)?;
+            v.place_bitmap(g, p.found() == Some(2), b)?;
             return Ok(());
         }
         Code::GroupMetadataLocation => {

@@ -197,6 +197,11 @@ fn rounds(
         let n = rounds.len() + 1;
         let mut report = check(Box::new(dev.clone()), opts)?;
         clock.lap(format!("check {n}"));
+        if mode == Mode::Preen {
+            // (e2fsck -p never falls back to the backup descriptors: it goes on with
+            // the primary ones, whose problems the check reported too.)
+            report.problems.retain(|p| p.code != Code::GroupDescBackup);
+        }
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)
             Some(_) if p.code == Code::GroupMetadataLocation && p.found().is_none() => false,
@@ -205,6 +210,10 @@ fn rounds(
             None => false,
         };
         restart_first(&mut report, allowed);
+        report.found.distrust_bad_descriptors = report
+            .problems
+            .iter()
+            .any(|p| p.code == Code::GroupDescChecksum);
         // Problems of either severity without a fix block the round: e2fsck would fix
         // them (relocate a bitmap, rebuild the journal), and the summaries found assume
         // it did.

@@ -196,17 +196,8 @@ fn a_missing_block_bitmap_is_relocated_by_preen_as_e2fsck_does() {
         .find(|l| l.contains("Relocating group 2's block bitmap to "))
         .map(|l| l.split(": ").nth(1).unwrap_or(l).to_string())
         .unwrap_or_else(|| panic!("e2fsck -p did not relocate:\n{e2out}"));
-    let out = Command::new(usfs())
-        .args(["fsck", "-fp"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        e2.status.code(),
-        "usfs:\n{text}\ne2fsck:\n{e2out}"
-    );
+    let (code, text) = usfs_fsck(&img, &["-fp"]);
+    assert_eq!(code, e2.status.code(), "usfs:\n{text}\ne2fsck:\n{e2out}");
     assert!(text.contains(&relocated), "usfs:\n{text}\ne2fsck:\n{e2out}");
     assert_eq!(e2fsck_exit(&img, "-fn"), 0, "clean after usfs fsck -fp");
 }

@@ -536,44 +536,29 @@ impl Problem {
 
     /// Sets (or clears) the value found.
     pub fn with_found(mut self, found: Option<u64>) -> Problem {
-        let v = found.unwrap_or(0);
-        self.has &= !(HAS_FOUND | WIDE_FOUND);
-        self.has |= if found.is_some() { HAS_FOUND } else { 0 };
-        match u32::try_from(v) {
-            Ok(narrow) => {
-                self.found = narrow;
-                if let Some(r) = self.rare.as_deref_mut() {
-                    r.wide.0 = 0;
-                }
-            }
-            Err(_) => {
-                self.found = 0;
-                self.has |= WIDE_FOUND;
-                self.rare_mut().wide.0 = v;
-            }
-        }
+        self.set_value(0, found);
         self
     }
 
     /// Sets (or clears) the value expected.
     pub fn with_expected(mut self, expected: Option<u64>) -> Problem {
-        let v = expected.unwrap_or(0);
-        self.has &= !(HAS_EXPECTED | WIDE_EXPECTED);
-        self.has |= if expected.is_some() { HAS_EXPECTED } else { 0 };
-        match u32::try_from(v) {
-            Ok(narrow) => {
-                self.expected = narrow;
-                if let Some(r) = self.rare.as_deref_mut() {
-                    r.wide.1 = 0;
-                }
-            }
-            Err(_) => {
-                self.expected = 0;
-                self.has |= WIDE_EXPECTED;
-                self.rare_mut().wide.1 = v;
-            }
-        }
+        self.set_value(1, expected);
         self
+    }
+
+    /// Sets value `which` (0 found, 1 expected): inline when it fits 32 bits, else in
+    /// [`Rare::wide`].
+    fn set_value(&mut self, which: usize, v: Option<u64>) {
+        let (has, wide) = [(HAS_FOUND, WIDE_FOUND), (HAS_EXPECTED, WIDE_EXPECTED)][which];
+        self.has &= !(has | wide);
+        let x = v.unwrap_or(0);
+        let narrow = u32::try_from(x).ok();
+        self.has |= if v.is_some() { has } else { 0 } | if narrow.is_none() { wide } else { 0 };
+        *[&mut self.found, &mut self.expected][which] = narrow.unwrap_or(0);
+        if narrow.is_none() || self.rare.is_some() {
+            let r = self.rare_mut();
+            *[&mut r.wide.0, &mut r.wide.1][which] = if narrow.is_none() { x } else { 0 };
+        }
     }
 
     /// Attaches the shared blocks of a multiply-claimed inode.

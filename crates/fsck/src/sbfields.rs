@@ -63,6 +63,7 @@ const JOURNAL_NAMES: [&str; 4] = [".journal", "journal", ".journal.dat", "journa
 /// inode 8: has_journal, the superblock naming an inode other than 8 with one link, and
 /// the root naming it by one of [`JOURNAL_NAMES`].
 fn visible_journal(ctx: &Ctx) -> Option<Problem> {
+    use usfs_ext4::format::extent::ExtentHeader;
     use usfs_ext4::format::inode::{flags, JOURNAL_INO, ROOT_INO};
     use usfs_fs::FileSystem;
     let ino = ctx.fs.superblock().s_journal_inum();
@@ -76,7 +77,7 @@ fn visible_journal(ctx: &Ctx) -> Option<Problem> {
     // (Extent blocks outside the inode carry checksums seeded by its number: moved to
     // inode 8 they would need new ones, which the move does not write; such a journal
     // stays where it is.)
-    let depth = u16::from_le_bytes([raw.i_block()[6], raw.i_block()[7]]);
+    let depth = ExtentHeader::new(&raw.i_block()[..]).map_or(0, |h| h.eh_depth());
     if ctx.fs.csum_seed().is_some() && raw.has_flag(flags::EXTENTS) && depth > 0 {
         return None;
     }

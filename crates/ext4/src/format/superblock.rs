@@ -277,6 +277,16 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> Superblock<B> {
             self.set_s_checksum(c);
         }
     }
+
+    /// Marks the file system checked at `now` (seconds), as e2fsck ends a run that may
+    /// write: valid, no errors recorded, mount count 0, last check now.
+    pub fn mark_checked(&mut self, now: i64) {
+        let s = self.s_state();
+        self.set_s_state((s | STATE_VALID_FS) & !STATE_ERROR_FS);
+        self.set_s_mnt_count(0);
+        self.set_s_lastcheck(now as u32);
+        self.set_s_lastcheck_hi((now >> 32) as u8);
+    }
 }
 
 /// Joins a lo/hi pair; the high half counts only when `is64`.

@@ -32,8 +32,6 @@ pub struct Found {
     pub distrust_bad_descriptors: bool,
 }
 
-use crate::format::superblock::{STATE_ERROR_FS as ERROR_FS, STATE_VALID_FS as VALID_FS};
-
 /// Changed blocks after which a repair commits (1 MiB of 4 KiB blocks): a commit costs
 /// four flushes, the running transaction holds its blocks in memory, and a repair's
 /// peak memory is to stay within e2fsck's, which writes in place (at 32 MiB, 100k
@@ -600,12 +598,7 @@ impl Volume {
     /// e2fsck does: valid, no errors recorded, mount count 0, last check now.
     pub fn close_repaired(&mut self) -> Result<()> {
         let now = self.now().sec;
-        let sb = &mut self.fs.core.sb;
-        let s = sb.s_state();
-        sb.set_s_state((s | VALID_FS) & !ERROR_FS);
-        sb.set_s_mnt_count(0);
-        sb.set_s_lastcheck(now as u32);
-        sb.set_s_lastcheck_hi((now >> 32) as u8);
+        self.fs.core.sb.mark_checked(now);
         self.sb_dirty = true;
         self.close()
     }

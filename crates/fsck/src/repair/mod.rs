@@ -352,13 +352,8 @@ fn mark_valid(dev: &Arc<dyn Device>, was_invalid: bool) -> usfs_fs::Result<bool>
 /// The marks of [`Volume::close_repaired`] (valid, no errors, mount count 0, last
 /// check now) written into the superblock on `dev` in place, flushed.
 fn mark_valid_in_place(dev: &Arc<dyn Device>) -> usfs_fs::Result<()> {
-    use usfs_ext4::format::superblock::STATE_ERROR_FS;
     let mut sb = superblock_of(dev)?;
-    let now = usfs_fs::Timestamp::now().sec;
-    sb.set_s_state((sb.s_state() | STATE_VALID_FS) & !STATE_ERROR_FS);
-    sb.set_s_mnt_count(0);
-    sb.set_s_lastcheck(now as u32);
-    sb.set_s_lastcheck_hi((now >> 32) as u8);
+    sb.mark_checked(usfs_fs::Timestamp::now().sec);
     sb.update_checksum();
     dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
     Ok(dev.flush()?)

@@ -3,6 +3,7 @@
 //! intermediate results), merged only at the end: pFSCK's per-thread contexts.
 
 use crate::chunked::Chunked;
+use crate::ea_inode::{EaCharge, EaValue};
 use crate::problem::{EntryAt, Problem};
 use crate::sched::Queues;
 use crate::state::Shared;
@@ -155,6 +156,11 @@ pub(crate) struct Worker {
     pub counters: Counters,
     /// References to each xattr block (block -> inodes using it).
     pub xattr_refs: HashMap<u64, u32>,
+    /// The xattr blocks keeping values in EA inodes: those values and, once found
+    /// valid, what they charge each owner (the block's EA-inode references count once).
+    pub xattr_ea: HashMap<u64, (Vec<EaValue>, Option<EaCharge>)>,
+    /// EA inodes referenced by in-inode attributes, once per reference.
+    pub ea_refs: Vec<u32>,
     /// References pass 2 counted past the shared nibble of their inode.
     pub many_refs: crate::refs::ManyRefs,
     /// (directory, its `..` entry), from pass 2.
@@ -206,6 +212,8 @@ impl Worker {
             problems: Vec::new(),
             counters: Counters::default(),
             xattr_refs: HashMap::new(),
+            xattr_ea: HashMap::new(),
+            ea_refs: Vec::new(),
             many_refs: Default::default(),
             dotdots: Chunked::default(),
             parents: Chunked::default(),

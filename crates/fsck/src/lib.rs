@@ -22,6 +22,7 @@ mod chunked;
 pub(crate) mod ctx;
 pub(crate) mod dirio;
 mod dirmap;
+mod ea_inode;
 pub(crate) mod htree;
 mod iflags;
 mod journal;

@@ -33,6 +33,10 @@ pub(crate) struct Merged {
 struct Joined {
     /// References to each xattr block, over all workers.
     xattr_refs: HashMap<u64, u32>,
+    /// The EA inodes valid xattr blocks reference, by block (a block counts once).
+    xattr_ea: HashMap<u64, Vec<u32>>,
+    /// References to EA inodes (one entry per reference), sorted once joined.
+    ea_refs: Vec<u32>,
     /// (directory, its `..` entry).
     dotdots: Chunked<(u32, u32)>,
     /// Entries naming directories.
@@ -134,6 +138,12 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
         for (b, n) in w.xattr_refs.drain() {
             *j.xattr_refs.entry(b).or_insert(0) += n;
         }
+        for (b, (_, charge)) in w.xattr_ea.drain() {
+            if let Some(c) = charge {
+                j.xattr_ea.entry(b).or_insert(c.inodes);
+            }
+        }
+        absorb(&mut j.ea_refs, &mut w.ea_refs);
         absorb(&mut j.links, &mut w.links);
         j.many_refs.absorb(&mut w.many_refs);
         absorb(&mut j.htree_facts, &mut w.htree);
@@ -146,6 +156,10 @@ fn join(workers: &mut [Worker], problems: &mut Vec<Problem>) -> (Merged, Joined)
             .push([w.busy_ns[0] as f64 / 1e9, w.busy_ns[1] as f64 / 1e9]);
         merged.timelines.push(std::mem::take(&mut w.timeline));
     }
+    for (_, inodes) in j.xattr_ea.drain() {
+        j.ea_refs.extend(inodes);
+    }
+    j.ea_refs.sort_unstable();
     (merged, j)
 }
 
@@ -218,7 +232,7 @@ fn passes_3_to_5(ctx: &Ctx, late: &mut Worker, j: &mut Joined, phases: &mut Phas
         ctx.shared,
         late,
         &special,
-        (&j.links, &fixed, &many_refs),
+        (&j.links, &fixed, &many_refs, &j.ea_refs),
     );
     phases.push(("pass 4", t5.elapsed().as_secs_f64()));
     let t6 = Instant::now();

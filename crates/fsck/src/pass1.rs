@@ -5,6 +5,7 @@
 
 use crate::blocks::{walk_extents, walk_indirect, BlockKind, Visit};
 use crate::ctx::{Ctx, DirBlock, Worker};
+use crate::ea_inode::{EaCharge, EaValue};
 use crate::problem::{Code, Problem};
 use crate::state::InodeKind;
 use std::collections::HashMap;
@@ -12,10 +13,9 @@ use std::ops::ControlFlow;
 use usfs_ext4::format::features::{compat, incompat, ro_compat};
 use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
-use usfs_ext4::format::xattr;
 use usfs_ext4::walk::{
     self,
-    xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor},
+    xattr::{Entry, XattrCtx, XattrIssue, XattrVisitor},
     Mode,
 };
 use usfs_fs::FileType;
@@ -179,13 +179,20 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         w.report(Problem::new(Code::InodeChecksum, ino.to_string()).with_ino(ino));
     }
     crate::iflags::casefold(ctx, w, ino, mode);
-    let Some(ft) = FileType::from_mode(mode as u32) else {
-        if ino == BAD_BLOCKS_INO || (reserved && ino != 2) {
+    let ft = match FileType::from_mode(mode as u32) {
+        Some(ft) => ft,
+        None if ino == BAD_BLOCKS_INO || (reserved && ino != 2) => {
             ctx.shared.set_inode(ino, InodeKind::Unused, links);
             return;
         }
-        w.report(Problem::new(Code::InodeBadMode, ino.to_string()).with_ino(ino));
-        return;
+        // (A mode without a type whose data is a directory's becomes a directory's.)
+        None if !reserved && crate::special::treat_as_dir(ctx, w, ino, None, links) => {
+            FileType::Directory
+        }
+        None => {
+            w.report(Problem::new(Code::InodeBadMode, ino.to_string()).with_ino(ino));
+            return;
+        }
     };
     if ino == 2 && ft != FileType::Directory {
         w.report(Problem::new(Code::ReservedInode, "Root inode is not a directory").with_ino(ino));
@@ -255,6 +262,14 @@ fn check_inode(ctx: &Ctx, w: &mut Worker, ino: u32, rec: &[u8]) {
         if dind != 0 && ctx.valid_block(dind) {
             ctx.shared.claim_block(dind);
         }
+        return;
+    }
+    // A valid symlink with inline data: e2fsck looks no further (its xattr block and
+    // i_blocks go unchecked and uncounted).
+    if ft == FileType::Symlink
+        && w.inode.i_flags() & flags::INLINE_DATA != 0
+        && crate::special::symlink_ok(ctx, &w.inode, ino)
+    {
         return;
     }
     check_inode_blocks(ctx, w, ino, ft);
@@ -424,10 +439,11 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     let ibody = check_in_inode_xattrs(ctx, w, ino);
     walk_blocks(ctx, w, &f, &mut claim);
     crate::dirmap::report(w, ino, claim.dir_end, claim.too_big, claim.dir_uninit);
-    claim.blocks += ibody.ea_blocks;
-    check_file_acl(ctx, w, &mut f, &mut claim);
+    claim.blocks += ibody.charge.blocks;
+    let block_ea_inodes = check_file_acl(ctx, w, &mut f, &mut claim);
     check_block_count(ctx, w, &f, &claim);
-    crate::quota::charge(ctx, w, ino, claim.blocks, ibody.ea_inodes);
+    let ea_inodes = (ibody.charge.inodes.len() + block_ea_inodes) as u64;
+    crate::quota::charge(ctx, w, ino, claim.blocks, ea_inodes);
     if f.ft == FileType::Regular && f.size >= LARGE_FILE_SIZE {
         w.counters.large_files += 1;
     }
@@ -453,8 +469,9 @@ fn walk_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &mut Claim) {
 }
 
 /// Checks the inode's xattr block, if it has one (dropping it from `f` when the ext_attr
-/// feature is off), and counts it in `claim`.
-fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Claim) {
+/// feature is off), and counts it in `claim` with the values it keeps in EA inodes;
+/// returns how many EA inodes those are.
+fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Claim) -> usize {
     let (ino, file_acl) = (f.ino, f.file_acl);
     if file_acl != 0 && !ctx.geo.features.has_compat(compat::EXT_ATTR) {
         w.report(
@@ -466,8 +483,15 @@ fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Cla
         );
         f.file_acl = 0;
     }
-    if f.file_acl != 0 && check_xattr_block(ctx, w, ino, f.file_acl) {
-        claim.blocks += 1;
+    if f.file_acl == 0 {
+        return 0;
+    }
+    match check_xattr_block(ctx, w, (ino, f.generation), f.file_acl) {
+        Some((blocks, ea_inodes)) => {
+            claim.blocks += blocks;
+            ea_inodes
+        }
+        None => 0,
     }
 }
 
@@ -498,7 +522,19 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
 fn check_size(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
     let (ino, size) = (f.ino, f.size);
     let bs = ctx.geo.block_size as u64;
-    if f.is_dir && f.has_blocks {
+    let inline_fs = ctx.geo.features.has_incompat(incompat::INLINE_DATA);
+    if f.is_dir && f.inline && inline_fs {
+        // i_size must be the inline data's: i_block and the system.data value (a
+        // damaged area or a missing value is another problem's).
+        let want = crate::special::inline_size(ctx, &w.inode, ino).map(|n| n as u64);
+        if let Some(want) = want.filter(|&n| n != size) {
+            w.report(
+                Problem::new(Code::BadISize, "")
+                    .with_ino(ino)
+                    .values(size, want),
+            );
+        }
+    } else if f.is_dir && f.has_blocks {
         let nblock = size / bs;
         let last = claim.last_lblk.map_or(0, |l| l + 1);
         let prealloc = ctx.fs.superblock().s_prealloc_dir_blocks() as u64;
@@ -607,26 +643,19 @@ fn xattr_ctx(ctx: &Ctx, ino: u32) -> XattrCtx {
 }
 
 /// What a lenient walk of an inode's in-inode xattrs finds.
-struct Ibody<'c> {
-    ctx: &'c Ctx<'c>,
+struct Ibody {
     /// Something is wrong (e2fsck's "extended attribute in inode has a problem").
     bad: bool,
-    /// The `system.data` attribute (inline data beyond i_block) is there.
-    system_data: bool,
-    /// Blocks of the EA inodes holding values (e2fsck charges them to the owner's
-    /// i_blocks).
-    ea_blocks: u64,
-    /// EA inodes holding values (charged to the owner's inode quota).
-    ea_inodes: u64,
+    /// The entries whose values live in EA inodes.
+    values: Vec<EaValue>,
+    /// What those charge the owner (i_blocks and inode quota), once checked: nothing
+    /// when the area is to be cleared.
+    charge: EaCharge,
 }
 
-impl<'a> XattrVisitor<'a> for Ibody<'_> {
+impl<'a> XattrVisitor<'a> for Ibody {
     fn entry(&mut self, e: Entry<'a>) {
-        self.system_data |= e.index == xattr::INDEX_SYSTEM && e.name == b"data";
-        if let Value::Inode { ino, .. } = e.value {
-            self.ea_blocks += ea_inode_size_blocks(self.ctx, ino);
-            self.ea_inodes += 1;
-        }
+        self.values.extend(EaValue::of(&e));
     }
     fn issue(&mut self, _: XattrIssue) -> ControlFlow<()> {
         self.bad = true;
@@ -636,34 +665,31 @@ impl<'a> XattrVisitor<'a> for Ibody<'_> {
 
 /// Walks the in-inode xattr area of the inode in `w.inode` (if it has one), reporting
 /// a damaged one; returns what the walk found.
-fn check_in_inode_xattrs<'c>(ctx: &'c Ctx<'c>, w: &mut Worker, ino: u32) -> Ibody<'c> {
+fn check_in_inode_xattrs(ctx: &Ctx, w: &mut Worker, ino: u32) -> Ibody {
     let mut found = Ibody {
-        ctx,
         bad: false,
-        system_data: false,
-        ea_blocks: 0,
-        ea_inodes: 0,
+        values: Vec::new(),
+        charge: EaCharge::default(),
     };
     let isz = ctx.geo.inode_size as usize;
     if let Some(area) = walk::xattr::ibody(w.inode.bytes(), isz, w.inode.i_extra_isize()) {
         let cx = xattr_ctx(ctx, ino);
         let _ = walk::xattr::scan_entries(area, 0, &cx, Mode::Lenient, &mut found);
     }
+    // (A bad area is cleared whole: its EA inodes are neither charged nor referenced.)
     if found.bad {
         w.report(Problem::new(Code::BadXattrInInode, ino.to_string()).with_ino(ino));
+    } else if !found.values.is_empty() {
+        let owner = (ino, w.inode.i_generation());
+        match crate::ea_inode::check(ctx, w, owner, None, &found.values) {
+            Ok(charge) => {
+                w.ea_refs.extend_from_slice(&charge.inodes);
+                found.charge = charge;
+            }
+            Err(p) => w.report(p),
+        }
     }
     found
-}
-
-/// i_blocks of EA inode `ea` in file-system blocks (0 if none or unreadable).
-fn ea_inode_size_blocks(ctx: &Ctx, ea: u32) -> u64 {
-    if ea == 0 || ea > ctx.geo.inodes_count {
-        return 0;
-    }
-    let huge = ctx.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
-    ctx.fs.read_inode_raw(ea).map_or(0, |r| {
-        r.blocks_512(huge, ctx.geo.block_size) / (ctx.geo.block_size as u64 / 512)
-    })
 }
 
 /// What a lenient walk of an xattr block finds.
@@ -675,10 +701,14 @@ struct BlockFindings {
     hash: bool,
     /// The checksum does not match.
     checksum: bool,
+    /// The entries whose values live in EA inodes.
+    values: Vec<EaValue>,
 }
 
 impl<'a> XattrVisitor<'a> for BlockFindings {
-    fn entry(&mut self, _: Entry<'a>) {}
+    fn entry(&mut self, e: Entry<'a>) {
+        self.values.extend(EaValue::of(&e));
+    }
     fn issue(&mut self, issue: XattrIssue) -> ControlFlow<()> {
         match issue {
             XattrIssue::Hash { .. } => self.hash = true,
@@ -689,12 +719,19 @@ impl<'a> XattrVisitor<'a> for BlockFindings {
     }
 }
 
-/// Checks an xattr block and counts the reference; returns whether it counts toward
-/// i_blocks.
-fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
+/// Checks the xattr block `blk` of inode `owner` (number, generation) and counts the
+/// reference; returns what it charges the inode (blocks: its own and those of the
+/// values it keeps in EA inodes; the number of EA inodes), None when it does not count.
+fn check_xattr_block(
+    ctx: &Ctx,
+    w: &mut Worker,
+    owner: (u32, u32),
+    blk: u64,
+) -> Option<(u64, usize)> {
+    let ino = owner.0;
     if !ctx.valid_block(blk) {
         w.report(Problem::new(Code::BadXattrBlock, format!("{ino} ({blk})")).with_ino(ino));
-        return false;
+        return None;
     }
     let first = {
         let c = w.xattr_refs.entry(blk).or_insert(0);
@@ -704,7 +741,11 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     // Each block is validated and claimed once per thread; the merge catches a block
     // claimed by two threads (fine) and compares refcounts.
     if !first {
-        return true;
+        let values = w.xattr_ea.get(&blk).map(|m| m.0.clone());
+        return match values {
+            None => Some((1, 0)),
+            Some(values) => ea_block_charge(ctx, w, owner, blk, values),
+        };
     }
     let mut buf = std::mem::take(&mut w.meta_buf);
     let mut found = BlockFindings::default();
@@ -720,7 +761,7 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
     };
     if found.bad {
         report(w, "");
-        return true;
+        return Some((1, 0));
     }
     if found.hash {
         report(w, ": an entry's hash is invalid");
@@ -732,7 +773,40 @@ fn check_xattr_block(ctx: &Ctx, w: &mut Worker, ino: u32, blk: u64) -> bool {
                 .with_block(blk),
         );
     }
-    true
+    if found.values.is_empty() {
+        return Some((1, 0));
+    }
+    ea_block_charge(ctx, w, owner, blk, found.values)
+}
+
+/// What xattr block `blk`, whose entries keep `values` in EA inodes, charges `owner`
+/// (as [`check_xattr_block`]): checked once per worker while valid (the result kept
+/// in `w.xattr_ea`), again for each owner while not (an old Lustre EA inode is valid
+/// for its owner only). An invalid one is reported, its reference taken back: the fix
+/// lets go of the block, as e2fsck's.
+fn ea_block_charge(
+    ctx: &Ctx,
+    w: &mut Worker,
+    owner: (u32, u32),
+    blk: u64,
+    values: Vec<EaValue>,
+) -> Option<(u64, usize)> {
+    if let Some((_, Some(c))) = w.xattr_ea.get(&blk) {
+        return Some((1 + c.blocks, c.inodes.len()));
+    }
+    let checked = crate::ea_inode::check(ctx, w, owner, Some(blk), &values);
+    let charge = match checked {
+        Ok(c) => c,
+        Err(p) => {
+            w.report(p);
+            *w.xattr_refs.entry(blk).or_insert(1) -= 1;
+            w.xattr_ea.insert(blk, (values, None));
+            return None;
+        }
+    };
+    let r = (1 + charge.blocks, charge.inodes.len());
+    w.xattr_ea.insert(blk, (values, Some(charge)));
+    Some(r)
 }
 
 /// Compares each xattr block's reference count with the inodes using it (`refs`, merged
@@ -744,6 +818,11 @@ pub(crate) fn check_xattr_refcounts(ctx: &Ctx, w: &mut Worker, refs: &HashMap<u6
     let mut blocks: Vec<_> = refs.iter().collect();
     blocks.sort();
     for (&b, &n) in blocks {
+        // (No user left: those it had let go of it, as e2fsck's fix of a bad entry
+        // does; the block is free.)
+        if n == 0 {
+            continue;
+        }
         ctx.shared.claim_block(b);
         if ctx.read_block(b, &mut buf).is_err() {
             continue;

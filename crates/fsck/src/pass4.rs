@@ -16,9 +16,14 @@ use usfs_fs::FileType;
 /// The magic of in-inode extended attributes (after i_extra_isize).
 const XATTR_MAGIC: u32 = 0xEA02_0000;
 
-/// The link counts listed apart, the fixed i_blocks and the references listed apart
-/// (see [`run`]).
-type Counts<'a> = (&'a [(u32, u16)], &'a [(u32, u64)], &'a [(u32, u32)]);
+/// The link counts listed apart, the fixed i_blocks, the references listed apart and
+/// the references to EA inodes (see [`run`]).
+type Counts<'a> = (
+    &'a [(u32, u16)],
+    &'a [(u32, u64)],
+    &'a [(u32, u32)],
+    &'a [u32],
+);
 
 /// Most links an inode can record; directories past it store 1.
 const LINK_MAX: u16 = 65000;
@@ -27,14 +32,16 @@ const LINK_MAX: u16 = 65000;
 /// are the link counts too large for [`Shared`]'s byte per inode, sorted by inode;
 /// `fixed` the i_blocks pass 1's fixes set, sorted by inode (an unattached inode is
 /// empty by those); `many_refs` the references pass 2 counted past [`Shared`]'s nibbles,
-/// sorted by inode.
+/// sorted by inode; `ea_refs` the references xattrs make to EA inodes, one entry each,
+/// sorted (an EA inode no directory names counts one link when referenced, as in
+/// e2fsck's check_ea_inode).
 pub(crate) fn run(
     fs: &Ext4,
     geo: &Geometry,
     shared: &Shared,
     w: &mut Worker,
     skip: &[u32],
-    (links, fixed, many_refs): Counts<'_>,
+    (links, fixed, many_refs, ea_refs): Counts<'_>,
 ) {
     let mut other = links.iter().peekable();
     let mut many = ManyRefsCursor::new(many_refs);
@@ -46,16 +53,24 @@ pub(crate) fn run(
         let InodeKind::Used(ft) = shared.kind(ino) else {
             continue;
         };
-        if skip.binary_search(&ino).is_ok() || shared.ea_inodes.get(ino as u64) {
+        if skip.binary_search(&ino).is_ok() {
             continue;
         }
-        let refs = shared.small_refs(ino) + many.of(ino);
+        let mut refs = shared.small_refs(ino) + many.of(ino);
         while other.next_if(|&&(i, _)| i < ino).is_some() {}
         let links = match (shared.small_links(ino), other.peek()) {
             (Some(n), _) => n,
             (None, Some(&&(i, n))) if i == ino => n,
             (None, _) => 0,
         };
+        if refs == 0 && shared.ea_inodes.get(ino as u64) {
+            let lo = ea_refs.partition_point(|&i| i < ino);
+            let n = ea_refs[lo..].partition_point(|&i| i == ino) as u64;
+            if n > 0 {
+                crate::ea_inode::check_refs(fs, w, ino, n);
+                refs = 1;
+            }
+        }
         if refs == 0 {
             if ft != FileType::Directory {
                 let i_blocks = |r: &Inode<Vec<u8>>| match fixed.binary_search_by_key(&ino, |f| f.0)

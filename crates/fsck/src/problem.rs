@@ -219,6 +219,17 @@ problems! {
     InodeDtimeSet = 0x01_0003, P1, Error, SetField, "Inode {} is in use, but has dtime set";
     /// A deleted inode has no deletion time.
     InodeZeroDtime = 0x01_0004, P1, Error, SetField, "Deleted inode {} has zero dtime";
+    /// An xattr entry names an EA inode out of range, or one without the EA_INODE flag
+    /// whose hash does not match (e2fsck's PR_1_ATTR_VALUE_EA_INODE; found: the EA
+    /// inode): the in-inode attributes are cleared, or with `block` set the inode lets
+    /// go of that xattr block.
+    EaInodeValue = 0x01_0083, P1, Error, ClearEntry, "Inode {}";
+    /// An xattr entry's hash does not match its EA inode's value hash (e2fsck's
+    /// PR_1_ATTR_HASH; found: e_hash): cleared as [`Code::EaInodeValue`].
+    EaInodeHash = 0x01_0054, P1, Error, ClearEntry, "Extended attribute in inode {}";
+    /// An EA inode an entry validly names lacks the EA_INODE flag (e2fsck's
+    /// PR_1_ATTR_SET_EA_INODE_FL; the inode is the EA inode, found: its owner): set.
+    EaInodeFlag = 0x01_0086, P1, Error, SetField, "EA inode {} missing EA_INODE flag";
     /// Extent header invalid.
     ExtentHeader = 0x01_0005, P1, Error, ClearInode, "Inode {} has a bad extent header";
     /// An extent points outside the file system or over metadata.
@@ -399,6 +410,9 @@ problems! {
     UnattachedZeroLen = 0x04_0004, P4, Error, ClearInode, "Unattached zero-length inode {}";
     /// An inode's link count disagrees with the entries naming it.
     BadRefCount = 0x04_0002, P4, Error, SetField, "Inode {}";
+    /// An EA inode's stored reference count (i_ctime high, i_version low) is not the
+    /// number of entries naming it (e2fsck's PR_4_EA_INODE_REF_COUNT; found, expected).
+    EaInodeRefCount = 0x04_0005, P4, Error, SetField, "Extended attribute inode {}";
     /// A directory has more than 65000 links but the dir_nlink feature is off.
     DirNlinkFeature = 0x04_0003, P4, Error, SetField, "Directory exceeds max links, but no DIR_NLINK feature in superblock";
 

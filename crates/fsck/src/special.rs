@@ -36,19 +36,10 @@ pub(crate) fn check(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType, links: u1
         let f = w.inode.i_flags() & !flags::EXTENTS;
         w.inode.set_i_flags(f);
     }
-    let inode = &w.inode;
-    if ft != FileType::Symlink && really_dir(ctx, inode, ino, ft, links) {
-        let was = type_name(ft);
-        w.report(
-            Problem::new(Code::TreatAsDirectory, format!("{ino} is a {was}"))
-                .with_ino(ino)
-                .values(
-                    u64::from(inode.i_mode()),
-                    u64::from(inode.i_mode() & 0o7777 | 0o040000),
-                ),
-        );
+    if ft != FileType::Symlink && treat_as_dir(ctx, w, ino, Some(ft), links) {
         return FileType::Directory;
     }
+    let inode = &w.inode;
     let iflags = inode.i_flags();
     let i_size = inode.size();
     if ft == FileType::Symlink {
@@ -104,6 +95,33 @@ pub(crate) fn has_valid_blocks(inode: &Inode<Vec<u8>>, ft: FileType) -> bool {
 
 /// e2fsck's name of a file type in "Inode N is a ... but it looks like it is really a
 /// directory".
+/// e2fsck's check_is_really_dir on inode `ino` (its record in `w.inode`), a device
+/// file, FIFO, socket or (`ft` None) an inode whose mode has no file type: if its data
+/// is a directory's, reports that its mode becomes a directory's and says so.
+pub(crate) fn treat_as_dir(
+    ctx: &Ctx,
+    w: &mut Worker,
+    ino: u32,
+    ft: Option<FileType>,
+    links: u16,
+) -> bool {
+    let inode = &w.inode;
+    if !really_dir(ctx, inode, ino, ft, links) {
+        return false;
+    }
+    let mode = inode.i_mode();
+    let was = match ft {
+        Some(ft) => format!("a {}", type_name(ft)),
+        None => format!("a unknown file type with mode {:#o}", mode),
+    };
+    w.report(
+        Problem::new(Code::TreatAsDirectory, format!("{ino} is {was}"))
+            .with_ino(ino)
+            .values(u64::from(mode), u64::from(mode & 0o7777 | 0o040000)),
+    );
+    true
+}
+
 fn type_name(ft: FileType) -> &'static str {
     match ft {
         FileType::CharDevice => "character device",
@@ -133,7 +151,13 @@ fn ptr(inode: &Inode<Vec<u8>>, i: usize) -> u64 {
 /// e2fsck's check_is_really_dir for a device file, FIFO or socket: does its inline data
 /// or first block start with a plausible `.` and `..`? (e2fsck also rules out blocks
 /// pass 1 has already seen claimed; a parallel pass cannot know which those are.)
-fn really_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32, ft: FileType, links: u16) -> bool {
+fn really_dir(
+    ctx: &Ctx,
+    inode: &Inode<Vec<u8>>,
+    ino: u32,
+    ft: Option<FileType>,
+    links: u16,
+) -> bool {
     if ptr(inode, 0) == 0 {
         return false;
     }
@@ -166,7 +190,8 @@ fn really_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32, ft: FileType, links: 
             }
             ptr(inode, 0)
         };
-    if matches!(ft, FileType::CharDevice | FileType::BlockDevice) && links == 1 && !not_device {
+    if matches!(ft, Some(FileType::CharDevice | FileType::BlockDevice)) && links == 1 && !not_device
+    {
         return false;
     }
     if blk >= geo.blocks_count {
@@ -224,7 +249,7 @@ fn inline_looks_like_dir(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
 
 /// ext2fs_inline_data_size: i_block and the `system.data` value (none: i_block alone);
 /// `None` when the xattr area is damaged.
-fn inline_size(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> Option<usize> {
+pub(crate) fn inline_size(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> Option<usize> {
     crate::iflags::system_data(ctx, inode, ino).map(|v| I_BLOCK + v.unwrap_or(0))
 }
 
@@ -232,7 +257,7 @@ fn inline_size(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> Option<usize> {
 /// whose length is the size: inline (the inline size is i_size), fast (in i_block, no
 /// extents flag) or in one block (a single one-block extent at 0 in a depth-0 tree, or
 /// i_block[0] alone), terminated inside its buffer.
-fn symlink_ok(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
+pub(crate) fn symlink_ok(ctx: &Ctx, inode: &Inode<Vec<u8>>, ino: u32) -> bool {
     let iflags = inode.i_flags();
     let size = inode.size();
     if inode.i_size_high() != 0 || size == 0 || iflags & flags::INDEX != 0 {

@@ -112,12 +112,12 @@ impl Ext4 {
                 )
                 .with_ino(inode.ino));
             }
-            return Ok(inode.raw.i_block()[..size as usize].to_vec());
+            return Ok(to_nul(inode.raw.i_block()[..size as usize].to_vec()));
         }
         let mut v = vec![0u8; size as usize];
         let n = self.read_file(inode, 0, &mut v)?;
         v.truncate(n);
-        Ok(v)
+        Ok(to_nul(v))
     }
 
     pub(crate) fn metadata(&self, inode: &LoadedInode) -> Result<Metadata> {
@@ -368,4 +368,13 @@ impl FileSystem for Ext4 {
     fn describe(&self) -> Vec<(String, String)> {
         self.describe_superblock()
     }
+}
+
+/// A symlink's target as the kernel reads it: a C string, ending at the first NUL
+/// byte within i_size (e2fsck accepts an inline target padded with NULs).
+fn to_nul(mut target: Vec<u8>) -> Vec<u8> {
+    if let Some(end) = target.iter().position(|&b| b == 0) {
+        target.truncate(end);
+    }
+    target
 }

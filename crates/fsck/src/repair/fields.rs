@@ -10,7 +10,7 @@ use crate::problem::{Code, Problem};
 use std::collections::HashSet;
 use std::sync::Arc;
 use usfs_dev::Device;
-use usfs_ext4::format::inode::Inode;
+use usfs_ext4::format::inode::{flags, Inode};
 use usfs_ext4::rw::meta::Meta;
 use usfs_ext4::rw::Volume;
 use usfs_fs::{Error, Result};
@@ -32,6 +32,10 @@ pub(super) enum Edit {
     BlocksHi,
     /// l_i_file_acl_high zeroed.
     FileAclHi,
+    /// The EA_INODE flag set.
+    EaInodeFlag,
+    /// An EA inode's reference count (i_ctime high, i_version low).
+    EaRefs(u64),
     /// Nothing but the checksum, which every write sets.
     Rewrite,
 }
@@ -52,6 +56,8 @@ impl Edit {
             Code::BlocksHi => Edit::BlocksHi,
             Code::FileAclHi => Edit::FileAclHi,
             Code::InodeChecksum => Edit::Rewrite,
+            Code::EaInodeFlag => Edit::EaInodeFlag,
+            Code::EaInodeRefCount => Edit::EaRefs(want()?),
             _ => return Ok(None),
         }))
     }
@@ -66,6 +72,11 @@ impl Edit {
             Edit::Faddr => r.set_i_obso_faddr(0),
             Edit::BlocksHi => r.set_l_i_blocks_high(0),
             Edit::FileAclHi => r.set_l_i_file_acl_high(0),
+            Edit::EaInodeFlag => r.set_i_flags(r.i_flags() | flags::EA_INODE),
+            Edit::EaRefs(n) => {
+                r.set_i_ctime((n >> 32) as u32);
+                r.set_l_i_version(n as u32);
+            }
             Edit::Rewrite => {}
         }
     }

@@ -49,12 +49,17 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // An inode 8 that is no journal, zeroed whole (e2fsck zeroes the record's
         // in-memory copy and writes it).
         Code::JournalInodeNotClear => v.repair_inode(ino, |r| r.bytes_mut().fill(0)),
-        Code::BadXattrInInode => v.repair_inode(ino, |r| {
-            let at = 128 + r.i_extra_isize() as usize;
-            if at + 4 <= inode_size as usize {
-                r.bytes_mut()[at..at + 4].fill(0);
-            }
-        }),
+        Code::EaInodeValue | Code::EaInodeHash if p.block().is_some() => {
+            v.repair_inode(ino, |r| r.set_file_acl(0))
+        }
+        Code::BadXattrInInode | Code::EaInodeValue | Code::EaInodeHash => {
+            v.repair_inode(ino, |r| {
+                let at = 128 + r.i_extra_isize() as usize;
+                if at + 4 <= inode_size as usize {
+                    r.bytes_mut()[at..at + 4].fill(0);
+                }
+            })
+        }
         // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).

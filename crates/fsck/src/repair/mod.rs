@@ -139,6 +139,8 @@ fn fix_of(code: Code) -> Option<bool> {
         BlocksHi | ZeroLengthDir | TooBigDir | DirUninitExtent => false,
         BadBlocksIllegal | BadBlocksPrimary | BadBlocksMetadata | BadBlocksInodeClear => false,
         BadXattrInInode | XattrRefcount | OrphanListRefugee => false,
+        // (PR_PREEN_OK, all four.)
+        EaInodeValue | EaInodeHash | EaInodeFlag | EaInodeRefCount => true,
         // (PR_0_JOURNAL_BAD_INODE and PR_0_JOURNAL_BAD_SUPER; only those have a fix.)
         JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,

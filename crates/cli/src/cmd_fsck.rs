@@ -5,6 +5,8 @@ use crate::image::CliResult;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use usfs_dev::Device;
 use usfs_fsck::problem::{Code, Pass, Severity};
 use usfs_fsck::repair::Mode;
 
@@ -58,6 +60,15 @@ pub(crate) struct FsckArgs {
     /// Resource-aware: workers at SCHED_IDLE, core budget from idle CPUs (/proc/stat).
     #[arg(long)]
     nice: bool,
+    /// Read the file system by the superblock at this block (e2fsck's -b): a backup, and
+    /// the descriptors after it; a repair writes them over the primary. Without it, a
+    /// primary superblock that is unusable sends -n and -y to group 1's backup.
+    #[arg(short = 'b', value_name = "SUPERBLOCK")]
+    pub(crate) superblock: Option<u64>,
+    /// The block size of the -b superblock (e2fsck's -B; default: each from 1 KiB to 64
+    /// KiB until one fits).
+    #[arg(short = 'B', value_name = "BLOCKSIZE", requires = "superblock")]
+    pub(crate) blocksize: Option<u32>,
     /// Extended options, comma-separated (e2fsck's -E): `journal_only` replays the
     /// journal onto the image (with -y or -p) and stops.
     #[arg(short = 'E', value_delimiter = ',')]
@@ -93,7 +104,18 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
         return crate::fsck_repair::run(a, None, &opts);
     }
     let path_name = a.image.display().to_string();
-    let dev = match usfs_dev::FileDevice::open(&a.image, false) {
+    let dev: Arc<dyn Device> = match usfs_dev::FileDevice::open(&a.image, false) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("usfs fsck: {path_name}: {e}");
+            return Ok(ExitCode::from(EXIT_OPERATIONAL));
+        }
+    };
+    let backup = match crate::fsck_backup::choose(a, &dev, false, a.json) {
+        Ok(b) => b,
+        Err(code) => return Ok(code),
+    };
+    let dev = match crate::fsck_backup::view(dev, backup) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("usfs fsck: {path_name}: {e}");
@@ -103,10 +125,10 @@ pub(crate) fn run(a: &FsckArgs) -> CliResult {
     if a.progress.is_some() {
         eprintln!("{path_name}: checking with {} threads", opts.threads);
     }
-    if needs_recovery(&dev) && !a.json {
+    if needs_recovery(&*dev) && !a.json {
         println!("Warning: skipping journal recovery because doing a read-only filesystem check.");
     }
-    let report = match usfs_fsck::check(Box::new(dev), &opts) {
+    let report = match usfs_fsck::check(dev, &opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("usfs fsck: {path_name}: {e}");
@@ -246,8 +268,7 @@ pub(crate) fn display_name(label: &[u8], path: &str) -> String {
 }
 
 /// Does the superblock on `dev` say the journal needs recovery?
-fn needs_recovery(dev: &usfs_dev::FileDevice) -> bool {
-    use usfs_dev::Device;
+fn needs_recovery(dev: &dyn Device) -> bool {
     let mut raw = vec![0u8; 1024];
     dev.read_at(&mut raw, usfs_ext4::format::superblock::SUPERBLOCK_OFFSET)
         .ok()

@@ -8,6 +8,7 @@ use crate::image::CliResult;
 use std::process::ExitCode;
 use std::sync::Arc;
 use usfs_dev::Device;
+use usfs_ext4::backup_sb::Backup;
 use usfs_ext4::undo::UndoDevice;
 use usfs_fsck::repair::{repair, repair_asking, Answer, Mode};
 
@@ -21,14 +22,29 @@ use usfs_ext4::format::superblock::{
 /// Runs a repair of `a.image` in `mode`, or asking before each fix (None).
 pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -> CliResult {
     let path = a.image.display().to_string();
-    let (dev, undo) = match open(a) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("usfs fsck: {path}: {e}");
-            return Ok(ExitCode::from(EXIT_OPERATIONAL));
-        }
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("usfs fsck: {path}: {e}");
+        Ok(ExitCode::from(EXIT_OPERATIONAL))
     };
-    let code = repair_image(a, mode, opts, &path, dev)?;
+    let file: Arc<dyn Device> = match usfs_dev::FileDevice::open(&a.image, true) {
+        Ok(f) => Arc::new(f),
+        Err(e) => return fail(&e),
+    };
+    let backup = match crate::fsck_backup::choose(a, &file, mode == Some(Mode::Preen), false) {
+        Ok(b) => b,
+        Err(code) => return Ok(code),
+    };
+    let (dev, undo) = match open(a, file, backup) {
+        Ok(d) => d,
+        Err(e) => return fail(&e),
+    };
+    // (Read by a backup superblock, the image gets the primary made from it first.)
+    if let Some(b) = &backup {
+        if let Err(e) = usfs_ext4::backup_sb::restore_primary(&*dev, b) {
+            return fail(&e);
+        }
+    }
+    let code = repair_image(a, mode, opts, &path, dev, backup.is_some())?;
     if let Some(u) = undo {
         if let Err(e) = u.finish() {
             eprintln!("usfs fsck: undo file: {e}");
@@ -41,19 +57,26 @@ pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -
 /// The image as the repair writes it, and the undo device it goes through (`-z`).
 type Opened = (Arc<dyn Device>, Option<Arc<UndoDevice>>);
 
-/// The image opened for writing, through an undo device when `-z` names a file.
-fn open(a: &FsckArgs) -> std::io::Result<Opened> {
-    let file = usfs_dev::FileDevice::open(&a.image, true)?;
+/// The image `file` as the repair writes it: through an undo device when `-z` names a
+/// file (in blocks of the size the superblock names: `backup`'s, when the image is read
+/// by one).
+fn open(a: &FsckArgs, file: Arc<dyn Device>, backup: Option<Backup>) -> std::io::Result<Opened> {
     let Some(z) = &a.undo else {
-        return Ok((Arc::new(file), None));
+        return Ok((file, None));
     };
-    let mut raw = vec![0u8; 1024];
-    file.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
-    let log = Superblock::new(&raw[..]).map_or(u32::MAX, |sb| sb.s_log_block_size());
-    if log > 6 {
-        return Err(std::io::Error::other("not an ext2/3/4 image (block size)"));
-    }
-    let u = Arc::new(UndoDevice::create(Box::new(file), z, 1024 << log)?);
+    let block_size = match backup {
+        Some(b) => b.block_size,
+        None => {
+            let mut raw = vec![0u8; 1024];
+            file.read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+            let log = Superblock::new(&raw[..]).map_or(u32::MAX, |sb| sb.s_log_block_size());
+            if log > 6 {
+                return Err(std::io::Error::other("not an ext2/3/4 image (block size)"));
+            }
+            1024 << log
+        }
+    };
+    let u = Arc::new(UndoDevice::create(Box::new(file), z, block_size)?);
     Ok((u.clone(), Some(u)))
 }
 
@@ -64,6 +87,7 @@ fn repair_image(
     opts: &usfs_fsck::Options,
     path: &str,
     dev: Arc<dyn Device>,
+    restored: bool,
 ) -> CliResult {
     let fail = |what: &str, e: usfs_fs::Error| {
         eprintln!("usfs fsck: {path}: {what}{e}");
@@ -75,6 +99,8 @@ fn repair_image(
         Ok(Err(code)) => return Ok(code),
         Err(e) => return fail("while checking journal: ", e),
     };
+    // (A primary written from a backup changed the image, as e2fsck's.)
+    let mended = mended || restored;
     let opts = usfs_fsck::Options {
         journal_deleted: deleted,
         ..opts.clone()

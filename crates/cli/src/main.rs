@@ -15,6 +15,7 @@ mod display;
 mod edit;
 mod export;
 mod fsck_ask;
+mod fsck_backup;
 mod fsck_repair;
 mod image;
 mod progress;

@@ -2,6 +2,7 @@
 //! implementing [`usfs_fs::FileSystem`] for images made by mke2fs 1.47 and the kernel.
 
 pub mod alloc;
+pub mod backup_sb;
 pub mod format;
 pub mod journal;
 mod read;

@@ -163,10 +163,12 @@ impl Volume {
             d.set_free_blocks_count(self.blocks.group_free(g));
             d.set_free_inodes_count(self.inodes.group_free(g));
             d.set_used_dirs_count(self.inodes.group_dirs(g));
+            // (Without descriptor checksums the field is left as it is, as e2fsprogs
+            // leaves it.)
             if csum {
                 d.set_bg_flags(flags | (d.bg_flags() & BG_INODE_ZEROED));
+                d.update_checksum(g, ds, seed, &uuid);
             }
-            d.update_checksum(g, ds, seed, &uuid);
             self.fs.core.groups[g as usize] = d;
             gdt_blocks.insert(geo.desc_location(g).0);
         }

@@ -23,6 +23,7 @@ pub(crate) mod ctx;
 pub(crate) mod dirio;
 mod dirmap;
 mod ea_inode;
+mod encrypt;
 pub(crate) mod htree;
 mod iflags;
 mod journal;

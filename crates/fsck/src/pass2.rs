@@ -7,6 +7,7 @@
 
 use crate::ctx::{Ctx, DirBlock, SubdirEntry, Worker};
 use crate::dirio;
+use crate::encrypt::{Policy, MIN_NAME};
 use crate::htree::HtreeFact;
 use crate::problem::{Code, EntryAt, Problem};
 use crate::state::InodeKind;
@@ -170,6 +171,7 @@ fn walk_entries(
     let mut walk = EntryWalk {
         ctx,
         b,
+        dir_policy: ctx.shared.policies.of(b.dir),
         report: how == Visit::First,
         has_ft,
         names: HashSet::new(),
@@ -222,6 +224,8 @@ struct EntryWalk<'a> {
     ctx: &'a Ctx<'a>,
     /// The block.
     b: &'a DirBlock,
+    /// The directory's encryption policy, if it is encrypted.
+    dir_policy: Option<Policy>,
     /// First visit: report structure problems and count references.
     report: bool,
     /// Entries carry a file type (the filetype feature).
@@ -312,8 +316,18 @@ impl<'a> EntryWalk<'a> {
             }
             return;
         }
+        // (An encrypted name is ciphertext: any bytes, but a cipher block at least.)
+        if self.report && self.dir_policy.is_some() && name.len() < MIN_NAME {
+            w.report(
+                Problem::new(Code::EncryptShortName, shown())
+                    .with_ino(b.dir)
+                    .at_entry(at),
+            );
+            return;
+        }
         if self.report {
-            if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+            let plain = self.dir_policy.is_none();
+            if plain && (name.is_empty() || name.contains(&b'/') || name.contains(&0)) {
                 w.report(
                     Problem::new(Code::DirBadName, shown())
                         .with_ino(b.dir)
@@ -370,7 +384,10 @@ impl<'a> EntryWalk<'a> {
                     let what = (ft, name, at);
                     hidden_file_type(self.ctx, w, self.b.dir, ino, what, self.has_ft);
                 }
-                None => check_reference(w, self.b, ino, (ft, name, at), kind, self.has_ft),
+                None => {
+                    let dir = (self.b, self.dir_policy);
+                    check_reference(self.ctx, w, dir, ino, (ft, name, at), kind, self.has_ft)
+                }
             }
         }
         false
@@ -451,8 +468,9 @@ fn hidden_file_type(
 
 /// The checks that need pass 1's verdict on the named inode.
 fn check_reference(
+    ctx: &Ctx,
     w: &mut Worker,
-    b: &DirBlock,
+    (b, dir_policy): (&DirBlock, Option<Policy>),
     ino: u32,
     (ft, name, at): (u8, &[u8], EntryAt),
     kind: InodeKind,
@@ -490,6 +508,18 @@ fn check_reference(
                         .at_entry(at)
                         .values(ft as u64, dirent_file_type(t) as u64),
                 );
+            }
+            if let Some(policy) = dir_policy {
+                // (e2fsck goes by the entry's file type where it has one.)
+                let ty = file_type_from_dirent(ft).filter(|_| has_ft).unwrap_or(t);
+                let needs = matches!(
+                    ty,
+                    FileType::Regular | FileType::Directory | FileType::Symlink
+                );
+                if let Some(p) = crate::encrypt::entry_problem(ctx, policy, ino, needs, &shown()) {
+                    w.report(p.with_ino(dir).at_entry(at));
+                    return;
+                }
             }
             if t == FileType::Directory {
                 w.parents.push(SubdirEntry {

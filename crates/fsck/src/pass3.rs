@@ -50,6 +50,9 @@ pub(crate) fn run(
         Some(l) if shared.kind(l) != InodeKind::Used(FileType::Directory) => {
             w.report(Problem::new(Code::LostFoundNotDir, format!("ino={l}")).with_ino(l));
         }
+        Some(l) if shared.policies.of(l).is_some() => {
+            w.report(Problem::new(Code::LostFoundEncrypted, "").with_ino(l));
+        }
         Some(_) => {}
     }
 }

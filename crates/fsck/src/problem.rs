@@ -330,6 +330,12 @@ problems! {
     ExtentsNoFeature = 0x01_0026, P1, Error, ClearInode, "Inode {}";
     /// A fast symlink with the extents flag (cleared).
     FastSymlinkExtents = 0x01_001E, P1, Error, SetField, "Fast symlink {} has EXTENT_FL set";
+    /// The ENCRYPT flag without an encryption context (xattr index 9 "c"; e2fsck's
+    /// PR_1_MISSING_ENCRYPTION_XATTR): the flag is cleared.
+    EncryptNoContext = 0x01_008A, P1, Error, SetField, "Inode {} has encrypt flag but no encryption extended attribute";
+    /// An encryption context that is empty, version 0 or of the wrong size (e2fsck's
+    /// PR_1_CORRUPT_ENCRYPTION_XATTR): the inode is cleared.
+    EncryptBadContext = 0x01_008B, P1, Error, ClearInode, "Encrypted inode {} has corrupt encryption extended attribute";
     /// A device file, FIFO or socket whose i_block or flags no such file has (e2fsck's
     /// PR_2_BAD_CHAR_DEV and kin): cleared, with the entries naming it.
     BadSpecial = 0x01_001D, P1, Error, ClearInode, "Inode {}";
@@ -337,6 +343,15 @@ problems! {
     /// Blocks claimed by more than one inode.
     MultiplyClaimed = 0x11_0001, P1B, Error, CloneBlocks, "Multiply-claimed block(s) in inode {}";
 
+    /// An entry of an encrypted directory whose name is shorter than a cipher block
+    /// (e2fsck's PR_2_BAD_ENCRYPTED_NAME): cleared.
+    EncryptShortName = 0x02_0050, P2, Error, ClearEntry, "Encrypted entry {} is too short";
+    /// An entry of an encrypted directory naming an unencrypted file, directory or
+    /// symlink (PR_2_UNENCRYPTED_FILE): cleared.
+    EncryptUnencryptedFile = 0x02_0051, P2, Error, ClearEntry, "Encrypted entry {}";
+    /// An entry of an encrypted directory naming an inode of another policy
+    /// (PR_2_INCONSISTENT_ENCRYPTION_POLICY): cleared.
+    EncryptPolicyDiffers = 0x02_0052, P2, Error, ClearEntry, "Encrypted entry {}";
     /// Directory block checksum wrong.
     DirBlockChecksum = 0x02_0001, P2, Error, RecomputeChecksum, "Directory inode {}: directory passes checks but fails checksum";
     /// Directory leaf block without a checksum tail.
@@ -397,6 +412,9 @@ problems! {
     NoLostFound = 0x03_0004, P3, Info, Create, "/lost+found not found";
     /// /lost+found is not a directory.
     LostFoundNotDir = 0x03_0005, P3, Info, Create, "/lost+found is not a directory ({})";
+    /// `/lost+found` is encrypted (e2fsck's PR_3_LPF_ENCRYPTED): the entry goes and a
+    /// new one is made.
+    LostFoundEncrypted = 0x03_001B, P3, Error, Create, "/lost+found is encrypted";
     /// A directory of 3 blocks or more without an htree index, on a file system with
     /// dir_index (not /lost+found): a repair rebuilds it as e2fsck's pass 3A does
     /// ("Optimizing directories": indexed, or packed into fewer blocks). Found for a

@@ -133,6 +133,8 @@ pub(crate) struct Shared {
     pub ea_inodes: AtomicBitmap,
     /// Directories with the htree INDEX flag (their link count may be 1).
     pub indexed_dirs: AtomicBitmap,
+    /// The encryption policies of encrypted inodes.
+    pub policies: crate::encrypt::Policies,
 }
 
 impl Shared {
@@ -149,6 +151,7 @@ impl Shared {
             group_pending: (0..groups).map(|_| AtomicU32::new(0)).collect(),
             ea_inodes: AtomicBitmap::new(inodes as u64 + 1),
             indexed_dirs: AtomicBitmap::new(inodes as u64 + 1),
+            policies: Default::default(),
         }
     }
 

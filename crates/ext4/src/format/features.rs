@@ -248,7 +248,10 @@ pub const READ_INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::EA_INODE
     | incompat::CSUM_SEED
     | incompat::LARGEDIR
-    | incompat::INLINE_DATA;
+    | incompat::INLINE_DATA
+    // (Structure as any image's; names and contents are ciphertext: the checker reads
+    // them, the reader refuses them, `Ext4::open`.)
+    | incompat::ENCRYPT;
 
 /// ro_compat bits whose meaning changes what a reader returns and that it does not
 /// implement (reading would give wrong answers, so they are refused).

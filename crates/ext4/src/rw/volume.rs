@@ -276,8 +276,10 @@ fn check_features_as(
     journaled: bool,
     quota_ok: bool,
 ) -> Result<()> {
+    // (A repair changes encrypted directories and files as structure only.)
     if quota_ok {
         f.ro_compat &= !(ro_compat::QUOTA | ro_compat::PROJECT);
+        f.incompat &= !crate::format::features::incompat::ENCRYPT;
     }
     check_write_features(&f, journaled)
 }

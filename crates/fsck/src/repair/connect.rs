@@ -13,7 +13,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
     match (p.code, p.ino()) {
         (Code::NoLostFound, _) => v.lost_found_or_root().map(|_| ()),
         (Code::NoRoot, _) => v.make_root(),
-        (Code::LostFoundNotDir, _) => v.replace_lost_found().map(|_| ()),
+        (Code::LostFoundNotDir | Code::LostFoundEncrypted, _) => v.replace_lost_found().map(|_| ()),
         (Code::DirNlinkFeature, _) => {
             v.add_ro_compat(ro_compat::DIR_NLINK);
             Ok(())

@@ -33,7 +33,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> Result<()> {
         | Code::DirBadInode
         | Code::DirBadBlockInode
         | Code::DirEntryToRoot
-        | Code::DirLinkToDir => v.remove_entry(dir, lblk, off),
+        | Code::DirLinkToDir
+        | Code::EncryptShortName
+        | Code::EncryptUnencryptedFile
+        | Code::EncryptPolicyDiffers => v.remove_entry(dir, lblk, off),
         // '/' and NUL become '.' (e2fsck's check_name); an empty name goes.
         Code::DirBadName => v.fix_entry_name(dir, lblk, off),
         // e2fsck's salvage of the block: what it keeps is checked in the next round.

@@ -102,12 +102,16 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
             r.set_i_flags(r.i_flags() & !(flags::IMMUTABLE | flags::APPEND))
         }),
         Code::SpecialSize => v.repair_inode(ino, |r| r.set_size(0)),
+        Code::EncryptNoContext => {
+            v.repair_inode(ino, |r| r.set_i_flags(r.i_flags() & !flags::ENCRYPT))
+        }
         // The root is not a directory: cleared (its blocks and bit freed), for pass 3's
         // fix to make a new one.
         Code::ReservedInode if ino == usfs_ext4::format::inode::ROOT_INO => v.clear_inode(ino),
         Code::TooBigDir => v.rebuild_dir_map(ino, needs_value()?, false),
         Code::DirUninitExtent => v.rebuild_dir_map(ino, u64::MAX, true),
         Code::InodeBadMode
+        | Code::EncryptBadContext
         | Code::BadSpecial
         | Code::BadSymlink
         | Code::ZeroLengthDir

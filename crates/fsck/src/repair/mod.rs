@@ -141,6 +141,8 @@ fn fix_of(code: Code) -> Option<bool> {
         BadXattrInInode | XattrRefcount | OrphanListRefugee => false,
         // (PR_PREEN_OK, all four.)
         EaInodeValue | EaInodeHash | EaInodeFlag | EaInodeRefCount => true,
+        EncryptNoContext | EncryptBadContext | EncryptShortName | EncryptUnencryptedFile => false,
+        EncryptPolicyDiffers | LostFoundEncrypted => false,
         // (PR_0_JOURNAL_BAD_INODE and PR_0_JOURNAL_BAD_SUPER; only those have a fix.)
         JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,

@@ -28,12 +28,12 @@ const CASES: &[&str] = &["f_bitmaps", "f_reconnect", "f_lpf", "f_bbinode"];
 /// Makes at `img` an ext4 image with a journal holding a few files, then damages it with
 /// debugfs: a wrong link count, an unlinked file left in use, dtime on a live inode, an
 /// inode bitmap bit cleared.
-fn seeded_image(dir: &Path, img: &Path) {
+fn seeded_image(dir: &Path, img: &Path, size: &str) {
     let run = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
     run(Command::new("mke2fs")
         .args(["-q", "-F", "-t", "ext4", "-b", "1024"])
         .arg(img)
-        .arg("8M"));
+        .arg(size));
     let mut cmds = String::from("mkdir d1\nmkdir d2\n");
     for (i, at) in ["f1", "d1/f2", "d1/f3", "d2/f4", "f5", "d2/f6"]
         .iter()
@@ -78,6 +78,10 @@ fn crash_states(
         threads: 2,
         ..Options::default()
     };
+    // (As `usfs fsck -y`: an unusable primary superblock is first written from the
+    // backup.)
+    let rec_dev: Arc<dyn Device> = rec.clone();
+    restore_if_unusable(&rec_dev).unwrap();
     let done = repair(rec.clone(), &opts, Mode::Yes).unwrap();
     assert!(
         !done.rounds.is_empty() && !done.last.has_errors(),
@@ -119,7 +123,7 @@ fn a_crash_during_a_journaled_repair_is_finished_by_a_rerun() {
     }
     let tmp = TempDir::new("repair-crash-j").unwrap();
     let base = tmp.path().join("seeded.img");
-    seeded_image(tmp.path(), &base);
+    seeded_image(tmp.path(), &base, "8M");
     let mut ok = |img: &Path| {
         rerun(img)?;
         check::fsck_clean(img)
@@ -129,9 +133,21 @@ fn a_crash_during_a_journaled_repair_is_finished_by_a_rerun() {
     assert!(n >= 50, "too few crash states: {n}");
 }
 
+/// As `usfs fsck -y` begins: a primary superblock that does not open is written (with
+/// the descriptors) from group 1's backup.
+fn restore_if_unusable(dev: &Arc<dyn Device>) -> Result<(), String> {
+    use usfs_ext4::backup_sb;
+    if backup_sb::primary_unusable(Box::new(dev.clone())).is_none() {
+        return Ok(());
+    }
+    let b = backup_sb::find(&**dev).ok_or("no backup superblock")?;
+    backup_sb::restore_primary(&**dev, &b).map_err(|e| format!("restore: {e}"))
+}
+
 /// Replays the journal of the image at `img` and repairs it, as `usfs fsck -y` does.
 fn rerun(img: &Path) -> Result<(), String> {
     let dev: Arc<dyn Device> = Arc::new(FileDevice::open(img, true).map_err(|e| e.to_string())?);
+    restore_if_unusable(&dev)?;
     usfs_ext4::replay_journal(Box::new(dev.clone())).map_err(|e| format!("replay: {e}"))?;
     let opts = Options {
         threads: 2,
@@ -142,6 +158,29 @@ fn rerun(img: &Path) -> Result<(), String> {
         return Err(format!("the re-run left errors: {:?}", out.last.problems));
     }
     Ok(())
+}
+
+#[test]
+fn a_crash_while_the_primary_superblock_is_restored_is_finished_by_a_rerun() {
+    if !check::have_e2fsprogs() {
+        println!("SKIP: e2fsck/debugfs not found");
+        return;
+    }
+    let tmp = TempDir::new("repair-crash-sb").unwrap();
+    let base = tmp.path().join("zeroed.img");
+    // (Two groups of 1 KiB blocks: the backup at block 8193.)
+    seeded_image(tmp.path(), &base, "16M");
+    // The primary superblock and descriptor block zeroed: the restore writes both.
+    let mut bytes = std::fs::read(&base).unwrap();
+    bytes[1024..3072].fill(0);
+    std::fs::write(&base, &bytes).unwrap();
+    let mut ok = |img: &Path| {
+        rerun(img)?;
+        check::fsck_clean(img)
+    };
+    let n = crash_states(tmp.path(), "zeroed", &base, &mut ok);
+    println!("crash states during a repair by the backup superblock checked: {n}");
+    assert!(n >= 50, "too few crash states: {n}");
 }
 
 /// `e2fsck -fy` repairs `img`, run a second time when the first leaves errors (as

@@ -203,9 +203,7 @@ const REPAIRED: &[&str] = &[
 
 /// Images where `usfs fsck -fp` exits otherwise than `e2fsck -fp` on the same image
 /// (besides those usfs refuses by name), and why.
-const PREEN_DIFFERS: &[(&str, &str)] = &[
-    ("f_jnl_etb_alloc_fail", "e2fsck -p fails to make the journal anew (no room) and goes on (1); usfs stops at the journal inode's blocks claimed twice (4)"),
-];
+const PREEN_DIFFERS: &[(&str, &str)] = &[];
 
 /// Repaired images whose tree (`usfs export`) differs from what `e2fsck -fy` makes of
 /// the same image, and why.

@@ -473,7 +473,12 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         .filter(|p| journal::deletes(p) && allowed(p))
         .filter_map(|p| p.ino())
         .collect();
-    let void = |p: &Problem| p.ino().is_some_and(|i| deleted.contains(&i));
+    // (Blocks shared with the journal are not shared once it is gone; a sharing that
+    // does not involve it is found again by the next round's check, which stops a preen
+    // there.)
+    let void = |p: &Problem| {
+        p.ino().is_some_and(|i| deleted.contains(&i)) || p.code == Code::MultiplyClaimed
+    };
     if !deleted.is_empty() && ps.iter().all(|p| allowed(p) || void(p)) {
         ps.retain(journal::raw);
         return;

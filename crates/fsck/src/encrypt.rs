@@ -14,6 +14,7 @@ use crate::ctx::{Ctx, Worker};
 use crate::problem::{Code, Problem};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use usfs_ext4::format::features::incompat;
 use usfs_ext4::walk::xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor};
@@ -43,6 +44,9 @@ pub(crate) enum Policy {
 /// The encryption policies of the inodes pass 1 found encrypted, shared by the workers.
 #[derive(Default)]
 pub(crate) struct Policies {
+    /// Some inode was recorded (the lock is taken only then: pass 2 asks for every
+    /// directory block).
+    any: AtomicBool,
     inner: Mutex<Table>,
 }
 
@@ -58,6 +62,10 @@ struct Table {
 impl Policies {
     /// The policy of inode `ino` (None: not encrypted, as far as pass 1 found).
     pub(crate) fn of(&self, ino: u32) -> Option<Policy> {
+        // (An inode's record precedes the queueing of its blocks and every later check.)
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
         self.inner.lock().expect("policies").of.get(&ino).copied()
     }
 
@@ -75,6 +83,7 @@ impl Policies {
             },
         };
         t.of.insert(ino, p);
+        self.any.store(true, Ordering::Release);
     }
 }
 

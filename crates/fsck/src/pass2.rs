@@ -12,6 +12,7 @@ use crate::htree::HtreeFact;
 use crate::problem::{Code, EntryAt, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::ControlFlow;
 use usfs_ext4::format::dirent::{
     self, dirent_file_type, file_type_from_dirent, DirentFault, Dirents, TailFault,
@@ -98,7 +99,13 @@ fn visit_block(ctx: &Ctx, w: &mut Worker, b: DirBlock, buf: &[u8], how: Visit) {
     // A dx root has no leaf tail (its dx tail may even look like one: the kernel builds
     // the root from a former leaf block, leaving the old tail bytes in dt_reserved).
     if let (Some(seed), false) = (ctx.fs.csum_seed(), root_dx) {
-        match dirent::check_tail(seed, b.dir, b.generation, buf) {
+        let tail = match how {
+            Visit::First => dirent::check_tail(seed, b.dir, b.generation, buf),
+            // (A revisit needs only where the entries end: the first visit judged the
+            // checksum.)
+            Visit::Revisit => dirent::find_tail(buf).map(|_| ()).ok_or(TailFault::Missing),
+        };
+        match tail {
             Ok(()) => end = bs - dirent::TAIL_SIZE,
             Err(TailFault::Checksum { .. }) => {
                 end = bs - dirent::TAIL_SIZE;
@@ -174,7 +181,7 @@ fn walk_entries(
         dir_policy: ctx.shared.policies.of(b.dir),
         report: how == Visit::First,
         has_ft,
-        names: HashSet::new(),
+        names: HashSet::default(),
         refs: Vec::new(),
         hashes,
     };
@@ -217,6 +224,25 @@ fn walk_entries(
     walk.finish(w, how)
 }
 
+/// A fast hash of the names of one directory block (a few hundred at most: nothing to
+/// fear from names made to collide), in place of the default keyed SipHash.
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// One walk over the entries of an area of directory block `b`: what the checks of its
 /// entries share.
 struct EntryWalk<'a> {
@@ -231,7 +257,7 @@ struct EntryWalk<'a> {
     /// Entries carry a file type (the filetype feature).
     has_ft: bool,
     /// The names seen so far (for duplicates).
-    names: HashSet<&'a [u8]>,
+    names: HashSet<&'a [u8], BuildHasherDefault<NameHasher>>,
     /// Entries whose target pass 1 must have judged: checked together at the end, now if
     /// every target's group is done, else all after pass 1 (so none is checked twice).
     refs: Vec<(u32, u8, &'a [u8], EntryAt)>,

@@ -201,14 +201,6 @@ const KNOWN_DISAGREEMENTS: &[Known] = &[
                  its blocks and reports them again in passes 2-5; usfs reports the extent in \
                  pass 1 only. Same verdict; the later passes are not yet modelled",
     },
-    Known {
-        kind: "bg_checksum",
-        base: "*",
-        when: |o| o.e_exit == Some(0),
-        reason: "e2fsck -n reports a bad crc16 (uninit_bg) descriptor checksum but exits 0 when \
-                 the group has no uninit flags to distrust; usfs counts every bad descriptor \
-                 checksum as an error. Not yet modelled",
-    },
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -1577,7 +1569,9 @@ fn e2fsck_passes(stdout: &str, stderr: &str) -> E2fsckPasses {
         }
         // Not problems: blank lines, headings, the summary, and lines that only go with
         // the problem before them (indented details, a question on a line of its own).
-        let prompt_only = (l.ends_with("? no") || l.ends_with("? yes")) && !l.contains(".  ");
+        // (A problem line ends its sentence before an inline prompt: "... not set. Fix?
+        // no", "...  Fix? no"; a prompt on its own line has no sentence before it.)
+        let prompt_only = (l.ends_with("? no") || l.ends_with("? yes")) && !l.contains(". ");
         if l.is_empty()
             || line.starts_with([' ', '\t'])
             || prompt_only

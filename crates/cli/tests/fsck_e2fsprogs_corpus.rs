@@ -11,13 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Cases where usfs does not (yet) see what e2fsck sees, and why.
-const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[
-    (
-        "f_bad_gdt_csum",
-        "e2fsck -n lets some bad descriptor checksums pass (exit 0); usfs counts every one as an error, as e2fsck does in 11 of 12 seeded cases",
-    ),
-    ("f_uninit_enable", "as f_bad_gdt_csum: a bad descriptor checksum that e2fsck -n lets pass"),
-];
+const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[];
 
 #[test]
 fn usfs_fsck_agrees_with_e2fsck_on_e2fsprogs_images() {

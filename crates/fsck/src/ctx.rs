@@ -80,6 +80,20 @@ impl Ctx<'_> {
         self.fs.group(g).has_flag(flag)
     }
 
+    /// Is group `g`'s bitmap (`flag`: BLOCK_UNINIT or INODE_UNINIT) uninitialised, as
+    /// libext2fs reads bitmaps: the flag counts only with descriptor checksums, and only
+    /// while the descriptor's checksum holds; a bitmap behind a bad checksum is read
+    /// from the disk.
+    pub(crate) fn bitmap_uninit(&self, g: u32, flag: u16) -> bool {
+        let d = self.fs.group(g);
+        let ds = self.geo.desc_size as usize;
+        let uuid = self.fs.superblock().s_uuid();
+        let csum_ok = || d.bg_checksum() == d.compute_checksum(g, ds, self.fs.csum_seed(), uuid);
+        let csum =
+            self.fs.csum_seed().is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
+        csum && d.has_flag(flag) && csum_ok()
+    }
+
     /// Inodes of group `g` in use as its descriptor says (the ones pass 1 reads): all of
     /// them unless the descriptors carry checksums (which make INODE_UNINIT and
     /// itable_unused trustworthy), then none with INODE_UNINIT, else all but the

@@ -124,7 +124,7 @@ fn uninit_block_bitmaps(ctx: &Ctx) -> HashSet<u64> {
         (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
-        if ctx.group_flag(g, BG_BLOCK_UNINIT) {
+        if ctx.bitmap_uninit(g, BG_BLOCK_UNINIT) {
             uninit_extra.extend(metadata_blocks_of_group(ctx, g));
             uninit_extra.insert(d.block_bitmap());
             uninit_extra.insert(d.inode_bitmap());
@@ -144,7 +144,7 @@ impl Pass5<'_> {
         let first = geo.group_first_block(g);
         let nblocks = geo.group_blocks(g) as u64;
         let buf = &mut self.buf;
-        let uninit = ctx.group_flag(g, BG_BLOCK_UNINIT);
+        let uninit = ctx.bitmap_uninit(g, BG_BLOCK_UNINIT);
         let readable = !uninit
             && ctx.valid_block(d.block_bitmap())
             && ctx.read_block(d.block_bitmap(), buf).is_ok();
@@ -222,7 +222,7 @@ impl Pass5<'_> {
         let (ctx, geo) = (self.ctx, self.ctx.geo);
         let d = ctx.fs.group(g);
         let buf = &mut self.buf;
-        let iuninit = ctx.group_flag(g, BG_INODE_UNINIT);
+        let iuninit = ctx.bitmap_uninit(g, BG_INODE_UNINIT);
         let ireadable = !iuninit
             && ctx.valid_block(d.inode_bitmap())
             && ctx.read_block(d.inode_bitmap(), buf).is_ok();

@@ -151,7 +151,7 @@ problems! {
     /// The superblock checksum is wrong.
     SuperblockChecksum = 0x00_0001, P0, Info, RecomputeChecksum, "Superblock checksum does not match superblock ({})";
     /// A group descriptor checksum is wrong.
-    GroupDescChecksum = 0x00_0002, P0, Error, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
+    GroupDescChecksum = 0x00_0002, P0, Info, RecomputeChecksum, "One or more block group descriptor checksums are invalid: {}";
     /// A bitmap or inode table lies outside the file system, or over other metadata
     /// (e2fsck's PR_1_*_CONFLICT). (Its values: `found` 1 block bitmap, 2 inode bitmap,
     /// 3 inode table, relocated; `expected` the block over other metadata, whose

@@ -40,9 +40,10 @@ impl Pass {
     }
 }
 
-/// How bad a problem is. As e2fsck under -n: most pass-0 problems (not a bad descriptor
-/// checksum), lost+found problems and the superblock's free counts do not by themselves
-/// make the check fail.
+/// How bad a problem is. As e2fsck under -n: most pass-0 problems (e2fsck marks the
+/// file system valid after check_super_block; a bad descriptor checksum among them counts
+/// only by what later passes find), lost+found problems and the superblock's free counts
+/// do not by themselves make the check fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
     /// The file system is inconsistent: `fsck -n` exits 4.

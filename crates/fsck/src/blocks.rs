@@ -26,6 +26,8 @@ pub(crate) enum BlockKind {
 pub(crate) trait Visit {
     /// One physical block.
     fn block(&mut self, pblk: u64, kind: BlockKind);
+    /// An extent tree node (see [`MapVisitor::extent_node`]).
+    fn extent_node(&mut self, _level: usize, _depth: u16, _entries: u16, _max: u16) {}
 }
 
 impl BlockSource for Ctx<'_> {
@@ -120,6 +122,10 @@ impl MapVisitor for Sink<'_> {
 
     fn node(&mut self, blk: u64) {
         self.v.block(blk, BlockKind::Meta);
+    }
+
+    fn extent_node(&mut self, level: usize, depth: u16, entries: u16, max: u16) {
+        self.v.extent_node(level, depth, entries, max);
     }
 
     fn issue(&mut self, issue: MapIssue) -> ControlFlow<()> {

@@ -24,6 +24,7 @@ pub(crate) mod dirio;
 mod dirmap;
 mod ea_inode;
 mod encrypt;
+mod extent_shape;
 pub(crate) mod htree;
 mod iflags;
 mod journal;

@@ -330,9 +330,15 @@ struct Claim<'a> {
     too_big: Option<u64>,
     /// The first directory block in an uninitialized extent.
     dir_uninit: Option<u64>,
+    /// The extent tree's entries per level (e2fsck's pass 1E decision).
+    shape: crate::extent_shape::Shape,
 }
 
 impl Visit for Claim<'_> {
+    fn extent_node(&mut self, level: usize, depth: u16, entries: u16, max: u16) {
+        self.shape.node(level, depth, entries, max);
+    }
+
     fn block(&mut self, pblk: u64, kind: BlockKind) {
         if let (BlockKind::Data { lblk, init }, Some(_)) = (kind, &self.dir) {
             // A directory block past e2fsck's limit is cleared, not claimed; an
@@ -438,10 +444,17 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         dir_end: crate::dirmap::end(ctx, &w.inode, f.is_dir),
         too_big: None,
         dir_uninit: None,
+        shape: Default::default(),
     };
     // Inline data and xattrs first (they borrow the inode view).
     let ibody = check_in_inode_xattrs(ctx, w, ino);
+    let reported = w.problems.len();
     walk_blocks(ctx, w, &f, &mut claim);
+    // (A map with problems is built again by their fixes anyway.)
+    let extents = f.has_blocks && f.iflags & flags::EXTENTS != 0;
+    if extents && w.problems.len() == reported {
+        crate::extent_shape::check(w, ino, &claim.shape, ctx.geo.block_size);
+    }
     crate::dirmap::report(w, ino, claim.dir_end, claim.too_big, claim.dir_uninit);
     claim.blocks += ibody.charge.blocks;
     let block_ea_inodes = check_file_acl(ctx, w, &mut f, &mut claim);

@@ -119,7 +119,8 @@ impl Code {
     /// E2F_FLAG_PROBLEMS_FIXED)? Not for what e2fsck only announces, but for the V2
     /// journal fields, whose fix sets the flag itself.
     pub fn counts_as_fixed(self) -> bool {
-        self.asks() || self == Code::JournalClearV2
+        // (Optimizing an extent tree is PR_NOT_A_FIX.)
+        self.asks() && self != Code::ExtentOptimize || self == Code::JournalClearV2
     }
 
     /// Does applying this fix mark the file system changed (e2fsck's EXT2_FLAG_CHANGED,
@@ -231,6 +232,10 @@ problems! {
     /// An EA inode an entry validly names lacks the EA_INODE flag (e2fsck's
     /// PR_1_ATTR_SET_EA_INODE_FL; the inode is the EA inode, found: its owner): set.
     EaInodeFlag = 0x01_0086, P1, Error, SetField, "EA inode {} missing EA_INODE flag";
+    /// An extent tree whose levels hold fewer entries than they could (e2fsck's pass 1E:
+    /// PR_1E_CAN_NARROW_EXTENT_TREE, PR_1E_CAN_COLLAPSE_EXTENT_TREE; found: the level):
+    /// rebuilt compactly. Not counted as a fix, not done when preening.
+    ExtentOptimize = 0x01_4007, P1, Info, Rebuild, "Inode {}";
     /// Extent header invalid.
     ExtentHeader = 0x01_0005, P1, Error, ClearInode, "Inode {} has a bad extent header";
     /// An extent points outside the file system or over metadata.

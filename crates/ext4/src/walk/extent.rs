@@ -300,6 +300,8 @@ impl Scan<'_> {
         level: usize,
         v: &mut dyn MapVisitor,
     ) -> ControlFlow<()> {
+        let h = header(buf);
+        v.extent_node(level, depth, h.eh_entries(), h.eh_max());
         for i in 0..entries(buf) {
             if depth == 0 {
                 self.extent(entry(buf, i), v)?;

@@ -229,6 +229,10 @@ pub trait MapVisitor {
     /// Something wrong; `Break` ends the walk (a strict user), `Continue` goes on where
     /// e2fsck goes on.
     fn issue(&mut self, issue: MapIssue) -> ControlFlow<()>;
+    /// An extent tree node at `level` (0: the root in the inode) of a tree `depth` deep,
+    /// holding `entries` of its header's `max`, before its entries are visited (for a
+    /// checker judging the tree's shape).
+    fn extent_node(&mut self, _level: usize, _depth: u16, _entries: u16, _max: u16) {}
 }
 
 /// Reusable block buffers for a whole-map walk, one per tree level, so that walking a

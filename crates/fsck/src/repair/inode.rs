@@ -109,6 +109,8 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // fix to make a new one.
         Code::ReservedInode if ino == usfs_ext4::format::inode::ROOT_INO => v.clear_inode(ino),
         Code::TooBigDir => v.rebuild_dir_map(ino, needs_value()?, false),
+        // e2fsck's pass 1E: the map built again from its runs, compactly.
+        Code::ExtentOptimize => v.rebuild_map(ino, &mut |_| false),
         Code::DirUninitExtent => v.rebuild_dir_map(ino, u64::MAX, true),
         Code::InodeBadMode
         | Code::EncryptBadContext

@@ -143,6 +143,8 @@ fn fix_of(code: Code) -> Option<bool> {
         EaInodeValue | EaInodeHash | EaInodeFlag | EaInodeRefCount => true,
         EncryptNoContext | EncryptBadContext | EncryptShortName | EncryptUnencryptedFile => false,
         EncryptPolicyDiffers | LostFoundEncrypted => false,
+        // (PR_PREEN_NO: preen answers no without stopping; dropped before, see rounds.)
+        ExtentOptimize => false,
         // (PR_0_JOURNAL_BAD_INODE and PR_0_JOURNAL_BAD_SUPER; only those have a fix.)
         JournalBad => true,
         JournalInodeNotClear | LargeFileFeature => true,
@@ -204,7 +206,10 @@ fn rounds(
         if mode == Mode::Preen {
             // (e2fsck -p never falls back to the backup descriptors: it goes on with
             // the primary ones, whose problems the check reported too.)
-            report.problems.retain(|p| p.code != Code::GroupDescBackup);
+            // Nor does it optimize extent trees (PR_PREEN_NO: answered no, not a stop).
+            report
+                .problems
+                .retain(|p| !matches!(p.code, Code::GroupDescBackup | Code::ExtentOptimize));
         }
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)

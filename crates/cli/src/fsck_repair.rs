@@ -124,6 +124,7 @@ fn repair_image(
         && !replayed
         && !mended
         && !journal_bad()
+        && !usfs_fsck::repair::orphans_listed(sb)
         && sb.s_state() & (VALID_FS | ERROR_FS) == VALID_FS
     {
         // (e2fsck copies the journal inode's map before it decides to skip.)

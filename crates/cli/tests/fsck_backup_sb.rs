@@ -29,15 +29,6 @@ fn zeroed_primary(s: &Scratch, features: &[&str]) -> (PathBuf, PathBuf) {
     (img, theirs)
 }
 
-fn e2fsck_fy(img: &Path) -> i32 {
-    let out = std::process::Command::new("e2fsck")
-        .arg("-fy")
-        .arg(img)
-        .output()
-        .unwrap();
-    out.status.code().unwrap_or(-1)
-}
-
 #[test]
 fn a_zeroed_primary_superblock_is_restored_from_the_backup_as_e2fsck_restores_it() {
     if !need_tool("backup superblock", "mke2fs") {
@@ -62,7 +53,11 @@ fn a_zeroed_primary_superblock_is_restored_from_the_backup_as_e2fsck_restores_it
         );
         assert!(out.contains("trying backup blocks"), "{out}");
         let (code, out) = usfs_fsck(&img, &["-fy"]);
-        assert_eq!(code, Some(e2fsck_fy(&theirs)), "{features:?} -fy:\n{out}");
+        assert_eq!(
+            code,
+            Some(e2fsck_exit(&theirs, "-fy")),
+            "{features:?} -fy:\n{out}"
+        );
         assert!(out.contains("FILE SYSTEM WAS MODIFIED"), "{out}");
         assert_eq!(
             e2fsck_exit(&img, "-fn"),

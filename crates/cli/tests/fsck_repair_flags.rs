@@ -201,3 +201,35 @@ fn a_missing_block_bitmap_is_relocated_by_preen_as_e2fsck_does() {
     assert!(text.contains(&relocated), "usfs:\n{text}\ne2fsck:\n{e2out}");
     assert_eq!(e2fsck_exit(&img, "-fn"), 0, "clean after usfs fsck -fp");
 }
+
+/// An orphan on an encrypted image marked clean: `usfs fsck -y` and `-p`, without -f,
+/// release it before deciding the image is clean, as e2fsck does, and a repair opens an
+/// encrypted image for its orphans (the reader refuses encrypt; a repair changes only
+/// structure).
+#[test]
+fn orphans_are_released_on_a_clean_encrypted_image_without_f() {
+    if !need_tool("orphans on a clean image", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-orphan-encrypt");
+    let img = s.path("img");
+    mke2fs(&img, "32M", &["-t", "ext4", "-O", "encrypt"], None);
+    let data = s.path("data");
+    std::fs::write(&data, b"hello\n").unwrap();
+    let cmds = format!(
+        "write {} f\nunlink f\nsif <12> links_count 0\nset_super_value last_orphan 12\n",
+        data.display()
+    );
+    debugfs_write(&img, &s.path("cmd"), &cmds);
+    for opt in ["-y", "-p"] {
+        let copy = s.path("copy");
+        std::fs::copy(&img, &copy).unwrap();
+        let (code, text) = usfs_fsck(&copy, &[opt]);
+        assert_eq!(code, Some(0), "{opt}:\n{text}");
+        assert_eq!(
+            e2fsck_exit(&copy, "-fn"),
+            0,
+            "{opt}: the orphan is left:\n{text}"
+        );
+    }
+}

@@ -258,6 +258,20 @@ impl VolumeCore {
         Ok(out)
     }
 
+    /// Do the descriptors carry checksums (metadata_csum, or gdt_csum: uninit_bg)? Only
+    /// then do their uninit flags and unused-inode counts mean anything.
+    pub fn has_desc_checksums(&self) -> bool {
+        self.csum_seed.is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM)
+    }
+
+    /// The checksum descriptor `desc` of group `grp` should carry when it differs from
+    /// the one it carries (None: it matches, or descriptors carry no checksums).
+    pub fn desc_checksum_mismatch(&self, grp: u32, desc: &GroupDesc<[u8; 64]>) -> Option<u16> {
+        let ds = self.geo.desc_size as usize;
+        let want = desc.compute_checksum(grp, ds, self.csum_seed, self.sb.s_uuid());
+        (self.has_desc_checksums() && desc.bg_checksum() != want).then_some(want)
+    }
+
     /// Checks descriptor `desc` of group `grp`: its checksum and that its bitmaps and
     /// inode table lie inside the file system.
     fn check_group(
@@ -268,22 +282,21 @@ impl VolumeCore {
         issues: &mut Vec<OpenIssue>,
     ) -> Result<()> {
         let g = &self.geo;
-        let ds = g.desc_size as usize;
-        if self.csum_seed.is_some() || g.features.has_ro_compat(ro_compat::GDT_CSUM) {
-            let want = desc.compute_checksum(grp, ds, self.csum_seed, self.sb.s_uuid());
-            if desc.bg_checksum() != want {
-                if strict {
-                    return Err(Error::corrupt(Structure::GroupDescriptor, format!(
-                        "group {grp} descriptor checksum {:#06x} does not match contents ({want:#06x})",
-                        desc.bg_checksum()
-                    )));
-                }
-                issues.push(OpenIssue::DescriptorChecksum {
-                    group: grp,
-                    stored: desc.bg_checksum(),
-                    computed: want,
-                });
+        if let Some(want) = self.desc_checksum_mismatch(grp, desc) {
+            if strict {
+                return Err(Error::corrupt(
+                    Structure::GroupDescriptor,
+                    format!(
+                    "group {grp} descriptor checksum {:#06x} does not match contents ({want:#06x})",
+                    desc.bg_checksum()
+                ),
+                ));
             }
+            issues.push(OpenIssue::DescriptorChecksum {
+                group: grp,
+                stored: desc.bg_checksum(),
+                computed: want,
+            });
         }
         let itable_blocks =
             (g.inodes_per_group as u64 * g.inode_size as u64).div_ceil(g.block_size as u64);

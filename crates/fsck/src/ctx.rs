@@ -9,7 +9,6 @@ use crate::sched::Queues;
 use crate::state::Shared;
 use std::collections::HashMap;
 use usfs_ext4::format::dx_hash::HashVersion;
-use usfs_ext4::format::features::ro_compat;
 use usfs_ext4::format::geometry::Geometry;
 use usfs_ext4::format::group_desc::BG_INODE_UNINIT;
 use usfs_ext4::format::inode::Inode;
@@ -85,13 +84,9 @@ impl Ctx<'_> {
     /// while the descriptor's checksum holds; a bitmap behind a bad checksum is read
     /// from the disk.
     pub(crate) fn bitmap_uninit(&self, g: u32, flag: u16) -> bool {
-        let d = self.fs.group(g);
-        let ds = self.geo.desc_size as usize;
-        let uuid = self.fs.superblock().s_uuid();
-        let csum_ok = || d.bg_checksum() == d.compute_checksum(g, ds, self.fs.csum_seed(), uuid);
-        let csum =
-            self.fs.csum_seed().is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
-        csum && d.has_flag(flag) && csum_ok()
+        let core = self.fs.core();
+        let d = core.group(g);
+        core.has_desc_checksums() && d.has_flag(flag) && core.desc_checksum_mismatch(g, d).is_none()
     }
 
     /// Inodes of group `g` in use as its descriptor says (the ones pass 1 reads): all of
@@ -100,8 +95,7 @@ impl Ctx<'_> {
     /// itable_unused tail.
     pub(crate) fn inodes_in_use_area(&self, g: u32) -> u32 {
         let ipg = self.geo.inodes_per_group;
-        let trusted =
-            self.fs.csum_seed().is_some() || self.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
+        let trusted = self.fs.core().has_desc_checksums();
         if !trusted {
             ipg
         } else if self.group_flag(g, BG_INODE_UNINIT) {

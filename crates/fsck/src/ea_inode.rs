@@ -67,34 +67,37 @@ pub(crate) fn check(
     values: &[EaValue],
 ) -> Result<EaCharge, Problem> {
     let mut charge = EaCharge::default();
+    let mut flagless = Vec::new();
     for v in values {
-        charge.blocks += value_blocks(ctx, v, owner).map_err(|p| match block {
+        let (blocks, flagged) = value_blocks(ctx, v, owner).map_err(|p| match block {
             Some(b) => p.with_block(b),
             None => p,
         })?;
+        charge.blocks += blocks;
         charge.inodes.push(v.ea);
-    }
-    for v in values {
-        let raw = ctx.fs.read_inode_raw(v.ea).ok();
-        if raw.is_some_and(|r| r.i_flags() & flags::EA_INODE == 0) {
-            // (Counted as an EA inode from now: the fix makes it one.)
-            ctx.shared.ea_inodes.set(v.ea as u64);
-            w.report(
-                Problem::new(
-                    Code::EaInodeFlag,
-                    format!("{} for parent inode {}", v.ea, owner.0),
-                )
-                .with_ino(v.ea)
-                .with_found(Some(owner.0 as u64)),
-            );
+        if !flagged {
+            flagless.push(v.ea);
         }
+    }
+    for ea in flagless {
+        // (Counted as an EA inode from now: the fix makes it one.)
+        ctx.shared.ea_inodes.set(ea as u64);
+        w.report(
+            Problem::new(
+                Code::EaInodeFlag,
+                format!("{ea} for parent inode {}", owner.0),
+            )
+            .with_ino(ea)
+            .with_found(Some(owner.0 as u64)),
+        );
     }
     Ok(charge)
 }
 
-/// The blocks value `v` of inode `owner` (number, generation) charges it, or the
-/// problem that makes the entry invalid (e2fsck's check_large_ea_inode).
-fn value_blocks(ctx: &Ctx, v: &EaValue, owner: (u32, u32)) -> Result<u64, Problem> {
+/// The blocks value `v` of inode `owner` (number, generation) charges it and whether
+/// its EA inode has the EA_INODE flag, or the problem that makes the entry invalid
+/// (e2fsck's check_large_ea_inode).
+fn value_blocks(ctx: &Ctx, v: &EaValue, owner: (u32, u32)) -> Result<(u64, bool), Problem> {
     let (ino, generation) = owner;
     let illegal = || {
         Problem::new(
@@ -112,15 +115,16 @@ fn value_blocks(ctx: &Ctx, v: &EaValue, owner: (u32, u32)) -> Result<u64, Proble
     };
     let stored = ea.i_atime();
     let hashes = v.name_hash.map(|h| h.rotate_left(16) ^ stored);
+    let flagged = ea.i_flags() & flags::EA_INODE != 0;
     if hashes.contains(&v.hash) {
         let bs = ctx.geo.block_size as u64;
-        return Ok((v.size as u64).div_ceil(bs));
+        return Ok(((v.size as u64).div_ceil(bs), flagged));
     }
     // An old Lustre EA inode: its owner in i_mtime, the owner's generation; no charge.
     if ea.i_mtime() == ino && ea.i_generation() == generation {
-        return Ok(0);
+        return Ok((0, flagged));
     }
-    if ea.i_flags() & flags::EA_INODE == 0 {
+    if !flagged {
         return Err(illegal());
     }
     Err(Problem::new(

@@ -17,7 +17,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use usfs_ext4::format::features::incompat;
-use usfs_ext4::walk::xattr::{Entry, Value, XattrCtx, XattrIssue, XattrVisitor};
+use usfs_ext4::walk::xattr::{Entry, Value, XattrIssue, XattrVisitor};
 use usfs_ext4::walk::{self, Mode};
 
 /// The namespace index of the encryption context.
@@ -97,6 +97,7 @@ enum Context<'a> {
     Corrupt,
 }
 
+/// What the encryption context `value` holds.
 fn context(value: &[u8]) -> Context<'_> {
     let size = match value.first() {
         None | Some(0) => return Context::Corrupt,
@@ -146,11 +147,7 @@ impl<'a> XattrVisitor<'a> for Find {
 /// The encryption context of inode `ino` (its record in `w.inode`): in-inode attributes
 /// first, then its xattr block's, read leniently (e2fsck reads them ignoring checksums).
 fn find_context(ctx: &Ctx, w: &Worker, ino: u32) -> Option<Vec<u8>> {
-    let cx = XattrCtx {
-        ino,
-        ea_inode: ctx.geo.features.has_incompat(incompat::EA_INODE),
-        seed: None,
-    };
+    let cx = crate::pass1::xattr_ctx(ctx, ino);
     let mut found = Find(None);
     let isz = ctx.geo.inode_size as usize;
     if let Some(area) = walk::xattr::ibody(w.inode.bytes(), isz, w.inode.i_extra_isize()) {

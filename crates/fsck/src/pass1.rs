@@ -651,7 +651,7 @@ fn queue_dir_blocks(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, blocks: Vec<(u64,
 }
 
 /// The xattr walker's view of inode `ino` on this file system.
-fn xattr_ctx(ctx: &Ctx, ino: u32) -> XattrCtx {
+pub(crate) fn xattr_ctx(ctx: &Ctx, ino: u32) -> XattrCtx {
     XattrCtx {
         ino,
         ea_inode: ctx.geo.features.has_incompat(incompat::EA_INODE),

@@ -12,8 +12,9 @@ use crate::htree::HtreeFact;
 use crate::problem::{Code, EntryAt, Problem};
 use crate::state::InodeKind;
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::ops::ControlFlow;
+use usfs_dev::BlockHasher;
 use usfs_ext4::format::dirent::{
     self, dirent_file_type, file_type_from_dirent, DirentFault, Dirents, TailFault,
 };
@@ -224,25 +225,6 @@ fn walk_entries(
     walk.finish(w, how)
 }
 
-/// A fast hash of the names of one directory block (a few hundred at most: nothing to
-/// fear from names made to collide), in place of the default keyed SipHash.
-#[derive(Default)]
-struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 =
-                (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// One walk over the entries of an area of directory block `b`: what the checks of its
 /// entries share.
 struct EntryWalk<'a> {
@@ -257,7 +239,9 @@ struct EntryWalk<'a> {
     /// Entries carry a file type (the filetype feature).
     has_ft: bool,
     /// The names seen so far (for duplicates).
-    names: HashSet<&'a [u8], BuildHasherDefault<NameHasher>>,
+    /// (Hashed by the project's fast hasher, not SipHash: a block holds a few hundred
+    /// names at most, nothing to fear from names made to collide.)
+    names: HashSet<&'a [u8], BuildHasherDefault<BlockHasher>>,
     /// Entries whose target pass 1 must have judged: checked together at the end, now if
     /// every target's group is done, else all after pass 1 (so none is checked twice).
     refs: Vec<(u32, u8, &'a [u8], EntryAt)>,

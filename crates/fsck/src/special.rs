@@ -93,8 +93,6 @@ pub(crate) fn has_valid_blocks(inode: &Inode<Vec<u8>>, ft: FileType) -> bool {
     }
 }
 
-/// e2fsck's name of a file type in "Inode N is a ... but it looks like it is really a
-/// directory".
 /// e2fsck's check_is_really_dir on inode `ino` (its record in `w.inode`), a device
 /// file, FIFO, socket or (`ft` None) an inode whose mode has no file type: if its data
 /// is a directory's, reports that its mode becomes a directory's and says so.
@@ -122,6 +120,8 @@ pub(crate) fn treat_as_dir(
     true
 }
 
+/// e2fsck's name of a file type in "Inode N is a ... but it looks like it is really a
+/// directory".
 fn type_name(ft: FileType) -> &'static str {
     match ft {
         FileType::CharDevice => "character device",
@@ -148,7 +148,8 @@ fn ptr(inode: &Inode<Vec<u8>>, i: usize) -> u64 {
     ))
 }
 
-/// e2fsck's check_is_really_dir for a device file, FIFO or socket: does its inline data
+/// e2fsck's check_is_really_dir for a device file, FIFO, socket or (`ft` None) an inode
+/// whose mode has no file type: does its inline data
 /// or first block start with a plausible `.` and `..`? (e2fsck also rules out blocks
 /// pass 1 has already seen claimed; a parallel pass cannot know which those are.)
 fn really_dir(

@@ -35,20 +35,25 @@ impl Ext4 {
     /// journal that needs recovery is replayed in memory (the device is not written):
     /// the file system reads as after the kernel's or e2fsck's recovery.
     pub fn open(dev: Box<dyn Device>) -> Result<Ext4> {
-        let fs = if needs_recovery(&*dev) {
-            Ext4::open_recovering(dev)?
-        } else {
-            let (fs, issues) = Ext4::open_inner(dev, true, false)?;
-            debug_assert!(issues.is_empty());
-            fs
-        };
+        let fs = Ext4::open_structure(dev)?;
         // (Names and contents are ciphertext; without the keys there is nothing to show
-        // as the kernel shows it. A check reads the structure: `open_for_check`.)
+        // as the kernel shows it. A check or repair reads the structure only.)
         if fs.core.geo.features.has_incompat(incompat::ENCRYPT) {
             return Err(Error::incompatible(
                 "encrypt: names and contents are encrypted (usfs has no keys; usfs fsck checks such images)",
             ));
         }
+        Ok(fs)
+    }
+
+    /// [`Ext4::open`] for a user of the structure only, names and contents aside (a
+    /// repair): encrypted images open too.
+    pub fn open_structure(dev: Box<dyn Device>) -> Result<Ext4> {
+        if needs_recovery(&*dev) {
+            return Ext4::open_recovering(dev);
+        }
+        let (fs, issues) = Ext4::open_inner(dev, true, false)?;
+        debug_assert!(issues.is_empty());
         Ok(fs)
     }
 

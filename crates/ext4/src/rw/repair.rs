@@ -7,7 +7,6 @@
 use super::entry_fix::EntryFix;
 use super::meta::{Freed, Meta};
 use super::volume::Volume;
-use crate::format::features::ro_compat;
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::format::inode::Inode;
 use crate::format::inode::ROOT_INO;
@@ -53,17 +52,8 @@ impl Volume {
         v.txn.groups.extend(groups.copied());
         // Descriptors whose checksum is wrong are written again (with it recomputed).
         let core = &v.fs.core;
-        let (ds, seed, uuid) = (
-            core.geo.desc_size as usize,
-            core.csum_seed,
-            *core.sb.s_uuid(),
-        );
-        let checksummed = seed.is_some() || core.geo.features.has_ro_compat(ro_compat::GDT_CSUM);
         let bad: Vec<u32> = (0..core.geo.group_count)
-            .filter(|&g| {
-                let d = &core.groups[g as usize];
-                checksummed && d.bg_checksum() != d.compute_checksum(g, ds, seed, &uuid)
-            })
+            .filter(|&g| core.desc_checksum_mismatch(g, core.group(g)).is_some())
             .collect();
         // (And, in the round that fixes them, as e2fsck's fix of PR_0_GDT_CSUM, such a
         // group's uninit flags and unused-inodes count go: nothing it says is trusted.

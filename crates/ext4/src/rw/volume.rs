@@ -106,13 +106,13 @@ impl Volume {
         Volume::open_as(dev, true)
     }
 
-    /// [`Volume::open`]; `quota_ok` lets images with quotas open (see
+    /// [`Volume::open`]; `repair` lets images with quotas and encrypted images open (see
     /// [`Volume::open_uncounted`]).
-    fn open_as(dev: Box<dyn Device>, quota_ok: bool) -> Result<(Volume, Vec<ReleasedOrphan>)> {
+    fn open_as(dev: Box<dyn Device>, repair: bool) -> Result<(Volume, Vec<ReleasedOrphan>)> {
         let dev: Arc<dyn Device> = Arc::from(dev);
         // Writers replay the journal onto the image first, as the kernel does at mount.
         crate::replay_journal(Box::new(dev.clone()))?;
-        let mut v = Volume::assemble_with(Box::new(dev), true, None, quota_ok)?;
+        let mut v = Volume::assemble_with(Box::new(dev), true, None, repair)?;
         v.mark_in_use()?;
         let released = v.cleanup_orphans()?;
         v.commit()?;
@@ -129,13 +129,14 @@ impl Volume {
 
     /// [`Volume::assemble`]; with `found` (a repair), the image is read as the checker
     /// reads it (checksum and location problems listed, not refused) and the allocators of
-    /// the groups it names start from its bitmaps. `quota_ok` (a repair, which counts
-    /// quota usage again after) lets images with quotas open.
+    /// the groups it names start from its bitmaps. `repair` (which counts quota usage
+    /// again after, and changes encrypted files and directories as structure only) lets
+    /// images with quotas and encrypted images open.
     pub(crate) fn assemble_with(
         dev: Box<dyn Device>,
         journaled: bool,
         found: Option<&super::repair::Found>,
-        quota_ok: bool,
+        repair: bool,
     ) -> Result<Volume> {
         let mut raw = vec![0u8; 1024];
         dev.read_at(&mut raw, SUPERBLOCK_OFFSET).map_err(|_| {
@@ -154,10 +155,11 @@ impl Volume {
         }
         let overlay = Arc::new(Overlay::new(dev, 1 << log));
         let fs = match found {
+            None if repair => Ext4::open_structure(Box::new(overlay.clone()))?,
             None => Ext4::open(Box::new(overlay.clone()))?,
             Some(_) => Ext4::open_for_check(Box::new(overlay.clone()))?.0,
         };
-        check_features_as(fs.geometry().features, journaled, quota_ok)?;
+        check_features_as(fs.geometry().features, journaled, repair)?;
         let geo = fs.geometry().clone();
         let (blocks, inodes) = match found {
             None => (seed_blocks(&fs.core)?, seed_inodes(&fs.core)?),
@@ -270,14 +272,13 @@ impl Volume {
     }
 }
 
-/// [`check_write_features`], quotas allowed with `quota_ok` (a repair's).
+/// [`check_write_features`], quotas and encryption allowed with `repair`.
 fn check_features_as(
     mut f: crate::format::features::Features,
     journaled: bool,
-    quota_ok: bool,
+    repair: bool,
 ) -> Result<()> {
-    // (A repair changes encrypted directories and files as structure only.)
-    if quota_ok {
+    if repair {
         f.ro_compat &= !(ro_compat::QUOTA | ro_compat::PROJECT);
         f.incompat &= !crate::format::features::incompat::ENCRYPT;
     }
@@ -285,7 +286,7 @@ fn check_features_as(
 }
 
 /// Would [`Volume::open_for_repair`] refuse the features `f` (as for any writer, but
-/// quotas)?
+/// quotas and encryption)?
 pub fn check_repair_features(f: &crate::format::features::Features) -> Result<()> {
     check_features_as(*f, true, true)
 }

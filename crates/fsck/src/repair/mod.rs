@@ -597,9 +597,7 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
 /// orphan cleanup, when the image opens for writing (consistent bitmaps); otherwise the
 /// check reports the list and the repair stops there.
 fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<Vec<usfs_ext4::rw::ReleasedOrphan>> {
-    let sb = superblock_of(dev)?;
-    let present = sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0;
-    if !present {
+    if !orphans_listed(&superblock_of(dev)?) {
         return Ok(Vec::new());
     }
     match Volume::open_uncounted(Box::new(dev.clone())) {
@@ -607,6 +605,12 @@ fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<Vec<usfs_ext4::rw::
         Err(usfs_fs::Error::Corrupt(_)) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
+}
+
+/// Does superblock `sb` list orphans (the orphan list, or the orphan file's flag)? A
+/// repair releases them first, as e2fsck does even on an image it then finds clean.
+pub fn orphans_listed<B: AsRef<[u8]>>(sb: &Superblock<B>) -> bool {
+    sb.s_last_orphan() != 0 || sb.s_feature_ro_compat() & ORPHAN_PRESENT != 0
 }
 
 /// The stages of a repair timed so far ([`Outcome::stages`]).

@@ -1,66 +1,62 @@
-//! Checkpoints, as jbd2's: a committed transaction's blocks are durable in the journal, so
-//! they need not go home at once. They stay in the overlay ([`Volume::pinned`] keeps the
-//! committed version of each, apart from any newer change of the running transaction) and
-//! are written home, flushed, and the log marked empty when the log has no room for the
-//! next transaction and when the volume closes. A crash in between leaves committed
-//! transactions in the log, which every opener replays.
+//! Checkpoints, as jbd2's, with the home writes issued at once: once a transaction's
+//! commit block is durable its blocks are written home (no flush of their own) and leave
+//! memory; the log is only marked empty (a flush, then the journal superblock) when it
+//! has no room for the next transaction and when the volume closes. A crash in between
+//! leaves committed transactions in the log, which every opener replays over whatever
+//! part of the home writes reached the disk. So a commit costs two flushes, and memory
+//! holds the running transaction only, however large the log.
 //!
-//! A pinned block freed by a later transaction is dropped when that transaction commits:
-//! its revoke record keeps replay off it, and writing it home could overwrite the file
-//! data its block holds by then.
+//! The numbers of the blocks logged since the last checkpoint are kept: a later
+//! transaction freeing one revokes it, so that replay does not write the logged copy over
+//! what the block holds next (file data, once the freeing transaction has committed).
 
 use super::volume::Volume;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use usfs_fs::Result;
 
-/// Committed metadata blocks not yet written home: block -> its committed contents.
-pub(crate) type Pinned = BTreeMap<u64, Arc<[u8]>>;
+/// Blocks logged since the last checkpoint (the log may hold copies of them).
+pub(crate) type Logged = BTreeSet<u64>;
 
 impl Volume {
-    /// After a commit to the journal: the transaction's blocks become pinned (their
-    /// contents as committed); pinned blocks the transaction freed are dropped.
-    pub(crate) fn pin_committed(&mut self) {
+    /// After a commit to the journal (its commit block durable): the transaction's
+    /// blocks are written home, unflushed (the next flush, at the latest the
+    /// checkpoint's, makes them durable), and leave the overlay; logged blocks the
+    /// transaction freed are forgotten (their revoke records are in the log).
+    pub(crate) fn write_behind(&mut self) -> Result<()> {
         for b in std::mem::take(&mut self.txn.revoked) {
-            if self.pinned.remove(&b).is_some() {
-                self.overlay.remove(b);
-            }
+            self.logged.remove(&b);
         }
-        for b in std::mem::take(&mut self.txn.dirty) {
-            if let Some(d) = self.overlay.get(b) {
-                self.pinned.insert(b, d);
-            }
+        let dirty = std::mem::take(&mut self.txn.dirty);
+        let bs_log = self.fs.core.geo.block_size_log;
+        let held: Vec<(u64, std::sync::Arc<[u8]>)> = dirty
+            .iter()
+            .filter_map(|&b| self.overlay.get(b).map(|d| (b, d)))
+            .collect();
+        usfs_dev::write_runs(
+            self.overlay.base(),
+            held.iter().map(|(b, d)| (b << bs_log, &d[..])),
+        )?;
+        for b in dirty {
+            self.overlay.remove(b);
+            self.logged.insert(b);
         }
         self.txn.groups.clear();
+        Ok(())
     }
 
-    /// Writes every pinned block home as committed, flushes, and marks the log empty.
-    /// Blocks the running transaction changed since stay in the overlay (their new
-    /// contents are not committed yet); the others leave it.
+    /// Makes the home writes of every committed transaction durable (a flush) and marks
+    /// the log empty.
     pub(crate) fn checkpoint(&mut self) -> Result<()> {
         let Some(j) = self.journal.as_mut() else {
             return Ok(());
         };
-        if self.pinned.is_empty() && j.used_blocks() == 0 {
+        if j.used_blocks() == 0 {
             return Ok(());
         }
         let base = self.overlay.base();
-        let bs_log = self.fs.core.geo.block_size_log;
-        usfs_dev::write_runs(
-            base,
-            self.pinned.iter().map(|(&b, d)| (b << bs_log, &d[..])),
-        )?;
         base.flush()?;
         j.checkpointed(base)?;
-        for (b, d) in std::mem::take(&mut self.pinned) {
-            let newer = self
-                .overlay
-                .get(b)
-                .is_some_and(|cur| !Arc::ptr_eq(&cur, &d));
-            if !newer && !self.txn.dirty.contains(&b) {
-                self.overlay.remove(b);
-            }
-        }
+        self.logged.clear();
         Ok(())
     }
 }

@@ -6,8 +6,9 @@
 //! Without a journal the home writes are ordered (data, flush, metadata, flush): after a
 //! crash the image holds the old or the new version of each block and e2fsck -fy repairs
 //! the mix, as after a crash of the kernel's ext2. With a journal the blocks are logged
-//! (`crate::journal::writer`) and stay in the overlay, written home later by a checkpoint
-//! (checkpoint.rs of this module), as jbd2 does: a commit costs two flushes.
+//! (`crate::journal::writer`), then written home without a flush of their own; the log is
+//! marked empty by a checkpoint when full (checkpoint.rs of this module): a commit costs
+//! two flushes.
 
 use super::volume::Volume;
 use crate::alloc::seed::uninit_tracking;
@@ -57,7 +58,7 @@ impl Volume {
                     self.overlay.flush()?;
                 }
                 self.log_to_journal()?;
-                self.pin_committed();
+                self.write_behind()?;
             }
             None => {
                 self.overlay.flush()?;

@@ -64,8 +64,8 @@ pub struct Volume {
     pub(crate) pending: super::delalloc::Buffered,
     /// When buffered blocks of closed files are next written back.
     pub(crate) writeback: super::delalloc::WritebackMark,
-    /// Committed metadata blocks the next checkpoint writes home (with a journal).
-    pub(crate) pinned: super::checkpoint::Pinned,
+    /// Blocks logged since the last checkpoint (with a journal; checkpoint.rs).
+    pub(crate) logged: super::checkpoint::Logged,
     /// The file system's own blocks as sorted disjoint ranges, once a repair asked
     /// (`map_rebuild`); dropped when a descriptor changes.
     pub(crate) fixed_meta: Option<Arc<[(u64, u64)]>>,
@@ -191,7 +191,7 @@ impl Volume {
             undo: None,
             pending: Default::default(),
             writeback: Default::default(),
-            pinned: Default::default(),
+            logged: Default::default(),
             fixed_meta: None,
         })
     }
@@ -377,8 +377,8 @@ impl Meta for Volume {
         let journaled: Vec<u64> = if how == Freed::Metadata {
             (start..end).collect()
         } else {
-            let pinned = self.pinned.range(start..end).map(|(&b, _)| b);
-            pinned
+            let logged = self.logged.range(start..end).copied();
+            logged
                 .chain(self.txn.dirty.range(start..end).copied())
                 .collect()
         };

@@ -162,6 +162,12 @@ fn repair_image(
             eprintln!("trace: repair {stage:<10} {secs:.3} s");
         }
     }
+    if let Some(why) = &out.orphans_dropped {
+        match mode {
+            Some(Mode::Preen) => println!("{name}: {why}"),
+            _ => println!("{why}"),
+        }
+    }
     for o in &out.orphans {
         let what = if o.truncated {
             "Truncating"
@@ -214,7 +220,10 @@ fn repair_image(
     // both), which releasing orphans does and descriptor checksums alone do not.
     let fixed = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.counts_as_fixed());
     let marks = |r: &usfs_fsck::repair::Round| r.problems.iter().any(|p| p.code.marks_changed());
-    let changed = out.rounds.iter().any(marks) || !out.orphans.is_empty() || mended;
+    let changed = out.rounds.iter().any(marks)
+        || !out.orphans.is_empty()
+        || out.orphans_dropped.is_some()
+        || mended;
     let modified = out.rounds.iter().any(fixed) && changed || mended || out.marked_valid;
     if !out.unfixable.is_empty() {
         if mode == Some(Mode::Preen) && out.failed.is_none() {

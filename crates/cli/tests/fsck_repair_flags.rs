@@ -233,3 +233,43 @@ fn orphans_are_released_on_a_clean_encrypted_image_without_f() {
         );
     }
 }
+
+/// An orphan list usfs cannot release (its head out of range, or an inode not in use):
+/// the list is dropped as e2fsck drops it ("Illegal orphaned inode 5 in superblock."),
+/// the image checked in full, exit 1, and e2fsck finds it clean; `-n` reports the list
+/// and changes nothing.
+#[test]
+fn an_orphan_list_that_cannot_be_released_is_dropped() {
+    if !need_tool("orphan list", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("repair-orphan-drop");
+    let img = image(&s, &["-t", "ext4"]);
+    for (head, says) in [
+        ("5", "Illegal orphaned inode 5 in superblock."),
+        ("99999", "Illegal orphaned inode 99999 in superblock."),
+        ("40", "Orphaned inode list not released"),
+    ] {
+        let copy = s.path("copy");
+        std::fs::copy(&img, &copy).unwrap();
+        debugfs_write(
+            &copy,
+            &s.path("cmd"),
+            &format!("set_super_value last_orphan {head}\n"),
+        );
+        let before = std::fs::read(&copy).unwrap();
+        let (code, text) = usfs_fsck(&copy, &["-fn"]);
+        assert_eq!(code, Some(0), "-n, head {head}:\n{text}");
+        assert!(
+            std::fs::read(&copy).unwrap() == before,
+            "-n changed the image"
+        );
+        for opt in ["-y", "-p"] {
+            let (code, text) = usfs_fsck(&copy, &[opt]);
+            assert_eq!(code, Some(1), "{opt}, head {head}:\n{text}");
+            assert!(text.contains(says), "{opt}, head {head}:\n{text}");
+            assert_eq!(e2fsck_exit(&copy, "-fn"), 0, "{opt}, head {head}:\n{text}");
+            std::fs::write(&copy, &before).unwrap();
+        }
+    }
+}

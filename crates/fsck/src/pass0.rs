@@ -176,11 +176,16 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
                     .with_group(g),
                 );
             }
-        } else if d.has_flag(BG_INODE_UNINIT) || d.has_flag(BG_BLOCK_UNINIT) {
+        } else if d.has_flag(BG_INODE_UNINIT)
+            || d.has_flag(BG_BLOCK_UNINIT)
+            || d.itable_unused() != 0
+        {
+            // (e2fsck's PR_0_GDT_UNINIT: an unused-inodes count left by a feature turned
+            // off counts too.)
             out.push(
                 Problem::new(
                     Code::GroupUnusedInodes,
-                    format!("Group {g} has uninit flags without group descriptor checksums"),
+                    format!("Group descriptor {g} marked uninitialized without feature set"),
                 )
                 .with_group(g),
             );

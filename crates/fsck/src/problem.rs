@@ -270,8 +270,6 @@ problems! {
     /// The inline-data flag without a `system.data` attribute: the inode is truncated
     /// (size 0, no flag, i_block zeroed).
     BadInlineData = 0x01_0013, P1, Error, SetField, "Inode {}";
-    /// The inode is marked in use but its group's table says unused.
-    InodeInUnusedArea = 0x01_0014, P1, Error, SetField, "{}";
     /// The bad-blocks inode lists a block number outside the file system: the pointer
     /// is zeroed (e2fsck's PR_1_BB_ILLEGAL_BLOCK_NUM). (Its values: `block` the map
     /// block holding the pointer, 0 for i_block; `found` the pointer's index there,

@@ -32,7 +32,7 @@ pub struct Found {
 }
 
 /// Changed blocks after which a repair commits (1 MiB of 4 KiB blocks): a commit costs
-/// four flushes, the running transaction holds its blocks in memory, and a repair's
+/// two flushes, the running transaction holds its blocks in memory, and a repair's
 /// peak memory is to stay within e2fsck's, which writes in place (at 32 MiB, 100k
 /// fixed inodes of a 1M-inode image took 55 MiB against e2fsck's 23; at 4 MiB, 35).
 /// On bench/fsck-repair's 1M-inode files image, 1 MiB against 4 MiB: peak RSS 8.4
@@ -562,10 +562,9 @@ impl Volume {
     }
 
     /// Commits the repair so far once its transaction is as large as one may be (half
-    /// the journal, which must hold a transaction whole, at most [`REPAIR_TXN_BLOCKS`]),
-    /// and writes it home at once: a repair writes each block about once, and keeping
-    /// committed blocks for a later checkpoint would only hold memory. Returns whether it
-    /// committed.
+    /// the journal, which must hold a transaction whole, at most [`REPAIR_TXN_BLOCKS`]);
+    /// its blocks go home unflushed (checkpoint.rs), the log is marked empty when full.
+    /// Returns whether it committed.
     pub fn commit_when_full(&mut self) -> Result<bool> {
         let cap = self
             .journal
@@ -575,7 +574,6 @@ impl Volume {
             return Ok(false);
         }
         self.commit()?;
-        self.checkpoint()?;
         Ok(true)
     }
 
@@ -585,11 +583,102 @@ impl Volume {
     }
 
     /// Commits the repair and closes the volume, marking the file system checked as
-    /// e2fsck does: valid, no errors recorded, mount count 0, last check now.
-    pub fn close_repaired(&mut self) -> Result<()> {
+    /// e2fsck does: valid, no errors recorded, mount count 0, last check now. `finished`:
+    /// the repair's last write, where e2fsck's cleanup resets the descriptors' uninit
+    /// flags (not after a round the next check must look at again: a group whose
+    /// unused inodes a fix revealed would be hidden again).
+    pub fn close_repaired(&mut self, finished: bool) -> Result<()> {
         let now = self.now().sec;
         self.fs.core.sb.mark_checked(now);
         self.sb_dirty = true;
+        if finished {
+            self.commit()?;
+            self.reset_uninit()?;
+        }
         self.close()
     }
+
+    /// e2fsck's closing ext2fs_set_gdt_csum ([`uninit_reset`]) on descriptors the
+    /// commits have brought up to date; the descriptor blocks of the groups that change
+    /// go into the transaction.
+    fn reset_uninit(&mut self) -> Result<()> {
+        let geo = self.fs.core.geo.clone();
+        let (ds, seed, uuid) = (
+            geo.desc_size as usize,
+            self.fs.core.csum_seed,
+            *self.fs.core.sb.s_uuid(),
+        );
+        let mut blocks = std::collections::BTreeSet::new();
+        for g in 0..geo.group_count {
+            let mut d = self.fs.core.groups[g as usize].clone();
+            let Some((flags, unused)) = uninit_reset(&geo, g, &d, self.inodes.high_water(g)) else {
+                continue;
+            };
+            d.set_bg_flags(flags);
+            d.set_itable_unused(unused);
+            d.update_checksum(g, ds, seed, &uuid);
+            self.fs.core.groups[g as usize] = d;
+            blocks.insert(geo.desc_location(g).0);
+        }
+        for blk in blocks {
+            let mut block = self.read_meta(blk)?;
+            self.fs.core.fill_descriptor_block(blk, &mut block);
+            self.write_meta(blk, block)?;
+        }
+        Ok(())
+    }
+}
+
+/// e2fsck's closing ext2fs_set_gdt_csum for group `g` of descriptor `d`, whose last
+/// inode in use is its `high_water`th: a group with every block free (not the last)
+/// gets BLOCK_UNINIT; one with every inode free INODE_UNINIT and all its inodes unused;
+/// any other loses INODE_UNINIT and counts as unused the inodes past its last one in use
+/// (raised too, where the kernel only lowers it). Only with descriptor checksums. The
+/// flags and unused-inodes count `d` should have, `None` where it has them.
+pub fn uninit_reset<B: AsRef<[u8]>>(
+    geo: &crate::format::geometry::Geometry,
+    g: u32,
+    d: &GroupDesc<B>,
+    high_water: u32,
+) -> Option<(u16, u32)> {
+    if !crate::alloc::seed::uninit_tracking(geo) {
+        return None;
+    }
+    let ipg = geo.inodes_per_group;
+    let mut flags = d.bg_flags();
+    if d.free_blocks_count() == geo.blocks_per_group && g != geo.group_count - 1 {
+        flags |= BG_BLOCK_UNINIT;
+    }
+    let unused = if d.free_inodes_count() == ipg {
+        flags |= BG_INODE_UNINIT;
+        ipg
+    } else {
+        flags &= !BG_INODE_UNINIT;
+        ipg - high_water
+    };
+    ((flags, unused) != (d.bg_flags(), d.itable_unused())).then_some((flags, unused))
+}
+
+/// Would [`uninit_reset`] change a descriptor of the file system `core` reads (its
+/// inode bitmaps read for the high-water marks; an INODE_UNINIT group's is all free)?
+pub fn uninit_stale(core: &crate::VolumeCore) -> Result<bool> {
+    let geo = core.geometry();
+    for g in 0..geo.group_count {
+        let d = core.group(g);
+        let high = if d.free_inodes_count() == geo.inodes_per_group || d.has_flag(BG_INODE_UNINIT) {
+            0
+        } else {
+            let bm =
+                core.read_block(d.inode_bitmap(), usfs_fs::Structure::Bitmap, "inode bitmap")?;
+            let ipg = geo.inodes_per_group as usize;
+            (0..ipg)
+                .rev()
+                .find(|&i| bm[i / 8] & (1 << (i % 8)) != 0)
+                .map_or(0, |i| i as u32 + 1)
+        };
+        if uninit_reset(geo, g, d, high).is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -133,8 +133,7 @@ pub(super) fn apply_parallel(
     let geo = v.geometry().clone();
     let (bs, isz) = (geo.block_size as u64, geo.inode_size as usize);
     let seed = v.reader().csum_seed();
-    let prepare = |job: &[Placed], buf: &mut [u8]| -> Result<()> {
-        dev.read_at(buf, job[0].0 * bs)?;
+    let edit_block = |job: &[Placed], buf: &mut [u8]| {
         for one in job.chunk_by(|a, b| a.2 == b.2) {
             let (off, ino) = (one[0].1, one[0].2);
             let edit = |r: &mut Inode<&mut [u8]>| {
@@ -153,6 +152,18 @@ pub(super) fn apply_parallel(
                 }
             }
         }
+    };
+    let bsz = bs as usize;
+    // A worker's share: its blocks read a run of neighbours at a time, then edited.
+    let prepare = |part: &[&[Placed]], out: &mut [u8]| -> Result<()> {
+        let runs = part.chunk_by(|a, b| b[0].0 == a[0].0 + 1);
+        let mut at = 0;
+        for run in runs {
+            let len = run.len() * bsz;
+            dev.read_at(&mut out[at..at + len], run[0][0].0 * bs)?;
+            at += len;
+        }
+        (part.iter().zip(out.chunks_mut(bsz))).for_each(|(job, b)| edit_block(job, b));
         Ok(())
     };
     let mut buf = Vec::new();
@@ -165,12 +176,7 @@ pub(super) fn apply_parallel(
         let results: Vec<Result<()>> = std::thread::scope(|s| {
             let workers: Vec<_> = (batch.chunks(per))
                 .zip(buf.chunks_mut(per * bs as usize))
-                .map(|(part, out)| {
-                    s.spawn(move || {
-                        (part.iter().zip(out.chunks_mut(bs as usize)))
-                            .try_for_each(|(job, b)| prepare(job, b))
-                    })
-                })
+                .map(|(part, out)| s.spawn(move || prepare(part, out)))
                 .collect();
             workers
                 .into_iter()

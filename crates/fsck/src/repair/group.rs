@@ -1,6 +1,7 @@
 //! Fixes of group descriptors found in pass 0, as e2fsck's check_super_block makes them:
 //! an unused-inodes count past the group's free inodes (or its size) becomes 0, and the
-//! uninit flags of a file system without descriptor checksums go (the rest of the
+//! uninit flags and unused-inodes count of a file system without descriptor checksums
+//! go (the rest of the
 //! descriptor is written from the allocators at the commit).
 
 use crate::problem::{Code, Problem};
@@ -45,11 +46,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
     let csums = f.has_ro_compat(usfs_ext4::format::features::ro_compat::GDT_CSUM)
         || f.has_ro_compat(usfs_ext4::format::features::ro_compat::METADATA_CSUM);
     v.repair_group(g, |d| {
-        if csums {
-            d.set_itable_unused(0);
-        } else {
+        if !csums {
             d.set_bg_flags(d.bg_flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
         }
+        d.set_itable_unused(0);
     });
     Ok(())
 }

@@ -46,7 +46,7 @@ use usfs_dev::Device;
 use usfs_ext4::format::features::incompat::BIT64;
 use usfs_ext4::format::features::ro_compat::ORPHAN_PRESENT;
 use usfs_ext4::format::superblock::{Superblock, STATE_VALID_FS, SUPERBLOCK_OFFSET};
-use usfs_ext4::rw::Volume;
+use usfs_ext4::rw::{ReleasedOrphan, Volume};
 
 /// Checks a repair runs at most before it stops with what is left.
 pub const ROUNDS: usize = 5;
@@ -107,6 +107,8 @@ pub struct Outcome {
     /// The inodes released from the orphan list before the first check (e2fsck's
     /// "Clearing orphaned inode ..."), in list order.
     pub orphans: Vec<usfs_ext4::rw::ReleasedOrphan>,
+    /// An orphan list that could not be released, dropped (the line e2fsck prints).
+    pub orphans_dropped: Option<String>,
     /// An image not marked valid when the repair began was left clean and marked so
     /// (e2fsck counts that as a correction: exit 1; one marked with errors is marked
     /// clean too, which e2fsck does not count).
@@ -190,8 +192,9 @@ fn rounds(
         ..opts.clone()
     };
     let mut clock = Stages::default();
-    let was_invalid = superblock_of(&dev)?.s_state() & STATE_VALID_FS == 0;
-    let mut orphans = release_orphans(&dev)?;
+    let mut was_invalid = superblock_of(&dev)?.s_state() & STATE_VALID_FS == 0;
+    let (mut orphans, orphans_dropped) = release_orphans(&dev)?;
+    was_invalid |= orphans_dropped.is_some();
     clock.lap("orphans".into());
     let mut rounds = Vec::new();
     // Was the journal deleted (to be made anew once the image is clean)?
@@ -248,7 +251,7 @@ fn rounds(
         }
         if !unfixable.is_empty() || report.problems.is_empty() || rounds.len() == ROUNDS {
             let clean = unfixable.is_empty() && report.problems.is_empty();
-            let marked_valid = clean && mark_valid(&dev, was_invalid)?;
+            let marked_valid = clean && mark_valid(&dev, was_invalid, true)?;
             let journal = remake(deleted, clean);
             if journal.is_some() {
                 recount(&dev, &mut report.summary)?;
@@ -262,6 +265,7 @@ fn rounds(
                 journal,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                orphans_dropped: orphans_dropped.clone(),
                 marked_valid,
             });
         }
@@ -276,6 +280,7 @@ fn rounds(
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                orphans_dropped: orphans_dropped.clone(),
                 marked_valid: false,
             });
         }
@@ -287,7 +292,9 @@ fn rounds(
             });
             continue;
         }
-        let applied = apply(&dev, &report, &mut clock, n, opts.threads)?;
+        // (A round whose fixes all settle is the last: its close is the repair's.)
+        let finished = report.problems.iter().all(|p| settles(p.code));
+        let applied = apply(&dev, &report, &mut clock, n, opts.threads, finished)?;
         if let Err(failed) = applied {
             return Ok(Outcome {
                 rounds,
@@ -298,13 +305,14 @@ fn rounds(
                 journal: None,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
+                orphans_dropped: orphans_dropped.clone(),
                 marked_valid: false,
             });
         }
         // (A /lost+found there was no room to make changes nothing: lost files go to
         // the root, as e2fsck puts them, and the next check would ask again.)
         let no_room = || !lost_found_exists(&dev);
-        let last = report.problems.iter().all(|p| settles(p.code))
+        let last = finished
             || report
                 .problems
                 .iter()
@@ -330,7 +338,8 @@ fn rounds(
                 journal,
                 stages: std::mem::take(&mut clock.done),
                 orphans: std::mem::take(&mut orphans),
-                marked_valid: mark_valid(&dev, was_invalid)?,
+                orphans_dropped: orphans_dropped.clone(),
+                marked_valid: mark_valid(&dev, was_invalid, !finished)?,
             });
         }
     }
@@ -338,17 +347,27 @@ fn rounds(
 
 /// Marks the file system on `dev`, which the last check found clean, valid as e2fsck
 /// ends every run that may write (a round's fixes end with the same marks; an image
-/// needing no fix, or whose only fixes were written in place, gets them here). Returns
-/// whether it was not valid when the repair began (`was_invalid`) and is now: e2fsck
-/// counts that as a correction. An image the volume cannot write (features it refuses)
-/// is left as it is.
-fn mark_valid(dev: &Arc<dyn Device>, was_invalid: bool) -> usfs_fs::Result<bool> {
+/// needing no fix, or whose only fixes were written in place, gets them here). With
+/// `always`, an image marked valid gets them too where e2fsck's cleanup would reset a
+/// descriptor's uninit flags or unused-inodes count (ext2fs_set_gdt_csum, on every run
+/// that writes) and the volume opens it; otherwise a clean image is left as it is. Returns whether it was not valid when the
+/// repair began (`was_invalid`) and is now: e2fsck counts that as a correction. An
+/// image the volume cannot write (features it refuses) gets the marks in place.
+fn mark_valid(dev: &Arc<dyn Device>, was_invalid: bool, always: bool) -> usfs_fs::Result<bool> {
     use usfs_ext4::format::superblock::STATE_ERROR_FS;
     let state = superblock_of(dev)?.s_state();
-    if state & (STATE_VALID_FS | STATE_ERROR_FS) != STATE_VALID_FS {
+    let valid = state & (STATE_VALID_FS | STATE_ERROR_FS) == STATE_VALID_FS;
+    let stale = || {
+        usfs_ext4::Ext4::open_structure(Box::new(dev.clone()))
+            .and_then(|fs| usfs_ext4::rw::repair::uninit_stale(fs.core()))
+            .unwrap_or(false)
+    };
+    if !valid || always && stale() {
         let found = usfs_ext4::rw::repair::Found::default();
         match Volume::open_for_repair(Box::new(dev.clone()), &found) {
-            Ok(mut v) => v.close_repaired()?,
+            Ok(mut v) => v.close_repaired(true)?,
+            // (A valid image the volume does not open keeps its marks.)
+            Err(_) if valid => {}
             // (Features the volume does not write, e.g. shared_blocks: the marks alone
             // are written in place, one superblock write, as e2fsck writes them.)
             Err(usfs_fs::Error::Incompatible(_)) => mark_valid_in_place(dev)?,
@@ -594,17 +613,53 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
 
 /// Frees the inodes on the orphan list (files unlinked while open, truncates in
 /// progress) before the check, as e2fsck and the kernel's mount do: the volume's own
-/// orphan cleanup, when the image opens for writing (consistent bitmaps); otherwise the
-/// check reports the list and the repair stops there.
-fn release_orphans(dev: &Arc<dyn Device>) -> usfs_fs::Result<Vec<usfs_ext4::rw::ReleasedOrphan>> {
-    if !orphans_listed(&superblock_of(dev)?) {
-        return Ok(Vec::new());
+/// orphan cleanup, in one transaction. Returns what it released and, for a list that
+/// could not be released (a number out of range, an inode not in use, a loop), the
+/// line e2fsck prints for it: such a list is dropped, as e2fsck and the kernel drop
+/// it ("win or lose, we won't be using the head of the orphan inode list again"), the
+/// image marked not clean, and the check judges the inodes it named. The list of an
+/// image marked with errors is dropped unread, as e2fsck drops it.
+fn release_orphans(
+    dev: &Arc<dyn Device>,
+) -> usfs_fs::Result<(Vec<ReleasedOrphan>, Option<String>)> {
+    use usfs_ext4::format::superblock::STATE_ERROR_FS;
+    let sb = superblock_of(dev)?;
+    if !orphans_listed(&sb) {
+        return Ok((Vec::new(), None));
+    }
+    if sb.s_state() & STATE_ERROR_FS != 0 {
+        drop_orphan_list(dev, false)?;
+        return Ok((Vec::new(), None));
     }
     match Volume::open_uncounted(Box::new(dev.clone())) {
-        Ok((mut v, released)) => v.close().map(|()| released),
-        Err(usfs_fs::Error::Corrupt(_)) => Ok(Vec::new()),
+        Ok((mut v, released)) => v.close().map(|()| (released, None)),
+        Err(usfs_fs::Error::Corrupt(c)) => {
+            let (first, count) = (sb.s_first_ino(), sb.s_inodes_count());
+            let illegal = |i: u64| i != 0 && (i < first as u64 || i > count as u64);
+            let head = sb.s_last_orphan() as u64;
+            let why = match c.ino {
+                _ if illegal(head) => format!("Illegal orphaned inode {head} in superblock."),
+                Some(i) if illegal(i) => format!("Illegal inode {i} in orphaned inode list."),
+                _ => format!("Orphaned inode list not released ({c}): dropped."),
+            };
+            drop_orphan_list(dev, true)?;
+            Ok((Vec::new(), Some(why)))
+        }
         Err(e) => Err(e),
     }
+}
+
+/// Empties the superblock's orphan list in place (`invalid`: marking the file system
+/// not clean, so that it is checked in full), flushed.
+fn drop_orphan_list(dev: &Arc<dyn Device>, invalid: bool) -> usfs_fs::Result<()> {
+    let mut sb = superblock_of(dev)?;
+    sb.set_s_last_orphan(0);
+    if invalid {
+        sb.set_s_state(sb.s_state() & !STATE_VALID_FS);
+    }
+    sb.update_checksum();
+    dev.write_at(sb.bytes(), SUPERBLOCK_OFFSET)?;
+    Ok(dev.flush()?)
 }
 
 /// Does superblock `sb` list orphans (the orphan list, or the orphan file's flag)? A
@@ -646,13 +701,15 @@ type Failed = Box<(Problem, String)>;
 /// a crash interrupted). A fix that fails leaves the image as it was when nothing was
 /// committed yet (nothing reached it but the superblock's in-use mark, which is put
 /// back), else as the commits so far left it; it is returned. `clock` times the stages
-/// `fix N` and `commit N`.
+/// `fields N`, `fix N` and `commit N`. `finished`: no round follows (the descriptors'
+/// uninit flags are reset at the close, as e2fsck's cleanup resets them).
 fn apply(
     dev: &Arc<dyn Device>,
     report: &Report,
     clock: &mut Stages,
     n: usize,
     threads: usize,
+    finished: bool,
 ) -> usfs_fs::Result<Result<(), Failed>> {
     let sb = superblock_of(dev)?.into_inner();
     let mut v = Volume::open_for_repair(Box::new(dev.clone()), &report.found)?;
@@ -666,6 +723,7 @@ fn apply(
     // from the image as the check found it: no other fix has written yet).
     let (done, in_batches) = fields::apply_parallel(&mut v, dev, &report.problems, threads)?;
     committed |= in_batches;
+    clock.lap(format!("fields {n}"));
     // A file's size set to 2 GiB or more needs the large_file feature (as e2fsprogs'
     // ext2fs_inode_size_set turns it on).
     let large = |p: &Problem| {
@@ -712,7 +770,7 @@ fn apply(
         committed |= v.commit_when_full()?;
     }
     clock.lap(format!("fix {n}"));
-    v.close_repaired()?;
+    v.close_repaired(finished)?;
     clock.lap(format!("commit {n}"));
     Ok(Ok(()))
 }

@@ -280,7 +280,7 @@ fn needs_recovery(dev: &dyn Device) -> bool {
 
 fn print_text(name: &str, report: &usfs_fsck::Report) {
     println!("usfs fsck {} (check only)", env!("CARGO_PKG_VERSION"));
-    print_problem_lines(&report.problems, |_| "");
+    print_problem_lines(&report.problems, None);
     if report.has_errors() {
         println!("\n{name}: ********** WARNING: Filesystem still has errors **********\n");
     }
@@ -288,12 +288,10 @@ fn print_text(name: &str, report: &usfs_fsck::Report) {
 }
 
 /// The pass headings and each problem's message under its pass, as e2fsck prints them,
-/// each followed by what `answer` says was done about it. (Buffered: a line per write
+/// each followed, where e2fsck asks, by its question's word and `answer` ("Clear? yes");
+/// without an answer, by nothing (`-n`). (Buffered: a line per write
 /// would cost a system call per problem.)
-pub(crate) fn print_problem_lines(
-    problems: &[usfs_fsck::problem::Problem],
-    answer: impl Fn(&usfs_fsck::problem::Problem) -> &'static str,
-) {
+pub(crate) fn print_problem_lines(problems: &[usfs_fsck::problem::Problem], answer: Option<&str>) {
     use std::io::Write;
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for pass in PASSES {
@@ -313,7 +311,10 @@ pub(crate) fn print_problem_lines(
         for p in in_pass {
             // (What e2fsck only announces is printed as its table words it.)
             let _ = match p.code.asks() {
-                true => writeln!(out, "{}. {}", p.message(), answer(p)),
+                true => match answer {
+                    Some(a) => writeln!(out, "{}.  {}? {a}", p.message(), p.code.prompt()),
+                    None => writeln!(out, "{}. ", p.message()),
+                },
                 false => writeln!(out, "{}\n", p.message()),
             };
         }

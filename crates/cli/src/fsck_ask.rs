@@ -1,5 +1,6 @@
 //! The questions of an interactive `usfs fsck` (no -n, -y or -p, on a terminal), asked as
-//! e2fsck's `ask_yn` asks them: the problem, then `Fix<y>? `, answered with one key — `y`,
+//! e2fsck's `ask_yn` asks them: the problem, then its table's word (`Fix<y>? `, `Clear<y>? `,
+//! `Salvage<y>? ` ...), answered with one key — `y`,
 //! `n`, or `a` for yes to all; Enter, space or Escape take the default (yes) — and echoed
 //! as `yes`, `no` or `yes to all`. Control-C prints `cancelled!` and counts as no. End of
 //! input counts as no too (e2fsck takes the default there; usfs changes nothing the user
@@ -46,7 +47,7 @@ impl Asker {
         } else {
             ""
         };
-        print!("{}.  Fix{hint}<y>? ", p.message());
+        print!("{}.  {}{hint}<y>? ", p.message(), p.code.prompt());
         let (word, answer) = read_answer().unwrap_or(("no", Answer::No));
         self.yes_run = match answer {
             Answer::Yes if self.yes_run >= 0 => self.yes_run + 1,
@@ -62,7 +63,7 @@ impl Asker {
     pub(crate) fn unasked(&mut self, rest: &[Problem], round: usize) {
         for p in rest {
             self.headings(p.code.def().pass, round);
-            println!("{}.  Fix? no\n", p.message());
+            println!("{}.  {}? no\n", p.message(), p.code.prompt());
         }
     }
 

@@ -188,7 +188,7 @@ fn repair_image(
         for r in &out.rounds {
             match m {
                 Mode::Preen => print_preen_lines(&name, &r.problems, "FIXED."),
-                Mode::Yes => print_problem_lines(&r.problems, |_| " Fix? yes"),
+                Mode::Yes => print_problem_lines(&r.problems, Some("yes")),
             }
             if r.problems
                 .iter()
@@ -232,7 +232,7 @@ fn repair_image(
             println!("\n{name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t(i.e., without -a or -p options)");
             return Ok(ExitCode::from(EXIT_UNCORRECTED));
         }
-        print_problem_lines(&out.last.problems, |_| "");
+        print_problem_lines(&out.last.problems, None);
         match &out.failed {
             Some((p, why)) => println!(
                 "\nusfs fsck: repairing \"{}\" failed ({why}); the rest of that round was not applied",

@@ -101,6 +101,66 @@ macro_rules! problems {
 }
 
 impl Code {
+    /// The word e2fsck asks with before this fix (its table's prompt: "Fix", "Clear",
+    /// "Salvage", "Connect to /lost+found" ...; for a problem whose question comes
+    /// from another of e2fsck's problems, that one's: pass 1D's "Clone multiply-claimed
+    /// blocks" for pass 1B's lines).
+    pub fn prompt(self) -> &'static str {
+        match self {
+            Code::JournalBad
+            | Code::HurdFiletype
+            | Code::JournalHasJournal
+            | Code::FirstMetaBgTooBig
+            | Code::InodeBadMode
+            | Code::EaInodeValue
+            | Code::EaInodeHash
+            | Code::ExtentBad
+            | Code::ExtentOrder
+            | Code::IllegalBlock
+            | Code::BadSymlink
+            | Code::BadXattrBlock
+            | Code::BadXattrInInode
+            | Code::ReservedInode
+            | Code::BadBlocksIllegal
+            | Code::BadBlocksPrimary
+            | Code::BadBlocksInodeClear
+            | Code::JournalInodeNotClear
+            | Code::SpecialFlags
+            | Code::SpecialImmutable
+            | Code::ZeroLengthDir
+            | Code::InlineNoFeature
+            | Code::ExtentsNoFeature
+            | Code::FastSymlinkExtents
+            | Code::BadSpecial
+            | Code::EncryptShortName
+            | Code::EncryptUnencryptedFile
+            | Code::EncryptPolicyDiffers
+            | Code::DirBadInode
+            | Code::DirUnusedInode
+            | Code::DirLinkToDir
+            | Code::DirBadBlockInode
+            | Code::InodeFaddr
+            | Code::BlocksHi
+            | Code::FileAclHi
+            | Code::DirEntryToRoot
+            | Code::LostFoundEncrypted
+            | Code::UnattachedZeroLen => "Clear",
+            Code::ExtentHeader | Code::InlineJunk | Code::EncryptBadContext => "Clear inode",
+            Code::GroupMetadataLocation | Code::BadBlocksMetadata => "Relocate",
+            Code::BadInlineData | Code::TooBigDir => "Truncate",
+            Code::HtreeBad | Code::HtreeChecksum => "Clear HTree index",
+            Code::DirHole | Code::NoRoot => "Allocate",
+            Code::UnconnectedDir | Code::UnattachedInode => "Connect to /lost+found",
+            Code::ExtentOptimize => "Optimize",
+            Code::EncryptNoContext => "Clear flag",
+            Code::MultiplyClaimed => "Clone multiply-claimed blocks",
+            Code::DirCorruptEntry => "Salvage",
+            Code::NoLostFound => "Create",
+            Code::LostFoundNotDir => "Unlink",
+            _ => "Fix",
+        }
+    }
+
     /// Does e2fsck ask before this fix? The ones its table gives no prompt (PROMPT_NONE)
     /// it only announces: they are applied without a question and printed without an
     /// answer.
@@ -719,6 +779,29 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sample of e2fsck's prompts (problem.c's table) for the rows they belong to.
+    #[test]
+    fn prompts_are_e2fscks() {
+        for (c, word) in [
+            (Code::BadRefCount, "Fix"),
+            (Code::DirUnusedInode, "Clear"),
+            (Code::DirCorruptEntry, "Salvage"),
+            (Code::UnattachedInode, "Connect to /lost+found"),
+            (Code::NoLostFound, "Create"),
+            (Code::MultiplyClaimed, "Clone multiply-claimed blocks"),
+            (Code::ExtentHeader, "Clear inode"),
+            (Code::BadInlineData, "Truncate"),
+            (Code::DirHole, "Allocate"),
+            (Code::GroupMetadataLocation, "Relocate"),
+            (Code::HtreeBad, "Clear HTree index"),
+            (Code::EncryptNoContext, "Clear flag"),
+            (Code::ExtentOptimize, "Optimize"),
+            (Code::LostFoundNotDir, "Unlink"),
+        ] {
+            assert_eq!(c.prompt(), word, "{c:?}");
+        }
+    }
 
     #[test]
     fn codes_are_unique_and_match_their_pass() {

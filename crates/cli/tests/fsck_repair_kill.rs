@@ -125,7 +125,7 @@ fn a_repair_killed_anywhere_is_finished_by_a_rerun() {
     assert_eq!(code, Some(1), "the uninterrupted repair: {trace}");
     e2fsck_clean(&work).expect("the uninterrupted repair leaves the image clean");
     let checked = stage(&trace, "check 1");
-    let written = stage(&trace, "fix 1") + stage(&trace, "commit 1");
+    let written = stage(&trace, "fields 1") + stage(&trace, "fix 1") + stage(&trace, "commit 1");
     assert!(written > 0.0, "{trace}");
     assert!(
         trace.contains("check 2"),

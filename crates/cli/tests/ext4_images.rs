@@ -135,7 +135,8 @@ fn run_case(case: &Case, how: Populate, profile: Profile, seed: u64) {
 }
 
 /// The images the tests make must be clean, or the comparison proves little; and
-/// `usfs fsck -n` must agree with `e2fsck -fn`: exit 0 and the same summary line.
+/// `usfs fsck -n` must agree with `e2fsck -fn`: exit 0 and the same summary line (on a
+/// bigalloc image, which usfs reads but does not check yet: refused by name).
 fn check_fsck_clean(img: &Path, test: &str) {
     let o = Command::new("e2fsck")
         .args(["-fn"])
@@ -144,6 +145,20 @@ fn check_fsck_clean(img: &Path, test: &str) {
         .unwrap();
     let e2 = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{test}: e2fsck -fn not clean:\n{e2}");
+    if test.contains("bigalloc") {
+        let u = Command::new(usfs())
+            .args(["fsck", "-n"])
+            .arg(img)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&u.stderr);
+        assert_eq!(u.status.code(), Some(8), "{test}: {err}");
+        assert!(
+            err.contains("unsupported feature: bigalloc"),
+            "{test}: {err}"
+        );
+        return;
+    }
     for j in ["1", "2"] {
         let u = Command::new(usfs())
             .args(["fsck", "-n", "-j", j])
@@ -198,6 +213,8 @@ cases! {
     ext4_sparse_super2_mke2fs, ext4_sparse_super2_kernel: "ext4-sparse_super2", ["-t", "ext4", "-O", "sparse_super2"], "1G", true, true;
     ext3_mke2fs, ext3_kernel: "ext3", ["-t", "ext3"], "1G", true, true;
     ext2_mke2fs, ext2_kernel: "ext2", ["-t", "ext2"], "1G", true, true;
+    ext4_bigalloc_mke2fs, ext4_bigalloc_kernel: "ext4-bigalloc", ["-t", "ext4", "-O", "bigalloc", "-C", "65536"], "1G", true, true;
+    ext4_bigalloc_1k_mke2fs, ext4_bigalloc_1k_kernel: "ext4-bigalloc-1k", ["-t", "ext4", "-b", "1024", "-O", "bigalloc", "-C", "16384"], "1G", true, true;
 }
 
 /// The full profile: a 100k-entry directory and a > 4 GiB sparse file, written by the
@@ -234,10 +251,6 @@ fn unsupported_features_are_named() {
     }
     let s = Scratch::new("incompat");
     for (args, feature) in [
-        (
-            &["-t", "ext4", "-O", "bigalloc", "-C", "16384"][..],
-            "bigalloc",
-        ),
         (&["-t", "ext4", "-O", "encrypt"][..], "encrypt"),
         (&["-t", "ext4", "-O", "casefold"][..], "casefold"),
     ] {

@@ -305,7 +305,7 @@ impl VolumeCore {
             ("inode bitmap", desc.inode_bitmap(), 1),
             ("inode table", desc.inode_table(), itable_blocks),
         ] {
-            if b < g.first_data_block + 1 || b.saturating_add(len) > g.blocks_count {
+            if b < g.sb_block() + 1 || b.saturating_add(len) > g.blocks_count {
                 if strict {
                     return Err(Error::corrupt(
                         Structure::GroupDescriptor,

@@ -24,7 +24,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
     }
     let n = geo.gdt_blocks();
     let backup = geo.group_first_block(1) + 1;
-    let primary = geo.first_data_block + 1;
+    let primary = geo.sb_block() + 1;
     let bs = geo.block_size as usize;
     let mut raw = vec![0u8; n as usize * bs];
     if ctx

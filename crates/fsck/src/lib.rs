@@ -138,6 +138,14 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let (fs, issues) = Ext4::open_unreplayed(dev)?;
     plan::refuse_failed_superblock(&issues)?;
     let geo = fs.geometry().clone();
+    // (Its bitmaps and counts are per cluster, and a cluster may be shared by the
+    // blocks of one file: not checked yet, refused by name.)
+    if geo
+        .features
+        .has_ro_compat(usfs_ext4::format::features::ro_compat::BIGALLOC)
+    {
+        return Err(usfs_fs::Error::incompatible("bigalloc"));
+    }
     let shared = state::Shared::new(geo.inodes_count, geo.blocks_count, geo.group_count);
     let mut problems = pass0::open_issues(&issues, &geo);
     let plan = plan::Plan::new(&fs, &geo, &shared, opts, &mut problems);

@@ -254,5 +254,7 @@ pub const READ_INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::ENCRYPT;
 
 /// ro_compat bits whose meaning changes what a reader returns and that it does not
-/// implement (reading would give wrong answers, so they are refused).
-pub const READ_RO_COMPAT_REFUSED: u32 = ro_compat::BIGALLOC;
+/// implement (reading would give wrong answers, so they are refused): none. (bigalloc
+/// allocates in clusters but maps blocks: the reader reads it; the writers and the
+/// checker, which allocate and count clusters, refuse it.)
+pub const READ_RO_COMPAT_REFUSED: u32 = 0;

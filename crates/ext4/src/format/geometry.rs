@@ -64,7 +64,26 @@ impl Geometry {
         } else {
             (sb.s_inode_size() as u32, sb.s_first_ino())
         };
-        if blocks_per_group == 0 || blocks_per_group > block_size * 8 {
+        // (With bigalloc a bitmap bit is a cluster: a group is as many clusters as its
+        // bitmap has bits, each of 2^k blocks.)
+        let cluster_shift = match features.has_ro_compat(super::features::ro_compat::BIGALLOC) {
+            true => (sb.s_log_cluster_size() + 10).saturating_sub(block_size_log),
+            false => 0,
+        };
+        if cluster_shift > 16
+            || cluster_shift > 0
+                && (!blocks_per_group.is_multiple_of(1 << cluster_shift)
+                    || sb.s_clusters_per_group() != blocks_per_group >> cluster_shift)
+        {
+            return Err(Error::corrupt(
+                Structure::Superblock,
+                format!(
+                    "superblock: {blocks_per_group} blocks per group in {} clusters of 2^{cluster_shift} blocks",
+                    sb.s_clusters_per_group()
+                ),
+            ));
+        }
+        if blocks_per_group == 0 || blocks_per_group >> cluster_shift > block_size * 8 {
             return Err(Error::corrupt(
                 Structure::Superblock,
                 format!(
@@ -84,7 +103,9 @@ impl Geometry {
                 format!("superblock: inode size {inode_size}"),
             ));
         }
-        if first_data_block >= blocks_count || (block_size == 1024) != (first_data_block == 1) {
+        // (Block 1 with 1 KiB blocks, else 0; with bigalloc always 0, the first cluster.)
+        let first_expected = u64::from(block_size == 1024 && cluster_shift == 0);
+        if first_data_block >= blocks_count || first_data_block != first_expected {
             return Err(Error::corrupt(Structure::Superblock, format!(
                 "superblock: first data block {first_data_block} with {blocks_count} blocks of {block_size} bytes"
             )));
@@ -280,6 +301,16 @@ impl Geometry {
         out
     }
 
+    /// The block holding the primary superblock: the first data block, but block 1 on
+    /// a file system of 1 KiB blocks whose first data block is 0 (bigalloc's first
+    /// cluster), as libext2fs's ext2fs_descriptor_block_loc2 places it.
+    pub fn sb_block(&self) -> u64 {
+        match (self.first_data_block, self.block_size) {
+            (0, 1024) => 1,
+            (b, _) => b,
+        }
+    }
+
     /// Block holding the descriptors of group `g`, and the byte offset inside it.
     pub fn desc_location(&self, g: u32) -> (u64, usize) {
         let per = self.descs_per_block();
@@ -287,7 +318,7 @@ impl Geometry {
         let off = (g % per * self.desc_size) as usize;
         let meta_bg = self.features.has_incompat(incompat::META_BG);
         if !meta_bg || nr < self.first_meta_bg {
-            return (self.first_data_block + 1 + nr as u64, off);
+            return (self.sb_block() + 1 + nr as u64, off);
         }
         let first = nr * per;
         let has_super = u64::from(self.group_has_super(first));

@@ -332,20 +332,38 @@ impl FileSystem for Ext4 {
 
     /// As the kernel's ext4_statfs answers for this image: total blocks less the
     /// overhead (the metadata the kernel counts plus an internal journal; the kernel
-    /// recounts it rather than trust s_overhead_clusters when there is no bigalloc, which
-    /// usfs does not read), and available blocks less the reserved ones and the kernel's
-    /// own reserve for extent-mapped file systems (2% of the blocks, at most 4096).
+    /// recounts it rather than trust s_overhead_clusters when there is no bigalloc; with
+    /// bigalloc it takes s_overhead_clusters where set), and available blocks less the
+    /// reserved ones and the kernel's own reserve for extent-mapped file systems (2% of
+    /// the clusters, at most 4096 clusters).
     fn statfs(&self) -> Result<StatFs> {
         let is64 = self.core.geo.is64();
         let free = self.core.sb.free_blocks_count(is64);
         let reserved = self.core.sb.r_blocks_count(is64);
-        let overhead = self
-            .core
-            .geo
-            .metadata_overhead(u32::from(self.core.sb.s_reserved_gdt_blocks()))
-            + self.journal_blocks();
+        let bigalloc = self.core.geo.features.has_ro_compat(ro_compat::BIGALLOC);
+        // Blocks per cluster (1 without bigalloc).
+        let ratio = match bigalloc {
+            true => {
+                1u64 << self
+                    .core
+                    .sb
+                    .s_log_cluster_size()
+                    .saturating_sub(self.core.sb.s_log_block_size())
+                    .min(30)
+            }
+            false => 1,
+        };
+        let overhead = match self.core.sb.s_overhead_clusters() {
+            n if bigalloc && n != 0 => n as u64 * ratio,
+            _ => {
+                self.core
+                    .geo
+                    .metadata_overhead(u32::from(self.core.sb.s_reserved_gdt_blocks()))
+                    + self.journal_blocks()
+            }
+        };
         let kernel_reserve = if self.core.geo.features.has_incompat(incompat::EXTENTS) {
-            (self.core.geo.blocks_count / 50).min(4096)
+            (self.core.geo.blocks_count / ratio / 50).min(4096) * ratio
         } else {
             0
         };

@@ -157,6 +157,29 @@ fn check_fsck_clean(img: &Path, test: &str) {
             err.contains("unsupported feature: bigalloc"),
             "{test}: {err}"
         );
+        // `usfs info` gives the cluster geometry as dumpe2fs does.
+        let value = |text: &str, key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        };
+        let info = run_ok(Command::new(usfs()).arg("info").arg(img));
+        let info = String::from_utf8_lossy(&info.stdout).into_owned();
+        let d = Command::new("dumpe2fs")
+            .arg("-h")
+            .arg(img)
+            .output()
+            .unwrap();
+        let d = String::from_utf8_lossy(&d.stdout).into_owned();
+        for key in [
+            "First block",
+            "Cluster size",
+            "Clusters per group",
+            "Overhead clusters",
+        ] {
+            assert_eq!(value(&info, key), value(&d, key), "{test}: {key}:\n{info}");
+            assert!(value(&info, key).is_some(), "{test}: no {key}:\n{info}");
+        }
         return;
     }
     for j in ["1", "2"] {

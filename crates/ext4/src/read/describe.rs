@@ -114,6 +114,28 @@ impl Ext4 {
             ),
             ("Block groups", g.group_count.to_string()),
         ];
+        // (As dumpe2fs: with bigalloc the cluster size and clusters per group, and the
+        // overhead where the superblock records it, each after its neighbour.)
+        let after =
+            |v: &mut Vec<(&'static str, String)>, key: &str, line: (&'static str, String)| {
+                let at = v
+                    .iter()
+                    .position(|(k, _)| *k == key)
+                    .map_or(v.len(), |i| i + 1);
+                v.insert(at, line);
+            };
+        if sb.s_overhead_clusters() != 0 {
+            let n = sb.s_overhead_clusters().to_string();
+            after(&mut v, "Reserved block count", ("Overhead clusters", n));
+        }
+        if g.features
+            .has_ro_compat(crate::format::features::ro_compat::BIGALLOC)
+        {
+            let size = 1u64 << (sb.s_log_cluster_size() + 10).min(40);
+            after(&mut v, "Block size", ("Cluster size", size.to_string()));
+            let per = sb.s_clusters_per_group().to_string();
+            after(&mut v, "Blocks per group", ("Clusters per group", per));
+        }
         if g.features
             .has_incompat(crate::format::features::incompat::FLEX_BG)
         {

@@ -34,6 +34,11 @@ pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -
         Ok(b) => b,
         Err(code) => return Ok(code),
     };
+    // (Refused before anything is written: bigalloc is read, not checked yet.)
+    let at = backup.map_or(SUPERBLOCK_OFFSET, |b| b.block * b.block_size as u64);
+    if bigalloc_at(&*file, at) {
+        return fail(&usfs_fs::Error::incompatible("bigalloc"));
+    }
     let (dev, undo) = match open(a, file, backup) {
         Ok(d) => d,
         Err(e) => return fail(&e),
@@ -52,6 +57,16 @@ pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -
         }
     }
     Ok(code)
+}
+
+/// Does the superblock at byte `at` of `dev` name the bigalloc feature?
+fn bigalloc_at(dev: &dyn Device, at: u64) -> bool {
+    let mut raw = vec![0u8; 1024];
+    dev.read_at(&mut raw, at).is_ok()
+        && Superblock::new(&raw[..]).is_some_and(|sb| {
+            sb.s_magic() == usfs_ext4::format::superblock::EXT4_MAGIC
+                && sb.s_feature_ro_compat() & usfs_ext4::format::features::ro_compat::BIGALLOC != 0
+        })
 }
 
 /// The image as the repair writes it, and the undo device it goes through (`-z`).

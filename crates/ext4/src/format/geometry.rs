@@ -14,10 +14,12 @@ pub struct Geometry {
     pub block_size_log: u32,
     /// Total blocks.
     pub blocks_count: u64,
-    /// First data block (1 with 1 KiB blocks, else 0).
+    /// First data block (1 with 1 KiB blocks, else 0; 0 with bigalloc).
     pub first_data_block: u64,
     /// Blocks per group.
     pub blocks_per_group: u32,
+    /// log2 of the blocks per cluster (0 without bigalloc, where a cluster is a block).
+    pub cluster_shift: u32,
     /// Inodes per group.
     pub inodes_per_group: u32,
     /// Total inodes.
@@ -66,8 +68,14 @@ impl Geometry {
         };
         // (With bigalloc a bitmap bit is a cluster: a group is as many clusters as its
         // bitmap has bits, each of 2^k blocks.)
+        // (A cluster smaller than a block, or of more than 2^16 blocks, is refused, as
+        // the kernel refuses it.)
         let cluster_shift = match features.has_ro_compat(super::features::ro_compat::BIGALLOC) {
-            true => (sb.s_log_cluster_size() + 10).saturating_sub(block_size_log),
+            true => sb
+                .s_log_cluster_size()
+                .saturating_add(10)
+                .checked_sub(block_size_log)
+                .unwrap_or(u32::MAX),
             false => 0,
         };
         if cluster_shift > 16
@@ -161,6 +169,7 @@ impl Geometry {
             blocks_count,
             first_data_block,
             blocks_per_group,
+            cluster_shift,
             inodes_per_group,
             inodes_count,
             inode_size,
@@ -321,6 +330,9 @@ impl Geometry {
             return (self.sb_block() + 1 + nr as u64, off);
         }
         let first = nr * per;
+        if first == 0 {
+            return (self.sb_block() + 1, off);
+        }
         let has_super = u64::from(self.group_has_super(first));
         (self.group_first_block(first) + has_super, off)
     }

@@ -10,8 +10,9 @@
 //! 1. set INCOMPAT_RECOVER in the ext4 superblock, write it, flush (before the first
 //!    commit: a kernel mounting an image without it ignores the log);
 //! 2. `commit(...)` the metadata blocks (file data they expose must be on disk first);
-//! 3. write the same blocks home, flush;
-//! 4. `checkpointed(...)` (journal superblock: s_start 0, s_sequence = next tid; flushed);
+//! 3. write the same blocks home (the volume does so at once, unflushed);
+//! 4. when the log is full or at the end: flush, then `checkpointed(...)` (journal
+//!    superblock: s_start 0, s_sequence = next tid; flushed);
 //! 5. clear INCOMPAT_RECOVER, write the ext4 superblock, flush (or keep it set while the
 //!    volume stays open and repeat 2-4).
 //!

@@ -131,7 +131,7 @@ impl Ext4 {
         if g.features
             .has_ro_compat(crate::format::features::ro_compat::BIGALLOC)
         {
-            let size = 1u64 << (sb.s_log_cluster_size() + 10).min(40);
+            let size = (g.block_size as u64) << g.cluster_shift;
             after(&mut v, "Block size", ("Cluster size", size.to_string()));
             let per = sb.s_clusters_per_group().to_string();
             after(&mut v, "Blocks per group", ("Clusters per group", per));

@@ -342,17 +342,7 @@ impl FileSystem for Ext4 {
         let reserved = self.core.sb.r_blocks_count(is64);
         let bigalloc = self.core.geo.features.has_ro_compat(ro_compat::BIGALLOC);
         // Blocks per cluster (1 without bigalloc).
-        let ratio = match bigalloc {
-            true => {
-                1u64 << self
-                    .core
-                    .sb
-                    .s_log_cluster_size()
-                    .saturating_sub(self.core.sb.s_log_block_size())
-                    .min(30)
-            }
-            false => 1,
-        };
+        let ratio = 1u64 << self.core.geo.cluster_shift;
         let overhead = match self.core.sb.s_overhead_clusters() {
             n if bigalloc && n != 0 => n as u64 * ratio,
             _ => {

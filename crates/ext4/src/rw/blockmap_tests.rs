@@ -28,6 +28,7 @@ fn geo(block_size: u32) -> Geometry {
         blocks_count: 1 << 33,
         first_data_block: (block_size == 1024) as u64,
         blocks_per_group: block_size * 8,
+        cluster_shift: 0,
         inodes_per_group: 1024,
         inodes_count: 1 << 20,
         inode_size: 256,

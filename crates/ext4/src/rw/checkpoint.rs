@@ -18,30 +18,15 @@ use usfs_fs::Result;
 pub(crate) type Logged = BTreeSet<u64>;
 
 impl Volume {
-    /// After a commit to the journal (its commit block durable): the transaction's
+    /// After a commit to the journal (its commit block durable): logged blocks the
+    /// transaction freed are forgotten (their revoke records are in the log), and its
     /// blocks are written home, unflushed (the next flush, at the latest the
-    /// checkpoint's, makes them durable), and leave the overlay; logged blocks the
-    /// transaction freed are forgotten (their revoke records are in the log).
+    /// checkpoint's, makes them durable), leaving the overlay; `logged` remembers them.
     pub(crate) fn write_behind(&mut self) -> Result<()> {
         for b in std::mem::take(&mut self.txn.revoked) {
             self.logged.remove(&b);
         }
-        let dirty = std::mem::take(&mut self.txn.dirty);
-        let bs_log = self.fs.core.geo.block_size_log;
-        let held: Vec<(u64, std::sync::Arc<[u8]>)> = dirty
-            .iter()
-            .filter_map(|&b| self.overlay.get(b).map(|d| (b, d)))
-            .collect();
-        usfs_dev::write_runs(
-            self.overlay.base(),
-            held.iter().map(|(b, d)| (b << bs_log, &d[..])),
-        )?;
-        for b in dirty {
-            self.overlay.remove(b);
-            self.logged.insert(b);
-        }
-        self.txn.groups.clear();
-        Ok(())
+        self.send_home(false)
     }
 
     /// Makes the home writes of every committed transaction durable (a flush) and marks

@@ -103,6 +103,15 @@ impl Volume {
     /// Without a journal: writes every changed block home, flushes, and drops it from the
     /// overlay.
     fn write_home(&mut self) -> Result<()> {
+        self.send_home(true)?;
+        self.txn.revoked.clear();
+        Ok(())
+    }
+
+    /// Writes the transaction's changed blocks home (flushed with `flush`) and drops them
+    /// from the overlay, with the descriptors it touched. A write that fails leaves them
+    /// in the transaction, changed still: the next commit logs and writes them again.
+    pub(crate) fn send_home(&mut self, flush: bool) -> Result<()> {
         let bs_log = self.fs.core.geo.block_size_log;
         let dirty = std::mem::take(&mut self.txn.dirty);
         let base = self.overlay.base();
@@ -110,12 +119,18 @@ impl Volume {
             .iter()
             .filter_map(|&b| self.overlay.get(b).map(|d| (b, d)))
             .collect();
-        usfs_dev::write_runs(base, held.iter().map(|(b, d)| (b << bs_log, &d[..])))?;
-        base.flush()?;
+        let written = usfs_dev::write_runs(base, held.iter().map(|(b, d)| (b << bs_log, &d[..])))
+            .and_then(|()| if flush { base.flush() } else { Ok(()) });
+        if let Err(e) = written {
+            self.txn.dirty = dirty;
+            return Err(e.into());
+        }
         for b in dirty {
             self.overlay.remove(b);
+            if self.journal.is_some() {
+                self.logged.insert(b);
+            }
         }
-        self.txn.revoked.clear();
         self.txn.groups.clear();
         Ok(())
     }
@@ -173,7 +188,16 @@ impl Volume {
             self.fs.core.groups[g as usize] = d;
             gdt_blocks.insert(geo.desc_location(g).0);
         }
-        for blk in gdt_blocks {
+        self.write_descriptor_blocks(gdt_blocks)
+    }
+
+    /// The descriptor-table blocks `blocks`, filled from the descriptors in memory, into
+    /// the transaction.
+    pub(crate) fn write_descriptor_blocks(
+        &mut self,
+        blocks: std::collections::BTreeSet<u64>,
+    ) -> Result<()> {
+        for blk in blocks {
             let mut block = self.read_meta(blk)?;
             self.fs.core.fill_descriptor_block(blk, &mut block);
             self.write_meta(blk, block)?;

@@ -73,6 +73,7 @@ pub(crate) fn vol(bs: u32, csum: bool, dir_index: bool, large_dir: bool, hash: u
         blocks_count: 1 << 30,
         first_data_block: (bs == 1024) as u64,
         blocks_per_group: bs * 8,
+        cluster_shift: 0,
         inodes_per_group: 8192,
         inodes_count: 1 << 20,
         inode_size: 256,

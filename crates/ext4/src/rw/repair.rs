@@ -620,12 +620,7 @@ impl Volume {
             self.fs.core.groups[g as usize] = d;
             blocks.insert(geo.desc_location(g).0);
         }
-        for blk in blocks {
-            let mut block = self.read_meta(blk)?;
-            self.fs.core.fill_descriptor_block(blk, &mut block);
-            self.write_meta(blk, block)?;
-        }
-        Ok(())
+        self.write_descriptor_blocks(blocks)
     }
 }
 

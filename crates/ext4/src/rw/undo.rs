@@ -56,8 +56,7 @@ impl Volume {
     }
 
     /// Records the previous state of metadata block `blk` before its first change: its
-    /// overlay copy (changed earlier in this transaction, or committed and not yet
-    /// checkpointed) and whether it was dirty.
+    /// overlay copy (changed earlier in this transaction) and whether it was dirty.
     pub(crate) fn undo_block(&mut self, blk: u64) {
         let was_dirty = self.txn.dirty.contains(&blk);
         if let Some(u) = self.undo.as_mut() {
@@ -128,7 +127,9 @@ impl Volume {
                     self.overlay.remove(blk);
                 }
             }
-            if !was_dirty {
+            if was_dirty {
+                self.txn.dirty.insert(blk);
+            } else {
                 self.txn.dirty.remove(&blk);
             }
         }

@@ -4,7 +4,7 @@
 //! Every metadata change is a whole-block write into the overlay (so the reader, and every
 //! mutator, sees it at once) recorded in the transaction; [`Volume::commit`]
 //! (commit.rs) writes bitmaps, descriptors and superblock from the allocators, logs every
-//! changed block to the journal and checkpoints them home.
+//! changed block to the journal, then writes them home (checkpoint.rs).
 
 use crate::alloc::seed::{seed_blocks, seed_blocks_over, seed_inodes, seed_inodes_over};
 use crate::alloc::{BlockAllocator, InodeAllocator, Purpose, Request};
@@ -24,7 +24,7 @@ use usfs_fs::{Error, Result, Structure, Timestamp};
 /// The changes of the running transaction.
 #[derive(Debug, Default)]
 pub(crate) struct Txn {
-    /// Metadata blocks changed (held in the overlay until checkpointed).
+    /// Metadata blocks changed (held in the overlay until committed and written home).
     pub dirty: BTreeSet<u64>,
     /// Blocks freed: handed back to the allocator when the transaction commits.
     pub freed: Vec<(u64, u64)>,
@@ -372,7 +372,7 @@ impl Meta for Volume {
         // Revoke records for metadata blocks (the log may hold copies of them), and for
         // any block logged since the last checkpoint or changed in this transaction,
         // whatever it is freed as (a directory's blocks are freed as file blocks): replay
-        // must not write them over what the block holds next, nor the checkpoint.
+        // must not write them over what the block holds next.
         let end = start + len;
         let journaled: Vec<u64> = if how == Freed::Metadata {
             (start..end).collect()

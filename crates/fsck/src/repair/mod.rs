@@ -47,6 +47,7 @@ use usfs_ext4::format::features::incompat::BIT64;
 use usfs_ext4::format::features::ro_compat::ORPHAN_PRESENT;
 use usfs_ext4::format::superblock::{Superblock, STATE_VALID_FS, SUPERBLOCK_OFFSET};
 use usfs_ext4::rw::{ReleasedOrphan, Volume};
+use usfs_fs::Structure;
 
 /// Checks a repair runs at most before it stops with what is left.
 pub const ROUNDS: usize = 5;
@@ -614,8 +615,8 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
 /// Frees the inodes on the orphan list (files unlinked while open, truncates in
 /// progress) before the check, as e2fsck and the kernel's mount do: the volume's own
 /// orphan cleanup, in one transaction. Returns what it released and, for a list that
-/// could not be released (a number out of range, an inode not in use, a loop), the
-/// line e2fsck prints for it: such a list is dropped, as e2fsck and the kernel drop
+/// could not be released for its own damage (a number out of range, an inode not in
+/// use or unreadable, a loop), the line e2fsck prints for it: such a list is dropped, as e2fsck and the kernel drop
 /// it ("win or lose, we won't be using the head of the orphan inode list again"), the
 /// image marked not clean, and the check judges the inodes it named. The list of an
 /// image marked with errors is dropped unread, as e2fsck drops it.
@@ -637,6 +638,12 @@ fn release_orphans(
             let (first, count) = (sb.s_first_ino(), sb.s_inodes_count());
             let illegal = |i: u64| i != 0 && (i < first as u64 || i > count as u64);
             let head = sb.s_last_orphan() as u64;
+            // (Only the list's own damage drops it: bitmaps that disagree with their
+            // descriptors, or an orphan file, leave it for the check to report.)
+            let the_list = matches!(c.structure, Structure::Orphan | Structure::Inode);
+            if head == 0 || !(the_list || illegal(head)) {
+                return Ok((Vec::new(), None));
+            }
             let why = match c.ino {
                 _ if illegal(head) => format!("Illegal orphaned inode {head} in superblock."),
                 Some(i) if illegal(i) => format!("Illegal inode {i} in orphaned inode list."),

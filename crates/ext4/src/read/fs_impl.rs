@@ -94,8 +94,9 @@ impl Ext4 {
             .with_ino(inode.ino));
         }
         let huge = self.core.geo.features.has_ro_compat(ro_compat::HUGE_FILE);
+        // (An xattr block takes a cluster with bigalloc.)
         let ea_blocks = if inode.raw.file_acl() != 0 {
-            self.core.geo.block_size as u64 / 512
+            (self.core.geo.block_size as u64) << self.core.geo.cluster_shift >> 9
         } else {
             0
         };

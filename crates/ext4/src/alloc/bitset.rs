@@ -33,6 +33,14 @@ impl BitSet {
         self.words[(i / 64) as usize] >> (i % 64) & 1 != 0
     }
 
+    /// One past the highest set bit (0 if none).
+    pub fn high_water(&self) -> u32 {
+        (0..self.len())
+            .rev()
+            .find(|&i| self.get(i))
+            .map_or(0, |i| i + 1)
+    }
+
     /// Sets bit `i`.
     #[inline]
     pub fn set(&mut self, i: u32) {

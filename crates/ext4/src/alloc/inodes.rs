@@ -87,7 +87,7 @@ impl InodeAllocator {
     pub fn high_water(&self, g: u32) -> u32 {
         match &self.groups[g as usize].used {
             None => 0,
-            Some(b) => (0..b.len()).rev().find(|&i| b.get(i)).map_or(0, |i| i + 1),
+            Some(b) => b.high_water(),
         }
     }
 

@@ -665,11 +665,7 @@ pub fn uninit_stale(core: &crate::VolumeCore) -> Result<bool> {
         } else {
             let bm =
                 core.read_block(d.inode_bitmap(), usfs_fs::Structure::Bitmap, "inode bitmap")?;
-            let ipg = geo.inodes_per_group as usize;
-            (0..ipg)
-                .rev()
-                .find(|&i| bm[i / 8] & (1 << (i % 8)) != 0)
-                .map_or(0, |i| i as u32 + 1)
+            crate::alloc::BitSet::from_bytes(&bm, geo.inodes_per_group).high_water()
         };
         if uninit_reset(geo, g, d, high).is_some() {
             return Ok(true);

@@ -136,3 +136,56 @@ fn a_large_directory_without_an_index_is_indexed_as_e2fsck_pass_3a_does() {
     // Nothing left for a second run.
     assert!(!usfs_fsck(&img, &["-fy"]).1.contains("3A"));
 }
+
+/// An indexed directory whose link count is 1 (what the kernel stores once a directory
+/// passes 65000 links) while it has fewer: `e2fsck -fn` says nothing (not an error), and
+/// `e2fsck -fy` sets the exact count (PR_4_DIR_OVERFLOW_REF_COUNT), exit 1. usfs does
+/// both, with e2fsck's words.
+#[test]
+fn an_overflowed_directory_link_count_is_set_exactly_on_repair_only() {
+    if !need_tool("dir overflow", "debugfs") || !need_tool("dir overflow", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("fsck-repair-dirs-overflow");
+    let src = s.path("src");
+    for i in 0..3 {
+        std::fs::create_dir_all(src.join(format!("big/sub{i}"))).unwrap();
+    }
+    for i in 0..300 {
+        std::fs::write(src.join(format!("big/a_long_enough_file_name_{i}")), b"x").unwrap();
+    }
+    let img = s.path("o.img");
+    mke2fs(&img, "8M", &["-t", "ext4", "-b", "1024"], Some(&src));
+    // (e2fsck -D indexes /big; links 1 is the overflow mark.)
+    let out = Command::new("e2fsck")
+        .arg("-fyD")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 1), "e2fsck -fyD");
+    assert!(debugfs(&img, "stat /big").contains("Flags: 0x81000"));
+    debugfs_write(&img, &s.path("cmd"), "sif /big links_count 1\n");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "e2fsck -n is silent");
+    let (code, text) = usfs_fsck(&img, &["-fn"]);
+    assert_eq!(code, Some(0), "{text}");
+    let mut copy = img.clone();
+    copy.set_extension("e2fsck");
+    std::fs::copy(&img, &copy).unwrap();
+    let e2 = Command::new("e2fsck")
+        .arg("-fy")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let e2text = String::from_utf8_lossy(&e2.stdout);
+    let (code, text) = usfs_fsck(&img, &["-fy"]);
+    assert_eq!(code, e2.status.code(), "{text}\n--- e2fsck:\n{e2text}");
+    let ino = debugfs(&img, "stat /big");
+    let ino = ino.split_whitespace().nth(1).unwrap_or("").to_string();
+    let line = format!(
+        "Directory inode {ino} ref count set to overflow but could be exact value 5.  Fix? yes"
+    );
+    assert!(e2text.contains(&line), "{e2text}");
+    assert!(text.contains(&line), "{text}");
+    assert_eq!(e2fsck_exit(&img, "-fn"), 0, "clean after usfs fsck -fy");
+    assert!(debugfs(&img, "stat /big").contains("Links: 5"));
+}

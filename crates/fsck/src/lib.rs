@@ -160,8 +160,10 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let mut workers = pipeline::run(&ctx, opts, &mut phases);
     let mut merged = merge::run(&ctx, &mut workers, &mut problems, &mut phases);
     if !opts.repairing {
-        // (e2fsck queues directories for pass 3A only when it may write.)
-        problems.retain(|p| p.code != problem::Code::DirOptimize);
+        // (e2fsck queues directories for pass 3A, and fixes an overflowed link count,
+        // only when it may write.)
+        use problem::Code::{DirOptimize, DirOverflowRefCount};
+        problems.retain(|p| !matches!(p.code, DirOptimize | DirOverflowRefCount));
     }
     let found = std::mem::take(&mut merged.found);
     let quota = std::mem::take(&mut merged.quota);

@@ -101,13 +101,26 @@ pub(crate) fn run(
             refs.min(u16::MAX as u32 - 1) as u16
         };
         if counted != links {
+            let code = if ft == FileType::Directory && links == 1 && counted > 1 && indexed(fs, ino)
+            {
+                Code::DirOverflowRefCount
+            } else {
+                Code::BadRefCount
+            };
             w.report(
-                Problem::new(Code::BadRefCount, "")
+                Problem::new(code, "")
                     .with_ino(ino)
                     .values(links as u64, counted as u64),
             );
         }
     }
+}
+
+/// Does directory `ino` carry the htree flag (read again: pass 4 keeps no flags)?
+fn indexed(fs: &Ext4, ino: u32) -> bool {
+    const INDEX_FL: u32 = 0x1000;
+    fs.read_inode_raw(ino)
+        .is_ok_and(|r| r.i_flags() & INDEX_FL != 0)
 }
 
 /// Is `raw` a file or directory with no blocks and no in-inode extended attributes

@@ -497,6 +497,11 @@ problems! {
     EaInodeRefCount = 0x04_0005, P4, Error, SetField, "Extended attribute inode {}";
     /// A directory has more than 65000 links but the dir_nlink feature is off.
     DirNlinkFeature = 0x04_0003, P4, Error, SetField, "Directory exceeds max links, but no DIR_NLINK feature in superblock";
+    /// An indexed directory whose link count is 1 (set when it passed 65000 links)
+    /// while it now has fewer (found 1, expected the count): e2fsck's
+    /// PR_4_DIR_OVERFLOW_REF_COUNT, found for a repair only (e2fsck -n is silent: not an
+    /// error) and set to the count.
+    DirOverflowRefCount = 0x04_0006, P4, Error, SetField, "Directory inode {}";
 
     /// The block bitmap disagrees with the blocks in use.
     BlockBitmapDiff = 0x05_0001, P5, Error, FixSummary, "Block bitmap differences: {}";
@@ -751,6 +756,10 @@ impl Problem {
             Code::BadRefCount => {
                 let (f, e) = values()?;
                 format!("{ino} ref count is {f}, should be {e}")
+            }
+            Code::DirOverflowRefCount => {
+                let (_, e) = values()?;
+                format!("{ino} ref count set to overflow but could be exact value {e}")
             }
             Code::BadISize => {
                 let (f, e) = values()?;

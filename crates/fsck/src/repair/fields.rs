@@ -46,7 +46,7 @@ impl Edit {
     pub(super) fn of(p: &Problem, now: u32) -> Result<Option<Edit>> {
         let want = || p.expected().ok_or(Error::Invalid);
         Ok(Some(match p.code {
-            Code::BadRefCount => Edit::Links(want()? as u16),
+            Code::BadRefCount | Code::DirOverflowRefCount => Edit::Links(want()? as u16),
             Code::BadISize => Edit::Size(want()?),
             Code::BadIBlocks => Edit::Blocks(want()?),
             Code::InodeDtimeSet => Edit::Dtime(0),

@@ -123,8 +123,8 @@ fn fix_of(code: Code) -> Option<bool> {
         BlockBitmapDiff | InodeBitmapDiff | GroupFreeBlocks | GroupFreeInodes | GroupDirs
         | TotalFreeBlocks | TotalFreeInodes | BitmapChecksum | BitmapPadding
         | SuperblockChecksum | GroupDescChecksum => true,
-        BadRefCount | BadISize | BadIBlocks | InodeDtimeSet | InodeZeroDtime | InodeChecksum
-        | NoLostFound | SuperblockCounts => true,
+        BadRefCount | DirOverflowRefCount | BadISize | BadIBlocks | InodeDtimeSet
+        | InodeZeroDtime | InodeChecksum | NoLostFound | SuperblockCounts => true,
         DirUnusedInode | DirBlockChecksum | GroupUnusedInodes | HtreeChecksum => true,
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
@@ -439,6 +439,7 @@ fn settles(code: Code) -> bool {
             | SuperblockCounts
             | GroupUnusedInodes
             | BadRefCount
+            | DirOverflowRefCount
             | BadISize
             | BadIBlocks
             | InodeDtimeSet

@@ -34,7 +34,8 @@ pub(crate) fn run(a: &FsckArgs, mode: Option<Mode>, opts: &usfs_fsck::Options) -
         Ok(b) => b,
         Err(code) => return Ok(code),
     };
-    // (Refused before anything is written: bigalloc is read, not checked yet.)
+    // (Refused before anything is written: bigalloc is checked, but the volume does
+    // not allocate clusters yet.)
     let at = backup.map_or(SUPERBLOCK_OFFSET, |b| b.block * b.block_size as u64);
     if bigalloc_at(&*file, at) {
         return fail(&usfs_fs::Error::incompatible("bigalloc"));

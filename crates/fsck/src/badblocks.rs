@@ -263,7 +263,7 @@ fn classify(ctx: &Ctx, out: &mut Vec<Problem>, mut listed: Vec<(u64, Ptr)>, foun
         }
         // Backup superblocks and descriptors are metadata already; anything else is now
         // in use (by the bad-blocks inode).
-        if !metadata && !ctx.shared.blocks.get(b) {
+        if !metadata && !ctx.shared.block_used(b) {
             ctx.shared.claim_block(b);
         }
     }

@@ -26,6 +26,9 @@ pub(crate) enum BlockKind {
 pub(crate) trait Visit {
     /// One physical block.
     fn block(&mut self, pblk: u64, kind: BlockKind);
+    /// A run of data blocks (an extent, or one block of a block map), before its
+    /// blocks are visited one by one.
+    fn data_run(&mut self, _lblk: u64, _pblk: u64, _len: u64) {}
     /// An extent tree node (see [`MapVisitor::extent_node`]).
     fn extent_node(&mut self, _level: usize, _depth: u16, _entries: u16, _max: u16) {}
 }
@@ -111,6 +114,7 @@ struct Sink<'a> {
 
 impl MapVisitor for Sink<'_> {
     fn data(&mut self, lblk: u64, pblk: u64, len: u64, unwritten: bool) {
+        self.v.data_run(lblk, pblk, len);
         for k in 0..len {
             let kind = BlockKind::Data {
                 lblk: lblk + k,

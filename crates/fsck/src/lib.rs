@@ -40,6 +40,7 @@ mod pipeline;
 mod plan;
 pub mod problem;
 pub mod quota;
+mod ranges;
 mod refs;
 pub mod repair;
 mod sbfields;
@@ -74,6 +75,9 @@ pub struct Options {
     /// The check is a repair's: what e2fsck looks at only when it may write is looked
     /// at too (the Hurd's filetype feature).
     pub repairing: bool,
+    /// The check is a preen's (e2fsck -p), which never falls back to the backup
+    /// descriptors: it goes on with the primary ones.
+    pub preen: bool,
 }
 
 impl Default for Options {
@@ -84,6 +88,7 @@ impl Default for Options {
             chunk_inodes: 512,
             journal_deleted: false,
             repairing: false,
+            preen: false,
         }
     }
 }
@@ -138,15 +143,12 @@ pub fn check(dev: Box<dyn Device>, opts: &Options) -> usfs_fs::Result<Report> {
     let (fs, issues) = Ext4::open_unreplayed(dev)?;
     plan::refuse_failed_superblock(&issues)?;
     let geo = fs.geometry().clone();
-    // (Its bitmaps and counts are per cluster, and a cluster may be shared by the
-    // blocks of one file: not checked yet, refused by name.)
-    if geo
-        .features
-        .has_ro_compat(usfs_ext4::format::features::ro_compat::BIGALLOC)
-    {
-        return Err(usfs_fs::Error::incompatible("bigalloc"));
-    }
-    let shared = state::Shared::new(geo.inodes_count, geo.blocks_count, geo.group_count);
+    let shared = state::Shared::new(
+        geo.inodes_count,
+        geo.blocks_count,
+        geo.cluster_shift,
+        geo.group_count,
+    );
     let mut problems = pass0::open_issues(&issues, &geo);
     let plan = plan::Plan::new(&fs, &geo, &shared, opts, &mut problems);
     let ctx = Ctx {

@@ -93,7 +93,7 @@ pub(crate) fn place_missing(ctx: &Ctx, problems: &mut [Problem]) {
             (geo.group_first_block(g), last_block(geo, g))
         };
         let flex = geo.features.has_incompat(incompat::FLEX_BG);
-        let free = |from: u64, to: u64| (from..to).find(|&b| !ctx.shared.blocks.get(b));
+        let free = |from: u64, to: u64| (from..to).find(|&b| !ctx.shared.block_used(b));
         let anywhere = || free(geo.first_data_block, geo.blocks_count);
         let Some(b) = free(first, last).or_else(|| flex.then(anywhere).flatten()) else {
             continue;
@@ -131,8 +131,12 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
     let super_or_desc: std::collections::HashSet<u64> = (0..geo.group_count)
         .flat_map(|g| metadata_blocks_of_group(ctx, g))
         .collect();
+    // (Conflicts are between blocks, as e2fsck's sub-cluster bitmap of this stage
+    // sees them; the shared bitmap is per cluster.)
+    let mut marked = crate::ranges::Ranges::default();
     for &b in &super_or_desc {
         ctx.shared.claim_block(b);
+        marked.insert(b, 1);
     }
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
@@ -147,7 +151,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
             }
             // Over a superblock, a descriptor copy or another table (e2fsck's
             // PR_1_*_CONFLICT): relocated, a table with its contents.
-            if (0..n).any(|k| ctx.shared.blocks.get(b + k)) {
+            if marked.overlaps(b, n) {
                 out.push(
                     Problem::new(
                         Code::GroupMetadataLocation,
@@ -161,6 +165,7 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
             for k in 0..n {
                 ctx.shared.claim_block(b + k);
             }
+            marked.insert(b, n);
         }
         if csums {
             if d.itable_unused() > geo.inodes_per_group || d.free_inodes_count() < d.itable_unused()
@@ -175,6 +180,9 @@ pub(crate) fn check(ctx: &Ctx) -> Vec<Problem> {
                     )
                     .with_group(g),
                 );
+            }
+            if g == geo.group_count - 1 && d.has_flag(BG_BLOCK_UNINIT) {
+                out.push(Problem::new(Code::LastGroupBlockUninit, "").with_group(g));
             }
         } else if d.has_flag(BG_INODE_UNINIT)
             || d.has_flag(BG_BLOCK_UNINIT)

@@ -313,8 +313,19 @@ fn inode_checksum_ok(rec: &[u8], seed: u32, ino: u32, isz: usize) -> bool {
 /// Pass-1 visitor: claims blocks, counts them, tracks fragmentation and the last block.
 struct Claim<'a> {
     ctx: &'a Ctx<'a>,
+    /// Clusters claimed (blocks without bigalloc).
     blocks: u64,
+    /// The last data block visited (0: none yet).
     previous: u64,
+    /// The last logical block of the previous data run (u64::MAX: none), for the
+    /// bigalloc alignment rule.
+    run_end: u64,
+    /// The data run being visited breaks bigalloc's rule (see [`misaligned`]).
+    misaligned: bool,
+    /// The inode.
+    ino: u32,
+    /// Problems found while claiming (misaligned clusters), reported after the walk.
+    report: Vec<Problem>,
     fragmented: bool,
     /// Last logical block mapped (any extent), and last written one.
     last_lblk: Option<u64>,
@@ -339,6 +350,12 @@ impl Visit for Claim<'_> {
         self.shape.node(level, depth, entries, max);
     }
 
+    fn data_run(&mut self, lblk: u64, pblk: u64, len: u64) {
+        let shift = self.ctx.geo.cluster_shift;
+        self.misaligned = misaligned(shift, (self.previous, self.run_end), pblk, lblk);
+        self.run_end = lblk + len.max(1) - 1;
+    }
+
     fn block(&mut self, pblk: u64, kind: BlockKind) {
         if let (BlockKind::Data { lblk, init }, Some(_)) = (kind, &self.dir) {
             // A directory block past e2fsck's limit is cleared, not claimed; an
@@ -351,8 +368,14 @@ impl Visit for Claim<'_> {
                 self.dir_uninit.get_or_insert(lblk);
             }
         }
-        self.ctx.shared.claim_block(pblk);
-        self.blocks += 1;
+        let claims = match kind {
+            BlockKind::Data { lblk, .. } => self.claims_data(pblk, lblk),
+            BlockKind::Meta => true,
+        };
+        if claims {
+            self.ctx.shared.claim_block(pblk);
+            self.blocks += 1;
+        }
         if let BlockKind::Data { lblk, init } = kind {
             if self.previous != 0 && pblk != self.previous + 1 {
                 self.fragmented = true;
@@ -374,6 +397,50 @@ impl Visit for Claim<'_> {
             self.previous = pblk;
         }
     }
+}
+
+impl Claim<'_> {
+    /// Does data block `pblk` (at `lblk`) claim a cluster? Always without bigalloc; with
+    /// it, unless it shares the cluster of the block before it (e2fsck counts a file's
+    /// clusters so). A block of a misaligned run is reported and claimed twice more
+    /// (a duplicate for pass 1B to settle, as e2fsck does).
+    fn claims_data(&mut self, pblk: u64, lblk: u64) -> bool {
+        let shift = self.ctx.geo.cluster_shift;
+        if shift == 0 {
+            return true;
+        }
+        if self.misaligned {
+            self.report.push(
+                Problem::new(
+                    Code::MisalignedCluster,
+                    format!("{} logical block {lblk} (physical block {pblk})", self.ino),
+                )
+                .with_ino(self.ino),
+            );
+            self.ctx.shared.claim_block(pblk);
+            self.ctx.shared.claim_block(pblk);
+        }
+        self.previous == 0 || self.previous >> shift != pblk >> shift
+    }
+}
+
+/// Does a data run at `lblk` on `pblk` break bigalloc's rule (e2fsck's
+/// has_unaligned_cluster_map): a logical cluster maps to one physical cluster, at the
+/// same offsets? `last` is the last data block before it and the last logical block of
+/// the run before it.
+fn misaligned(shift: u32, (last_pblk, last_lblk): (u64, u64), pblk: u64, lblk: u64) -> bool {
+    if shift == 0 {
+        return false;
+    }
+    let mask = (1u64 << shift) - 1;
+    if lblk & mask != pblk & mask {
+        return true;
+    }
+    last_pblk != 0
+        && lblk & mask != 0
+        && last_lblk != u64::MAX
+        && lblk >> shift == last_lblk >> shift
+        && pblk >> shift != last_pblk >> shift
 }
 
 /// What pass 1 reads off an inode (in `w.inode`) to check its blocks.
@@ -436,6 +503,10 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         ctx,
         blocks: 0,
         previous: 0,
+        run_end: u64::MAX,
+        misaligned: false,
+        ino,
+        report: Vec::new(),
         fragmented: false,
         last_lblk: None,
         last_init_lblk: None,
@@ -450,13 +521,15 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
     let ibody = check_in_inode_xattrs(ctx, w, ino);
     let reported = w.problems.len();
     walk_blocks(ctx, w, &f, &mut claim);
+    w.problems.append(&mut claim.report);
     // (A map with problems is built again by their fixes anyway.)
     let extents = f.has_blocks && f.iflags & flags::EXTENTS != 0;
     if extents && w.problems.len() == reported {
         crate::extent_shape::check(w, ino, &claim.shape, ctx.geo.block_size);
     }
     crate::dirmap::report(w, ino, claim.dir_end, claim.too_big, claim.dir_uninit);
-    claim.blocks += ibody.charge.blocks;
+    // (In clusters, as e2fsck converts the charges: EXT2FS_B2C.)
+    claim.blocks += ibody.charge.blocks >> ctx.geo.cluster_shift;
     let block_ea_inodes = check_file_acl(ctx, w, &mut f, &mut claim);
     check_block_count(ctx, w, &f, &claim);
     let ea_inodes = (ibody.charge.inodes.len() + block_ea_inodes) as u64;
@@ -505,7 +578,8 @@ fn check_file_acl(ctx: &Ctx, w: &mut Worker, f: &mut BlockFacts, claim: &mut Cla
     }
     match check_xattr_block(ctx, w, (ino, f.generation), f.file_acl) {
         Some((blocks, ea_inodes)) => {
-            claim.blocks += blocks;
+            // (The block is a cluster of its own with bigalloc.)
+            claim.blocks += 1 + ((blocks - 1) >> ctx.geo.cluster_shift);
             ea_inodes
         }
         None => 0,
@@ -523,7 +597,7 @@ fn check_block_count(ctx: &Ctx, w: &mut Worker, f: &BlockFacts, claim: &Claim) {
             w.counters.fragmented += 1;
         }
     }
-    let counted = claim.blocks * (geo.block_size as u64 / 512);
+    let counted = (claim.blocks << geo.cluster_shift) * (geo.block_size as u64 / 512);
     let (ino, stored) = (f.ino, f.stored_blocks);
     if counted != stored {
         w.report(

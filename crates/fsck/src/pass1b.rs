@@ -16,7 +16,7 @@ struct Shared<'a> {
 
 impl Visit for Shared<'_> {
     fn block(&mut self, pblk: u64, _kind: BlockKind) {
-        if self.ctx.shared.dup_blocks.get(pblk) {
+        if self.ctx.shared.block_dup(pblk) {
             self.found.push(pblk);
         }
     }
@@ -29,7 +29,7 @@ fn shared_with_metadata(ctx: &Ctx) -> HashSet<u64> {
     let geo = ctx.geo;
     let itable_blocks =
         (geo.inodes_per_group as u64 * geo.inode_size as u64).div_ceil(geo.block_size as u64);
-    let dup = |b: &u64| ctx.valid_block(*b) && ctx.shared.dup_blocks.get(*b);
+    let dup = |b: &u64| ctx.valid_block(*b) && ctx.shared.block_dup(*b);
     let mut out = HashSet::new();
     for g in 0..geo.group_count {
         let d = ctx.fs.group(g);
@@ -114,7 +114,7 @@ pub(crate) fn run(ctx: &Ctx, w: &mut Worker) {
         let Some((raw, mut found)) = walk_inode(ctx, w, ino) else {
             continue;
         };
-        let xattr_block = Some(raw.file_acl()).filter(|&b| b != 0 && ctx.shared.dup_blocks.get(b));
+        let xattr_block = Some(raw.file_acl()).filter(|&b| b != 0 && ctx.shared.block_dup(b));
         found.extend(xattr_block);
         if !found.is_empty() {
             let mut listed = found.clone();

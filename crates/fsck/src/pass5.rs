@@ -12,19 +12,29 @@ use usfs_ext4::format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use usfs_ext4::rw::repair::Found;
 use usfs_fs::FileType;
 
-/// Collects bit differences as e2fsck prints them: ` -(a--b) +c`.
-#[derive(Default)]
+/// Collects bit differences as e2fsck prints them: ` -(a--b) +c`, by block or inode
+/// number (with bigalloc, the first block of each cluster: runs go by `step`).
 struct Diffs {
     out: String,
     run: Option<(bool, u64, u64)>,
     count: usize,
+    step: u64,
 }
 
 impl Diffs {
+    fn new(step: u64) -> Diffs {
+        Diffs {
+            out: String::new(),
+            run: None,
+            count: 0,
+            step,
+        }
+    }
+
     fn add(&mut self, on_disk: bool, n: u64) {
         self.count += 1;
         if let Some((sign, a, b)) = self.run {
-            if sign == on_disk && b + 1 == n {
+            if sign == on_disk && b + self.step == n {
                 self.run = Some((sign, a, n));
                 return;
             }
@@ -74,14 +84,17 @@ struct Pass5<'c> {
     csum: Option<u32>,
     /// The bitmap block being checked.
     buf: Vec<u8>,
-    /// Blocks the kernel would mark in the bitmaps of BLOCK_UNINIT groups.
+    /// Clusters (blocks without bigalloc) the kernel would mark in the bitmaps of
+    /// BLOCK_UNINIT groups.
     uninit_extra: HashSet<u64>,
     /// Block bitmap differences, over all groups.
     block_diffs: Diffs,
     /// Inode bitmap differences, over all groups.
     inode_diffs: Diffs,
-    /// Free blocks counted from the bitmaps.
+    /// Free clusters (blocks) counted from the bitmaps.
     free_blocks_total: u64,
+    /// A block bitmap's padding was reported (e2fsck reports it once).
+    block_padding_reported: bool,
     /// Free inodes counted from the bitmaps.
     free_inodes_total: u64,
     /// The bitmaps as found of every group whose summary disagrees (what a repair
@@ -96,9 +109,10 @@ pub(crate) fn run(ctx: &Ctx, w: &mut Worker) -> Found {
         csum: ctx.fs.csum_seed(),
         buf: vec![0u8; ctx.geo.block_size as usize],
         uninit_extra: uninit_block_bitmaps(ctx),
-        block_diffs: Diffs::default(),
-        inode_diffs: Diffs::default(),
+        block_diffs: Diffs::new(1 << ctx.geo.cluster_shift),
+        inode_diffs: Diffs::new(1),
         free_blocks_total: 0,
+        block_padding_reported: false,
         free_inodes_total: 0,
         found: Found::default(),
     };
@@ -116,7 +130,7 @@ fn set_bit(bm: &mut [u8], k: u64) {
 
 /// What the on-disk block bitmaps of uninitialised groups say, filled in as the kernel
 /// would (their own superblock/descriptor copies and, wherever those lie, their bitmaps
-/// and inode table).
+/// and inode table), as cluster numbers.
 fn uninit_block_bitmaps(ctx: &Ctx) -> HashSet<u64> {
     let geo = ctx.geo;
     let mut uninit_extra = HashSet::new();
@@ -131,18 +145,24 @@ fn uninit_block_bitmaps(ctx: &Ctx) -> HashSet<u64> {
             uninit_extra.extend((0..itable_blocks).map(|k| d.inode_table() + k));
         }
     }
-    uninit_extra
+    let shift = geo.cluster_shift;
+    match shift {
+        0 => uninit_extra,
+        _ => uninit_extra.into_iter().map(|b| b >> shift).collect(),
+    }
 }
 
 impl Pass5<'_> {
-    /// Group `g`'s block bitmap against the blocks found; its checksum, its padding (last
-    /// group) and the group's free block count.
+    /// Group `g`'s block bitmap against the clusters (blocks) found; its checksum, its
+    /// padding (last group) and the group's free cluster count.
     fn check_block_bitmap(&mut self, w: &mut Worker, g: u32) {
         let (ctx, geo) = (self.ctx, self.ctx.geo);
         let bs = geo.block_size as usize;
         let d = ctx.fs.group(g);
         let first = geo.group_first_block(g);
-        let nblocks = geo.group_blocks(g) as u64;
+        let shift = geo.cluster_shift;
+        // (Bits of the bitmap: clusters, blocks without bigalloc.)
+        let nblocks = (geo.group_blocks(g) as u64).div_ceil(1 << shift);
         let buf = &mut self.buf;
         let uninit = ctx.bitmap_uninit(g, BG_BLOCK_UNINIT);
         let readable = !uninit
@@ -157,13 +177,13 @@ impl Pass5<'_> {
         // repair must not read it.)
         let mut differs = !uninit && !readable;
         for k in 0..nblocks {
-            let b = first + k;
-            let found = ctx.shared.blocks.get(b);
+            let b = first + (k << shift);
+            let found = ctx.shared.block_used(b);
             if found {
                 set_bit(&mut found_bm, k);
             }
             let on_disk = if uninit {
-                self.uninit_extra.contains(&b)
+                self.uninit_extra.contains(&(b >> shift))
             } else {
                 buf[(k / 8) as usize] & (1 << (k % 8)) != 0
             };
@@ -177,7 +197,7 @@ impl Pass5<'_> {
         }
         if !uninit {
             if let Some(seed) = self.csum {
-                let n = (geo.blocks_per_group / 8) as usize;
+                let n = (geo.blocks_per_group >> shift) as usize / 8;
                 let ok = d.block_bitmap_checksum_ok(seed, &buf[..n], geo.desc_size as usize);
                 if !ok {
                     differs = true;
@@ -190,11 +210,20 @@ impl Pass5<'_> {
                     );
                 }
             }
-            if g == geo.group_count - 1 && nblocks < (bs * 8) as u64 {
-                let pad_ok =
-                    (nblocks..(bs * 8) as u64).all(|k| buf[(k / 8) as usize] & (1 << (k % 8)) != 0);
-                if !pad_ok {
-                    differs = true;
+            // Past the group's bits the block is all ones: from the last group's end,
+            // and in every group from the whole bytes past a group's worth (what
+            // libext2fs's bitmap_tail_verify checks as it reads each bitmap; with
+            // bigalloc a group's clusters fill a fraction of the block).
+            let per_group = (geo.blocks_per_group >> shift) as usize / 8;
+            let pad_ok = if g == geo.group_count - 1 {
+                (nblocks..(bs * 8) as u64).all(|k| buf[(k / 8) as usize] & (1 << (k % 8)) != 0)
+            } else {
+                buf[per_group.min(bs)..].iter().all(|&b| b == 0xFF)
+            };
+            if !pad_ok {
+                differs = true;
+                if !self.block_padding_reported {
+                    self.block_padding_reported = true;
                     w.report(Problem::new(Code::BitmapPadding, "block").with_group(g));
                 }
             }
@@ -322,11 +351,13 @@ impl Pass5<'_> {
                 s.trim_start().to_string(),
             ));
         }
+        // (In blocks; the groups' counts are in clusters.)
         let sb_free = sb.free_blocks_count(geo.is64());
-        if sb_free != self.free_blocks_total {
+        let free = self.free_blocks_total << geo.cluster_shift;
+        if sb_free != free {
             w.report(Problem::new(
                 Code::TotalFreeBlocks,
-                format!("{sb_free}, counted={}", self.free_blocks_total),
+                format!("{sb_free}, counted={free}"),
             ));
         }
         let sb_ifree = sb.s_free_inodes_count() as u64;

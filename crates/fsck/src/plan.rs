@@ -4,7 +4,7 @@
 
 use crate::badblocks::{self, BadBlocks};
 use crate::ctx::Ctx;
-use crate::problem::Problem;
+use crate::problem::{Code, Problem};
 use crate::sched::{self, Queues};
 use crate::state::Shared;
 use crate::{pass0, pass1, Options};
@@ -58,6 +58,16 @@ impl Plan {
             bad: &no_bad,
         };
         problems.extend(pass0::check(&plan_ctx));
+        if problems.iter().any(|p| p.code == Code::GroupDescBackup) {
+            // e2fsck reads the file system by the sound backup descriptors then: no
+            // bitmap of theirs is missing, none is placed anew. Not e2fsck -p: it goes
+            // on with the primary ones, whose problems were reported too.
+            let dropped = match opts.preen {
+                true => Code::GroupDescBackup,
+                false => Code::GroupMetadataMissing,
+            };
+            problems.retain(|p| p.code != dropped);
+        }
         problems.extend(crate::sbfields::check(&plan_ctx, opts.repairing));
         let bad = badblocks::check(&plan_ctx, problems);
         let chunks = sched::plan_chunks(&plan_ctx, opts.chunk_inodes.max(1));

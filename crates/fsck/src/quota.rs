@@ -102,7 +102,8 @@ pub(crate) fn charge(ctx: &Ctx, w: &mut Worker, ino: u32, blocks: u64, ea_inodes
     {
         return;
     }
-    let space = blocks * ctx.geo.block_size as u64;
+    // (`blocks` are clusters with bigalloc.)
+    let space = (blocks << ctx.geo.cluster_shift) * ctx.geo.block_size as u64;
     let ids = w.inode.quota_ids();
     for (t, on) in counted(ctx).into_iter().enumerate() {
         if on {

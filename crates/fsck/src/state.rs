@@ -109,10 +109,13 @@ pub(crate) const LINKS_LISTED: u8 = 15;
 
 /// Shared state of one check.
 pub(crate) struct Shared {
-    /// Blocks found in use (metadata and every inode's blocks).
-    pub blocks: AtomicBitmap,
-    /// Blocks claimed twice (the pass 1B input): a second bitmap, set on collision.
-    pub dup_blocks: AtomicBitmap,
+    /// Clusters found in use (metadata and every inode's blocks), one bit per cluster
+    /// (per block without bigalloc): see [`Shared::claim_block`].
+    blocks: AtomicBitmap,
+    /// Clusters claimed twice (the pass 1B input): a second bitmap, set on collision.
+    dup_blocks: AtomicBitmap,
+    /// log2 of blocks per cluster (0 without bigalloc).
+    cluster_shift: u32,
     /// Were duplicates found at all?
     pub any_dup: AtomicBool,
     /// One byte per inode (index ino - 1), written by pass 1: its kind in the low nibble,
@@ -138,12 +141,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// State for `inodes` inodes, `blocks` blocks and `groups` groups.
-    pub(crate) fn new(inodes: u32, blocks: u64, groups: u32) -> Shared {
+    /// State for `inodes` inodes, `blocks` blocks in clusters of `1 << cluster_shift`
+    /// and `groups` groups.
+    pub(crate) fn new(inodes: u32, blocks: u64, cluster_shift: u32, groups: u32) -> Shared {
         let n = inodes as usize;
+        let clusters = blocks.div_ceil(1 << cluster_shift);
         Shared {
-            blocks: AtomicBitmap::new(blocks),
-            dup_blocks: AtomicBitmap::new(blocks),
+            blocks: AtomicBitmap::new(clusters),
+            dup_blocks: AtomicBitmap::new(clusters),
+            cluster_shift,
             any_dup: AtomicBool::new(false),
             kinds: zeroed(n),
             refs: zeroed(n.div_ceil(16)),
@@ -155,12 +161,24 @@ impl Shared {
         }
     }
 
-    /// Marks a block in use; a second claim is recorded as a duplicate.
+    /// Marks block `b`'s cluster in use; a second claim is recorded as a duplicate
+    /// (the blocks of one file that share a cluster claim it once: pass 1's concern).
     pub(crate) fn claim_block(&self, b: u64) {
-        if self.blocks.set(b) {
-            self.dup_blocks.set(b);
+        let c = b >> self.cluster_shift;
+        if self.blocks.set(c) {
+            self.dup_blocks.set(c);
             self.any_dup.store(true, Relaxed);
         }
+    }
+
+    /// Is block `b`'s cluster in use?
+    pub(crate) fn block_used(&self, b: u64) -> bool {
+        self.blocks.get(b >> self.cluster_shift)
+    }
+
+    /// Is block `b`'s cluster claimed more than once?
+    pub(crate) fn block_dup(&self, b: u64) -> bool {
+        self.dup_blocks.get(b >> self.cluster_shift)
     }
 
     /// Records what pass 1 found for `ino`. Returns false when `links` is too large to
@@ -262,7 +280,7 @@ mod tests {
 
     #[test]
     fn neighbouring_kinds_are_independent() {
-        let s = Shared::new(5, 10, 1);
+        let s = Shared::new(5, 10, 0, 1);
         assert!(s.set_inode(1, InodeKind::Used(FileType::Directory), 14));
         assert!(!s.set_inode(2, InodeKind::Used(FileType::Socket), 15));
         assert!(s.set_inode(5, InodeKind::Used(FileType::Regular), 0));
@@ -281,7 +299,7 @@ mod tests {
 
     #[test]
     fn full_reference_nibbles_list_the_rest() {
-        let s = Shared::new(40, 10, 1);
+        let s = Shared::new(40, 10, 0, 1);
         let mut many = ManyRefs::default();
         for _ in 0..20 {
             s.add_ref(17, &mut many);
@@ -300,10 +318,19 @@ mod tests {
 
     #[test]
     fn bitmap_reports_second_claims() {
-        let s = Shared::new(10, 100, 1);
+        let s = Shared::new(10, 100, 0, 1);
         s.claim_block(5);
         assert!(!s.any_dup.load(Relaxed));
         s.claim_block(5);
-        assert!(s.any_dup.load(Relaxed) && s.dup_blocks.get(5) && !s.dup_blocks.get(6));
+        assert!(s.any_dup.load(Relaxed) && s.block_dup(5) && !s.block_dup(6));
+    }
+
+    #[test]
+    fn with_bigalloc_a_claim_is_a_cluster_s() {
+        let s = Shared::new(10, 100, 2, 1);
+        s.claim_block(5);
+        assert!(s.block_used(4) && s.block_used(7) && !s.block_used(8));
+        s.claim_block(6);
+        assert!(s.block_dup(4) && !s.block_dup(8));
     }
 }

@@ -281,10 +281,14 @@ impl Geometry {
 
     /// The blocks of group `g` that hold its superblock copy, descriptor-table blocks and
     /// (outside meta_bg) the `reserved_gdt` blocks after them: what the kernel's
-    /// ext4_num_base_meta_blocks counts, as block numbers.
+    /// ext4_num_base_meta_blocks counts, as block numbers (in group 0 from
+    /// [`Geometry::sb_block`]: block 1 on bigalloc with 1 KiB blocks).
     pub fn group_base_meta(&self, g: u32, reserved_gdt: u32) -> Vec<u64> {
         let mut out = Vec::new();
-        let first = self.group_first_block(g);
+        let first = match g {
+            0 => self.sb_block(),
+            _ => self.group_first_block(g),
+        };
         let has_super = self.group_has_super(g);
         if has_super {
             out.push(first);

@@ -36,6 +36,10 @@ pub(super) fn apply(v: &mut Volume, p: &Problem) -> usfs_fs::Result<()> {
             v.repair_group(g, |d| d.set_itable_unused(0));
             return Ok(());
         }
+        Code::LastGroupBlockUninit => {
+            v.repair_group(g, |d| d.set_bg_flags(d.bg_flags() & !BG_BLOCK_UNINIT));
+            return Ok(());
+        }
         Code::DirInodeUninitGroup => {
             v.repair_group(g, |d| d.set_bg_flags(d.bg_flags() & !BG_INODE_UNINIT));
             return Ok(());

@@ -126,6 +126,7 @@ fn fix_of(code: Code) -> Option<bool> {
         BadRefCount | DirOverflowRefCount | BadISize | BadIBlocks | InodeDtimeSet
         | InodeZeroDtime | InodeChecksum | NoLostFound | SuperblockCounts => true,
         DirUnusedInode | DirBlockChecksum | GroupUnusedInodes | HtreeChecksum => true,
+        LastGroupBlockUninit => true,
         DirInodeInUnusedArea | DirInodeUninitGroup => true,
         UnconnectedDir | UnattachedInode | BadDotDot | DirBadInode | DirBadBlockInode
         | DirNlinkFeature | XattrBlockChecksum | BadXattrBlock | ExtentChecksum => false,
@@ -190,6 +191,7 @@ fn rounds(
 ) -> usfs_fs::Result<Outcome> {
     let opts = &Options {
         repairing: true,
+        preen: mode == Mode::Preen,
         ..opts.clone()
     };
     let mut clock = Stages::default();
@@ -208,12 +210,9 @@ fn rounds(
         let mut report = check(Box::new(dev.clone()), opts)?;
         clock.lap(format!("check {n}"));
         if mode == Mode::Preen {
-            // (e2fsck -p never falls back to the backup descriptors: it goes on with
-            // the primary ones, whose problems the check reported too.)
-            // Nor does it optimize extent trees (PR_PREEN_NO: answered no, not a stop).
-            report
-                .problems
-                .retain(|p| !matches!(p.code, Code::GroupDescBackup | Code::ExtentOptimize));
+            // (e2fsck -p does not optimize extent trees: PR_PREEN_NO, answered no, not
+            // a stop.)
+            report.problems.retain(|p| p.code != Code::ExtentOptimize);
         }
         let allowed = |p: &Problem| match fix_of(p.code) {
             // (Of misplaced metadata, only bitmaps outside the file system have a fix.)

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) fn run(image_path: &Path, path: &str) -> CliResult {
-    let fs = image::open(image_path)?;
+pub(crate) fn run(image_path: &Path, path: &str, dev: &image::DeviceArgs) -> CliResult {
+    let fs = image::open(image_path, dev)?;
     let ino = image::resolve(&*fs, image_path, path, true)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));
     let mut out = std::io::stdout().lock();

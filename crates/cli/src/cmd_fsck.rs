@@ -22,6 +22,8 @@ pub(crate) const EXIT_USAGE: u8 = 16;
 /// Options of `usfs fsck` (named as e2fsck's).
 #[derive(clap::Args)]
 pub(crate) struct FsckArgs {
+    #[command(flatten)]
+    pub(crate) dev: crate::image::DeviceArgs,
     /// Open read-only and answer "no" to every question (the default without -y or -p
     /// when standard input or output is not a terminal; on a terminal usfs fsck asks
     /// before each fix, as e2fsck).

@@ -118,9 +118,19 @@ fn run(a: &FsckArgs) -> CliResult {
         return Ok(ExitCode::from(EXIT_ERROR));
     }
     let name = a.image.display().to_string();
-    let report = match usfs_dev::FileDevice::open(&a.image, false)
+    let opened = |p: &Path| -> std::io::Result<Box<dyn usfs_dev::Device>> {
+        Ok(Box::new(usfs_dev::FileDevice::open(p, false)?))
+    };
+    let extra = a
+        .dev
+        .devices
+        .iter()
+        .map(|p| opened(p))
+        .collect::<std::io::Result<Vec<_>>>();
+    let report = match opened(&a.image)
+        .and_then(|d| Ok((d, extra?)))
         .map_err(usfs_fs::Error::Io)
-        .and_then(|d| usfs_erofs::check::check(Box::new(d)))
+        .and_then(|(d, extra)| usfs_erofs::check::check_with_devices(d, extra))
     {
         Ok(r) => r,
         Err(err) => {
@@ -155,7 +165,7 @@ fn extract(a: &FsckArgs, dir: &Path) -> Vec<String> {
             dir.display()
         )];
     }
-    let fs = match crate::image::open(&a.image) {
+    let fs = match crate::image::open(&a.image, &a.dev) {
         Ok(fs) => fs,
         Err(err) => return vec![err.to_string()],
     };

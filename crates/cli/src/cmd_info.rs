@@ -4,8 +4,8 @@ use crate::image::{self, CliResult};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) fn run(path: &Path, json: bool) -> CliResult {
-    let fs = image::open(path)?;
+pub(crate) fn run(path: &Path, json: bool, dev: &image::DeviceArgs) -> CliResult {
+    let fs = image::open(path, dev)?;
     let d = fs.describe();
     if json {
         let mut m = serde_json::Map::new();

@@ -17,8 +17,13 @@ pub(crate) struct LsOptions {
     pub unsorted: bool,
 }
 
-pub(crate) fn run(image_path: &Path, path: &str, opts: LsOptions) -> CliResult {
-    let fs = image::open(image_path)?;
+pub(crate) fn run(
+    image_path: &Path,
+    path: &str,
+    dev: &image::DeviceArgs,
+    opts: LsOptions,
+) -> CliResult {
+    let fs = image::open(image_path, dev)?;
     let ino = image::resolve(&*fs, image_path, path, true)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));
     let meta = fs.getattr(ino).map_err(err)?;

@@ -61,8 +61,10 @@ pub(crate) struct MkfsErofsArgs {
     #[arg(long)]
     timing: bool,
     /// SOURCE is a tar stream (plain, gzip or zstd, found by magic; `-` or no SOURCE:
-    /// standard input): `f` (the default) copies file data into the image; `i`
-    /// (index-only, referring to the tar) is not supported yet.
+    /// standard input): `f` (the default) copies file data into the image; `i` writes
+    /// metadata only, with 512-byte blocks, each file referring to its bytes in the tar
+    /// (an uncompressed tar file), the image's extra device: mount it with `-o
+    /// device=TARFILE`, read it with `usfs --device TARFILE ...`.
     #[arg(long, value_name = "f|i", num_args = 0..=1, require_equals = true, default_missing_value = "f")]
     tar: Option<String>,
     /// With --tar: turn aufs whiteouts (`.wh.NAME`, `.wh..wh..opq`) into overlayfs ones
@@ -86,8 +88,9 @@ pub(crate) struct MkfsErofsArgs {
 enum Input {
     /// A host directory.
     Dir(PathBuf),
-    /// A tar stream (`-`: standard input) and how to read it.
-    Tar(PathBuf, usfs_source::TarOptions),
+    /// A tar stream (`-`: standard input), how to read it, and whether the image only
+    /// refers to its data (`--tar=i`).
+    Tar(PathBuf, usfs_source::TarOptions, bool),
 }
 
 fn parse_uuid(s: &str) -> Option<[u8; 16]> {
@@ -198,7 +201,7 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
             a.image.display(),
             r.inodes,
             r.blocks,
-            r.blocks * u64::from(mkfs::BLOCK_SIZE),
+            r.blocks * u64::from(r.block_size),
             r.compressed_files,
             r.plain_files,
             start.elapsed().as_secs_f64()
@@ -230,14 +233,11 @@ fn input(a: &MkfsErofsArgs, usage: &dyn Fn(String) -> CliError) -> CliResult<Inp
             .ok_or_else(|| usage("missing argument: SOURCE".into()))?;
         return Ok(Input::Dir(src));
     };
-    match mode.as_str() {
-        "f" => {}
-        "i" => return Err(usage(
-            "--tar=i (index-only images referring to the tar) is not supported yet; use --tar=f"
-                .into(),
-        )),
+    let index = match mode.as_str() {
+        "f" => false,
+        "i" => true,
         m => return Err(usage(format!("--tar={m}: expected f or i"))),
-    }
+    };
     let ovlfs_strip = match a.ovlfs_strip.as_deref() {
         None | Some("0") => false,
         Some("1") => true,
@@ -257,13 +257,14 @@ fn input(a: &MkfsErofsArgs, usage: &dyn Fn(String) -> CliError) -> CliResult<Inp
         root_mtime: a.timestamp.unwrap_or(now),
     };
     let path = a.source.clone().unwrap_or_else(|| PathBuf::from("-"));
-    Ok(Input::Tar(path, opts))
+    Ok(Input::Tar(path, opts, index))
 }
 
 /// Builds the image file `image`: the file is created or truncated (meanwhile the source is
 /// scanned: freeing an old image's blocks takes a while), written through a device that
 /// grows with it, and trimmed to the image's size.
 fn build_file(image: &Path, input: &Input, o: &Options, quiet: bool) -> CliResult<mkfs::Report> {
+    let mut o = o.clone();
     let at = |e: &dyn std::fmt::Display| CliError::at(image.display(), e);
     if let Ok(m) = std::fs::metadata(image) {
         if !m.is_file() {
@@ -275,9 +276,20 @@ fn build_file(image: &Path, input: &Input, o: &Options, quiet: bool) -> CliResul
     }
     let src: Box<dyn usfs_source::Source> = match input {
         Input::Dir(dir) => Box::new(usfs_source::HostDir::new(dir)),
-        Input::Tar(path, opts) => {
+        Input::Tar(path, opts, index) => {
             let t = usfs_source::TarSource::open(path, opts)
                 .map_err(|e| CliError(format!("mkfs.erofs: {e}")))?;
+            if *index {
+                // The image refers to the tar's bytes: they must be the file's own.
+                if t.compression().is_some() || !t.data_in_place() {
+                    return Err(CliError(format!(
+                        "mkfs.erofs: --tar=i: {} must be an uncompressed tar file (the \
+                         image refers to its bytes: it becomes the image's device)",
+                        path.display()
+                    )));
+                }
+                o.blob_blocks = Some(t.stream_len().div_ceil(512));
+            }
             if !quiet {
                 for w in t.warnings() {
                     eprintln!("usfs mkfs.erofs: warning: {w}");
@@ -288,7 +300,7 @@ fn build_file(image: &Path, input: &Input, o: &Options, quiet: bool) -> CliResul
     };
     let (opened, scan) = std::thread::scope(|s| {
         let open = s.spawn(|| open_image(image));
-        let scan = mkfs::scan(&*src, o);
+        let scan = mkfs::scan(&*src, &o);
         let opened = open
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("opening the image panicked")));
@@ -300,7 +312,7 @@ fn build_file(image: &Path, input: &Input, o: &Options, quiet: bool) -> CliResul
     // Trim to the image (or to nothing when the build failed), then make that durable too.
     let len = built
         .as_ref()
-        .map_or(0, |r| r.blocks * u64::from(mkfs::BLOCK_SIZE));
+        .map_or(0, |r| r.blocks * u64::from(r.block_size));
     let trimmed = file.set_len(len).and_then(|()| file.sync_all());
     let r = built.map_err(|e| at(&e))?;
     trimmed.map_err(|e| at(&e))?;

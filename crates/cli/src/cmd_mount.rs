@@ -15,6 +15,8 @@ use usfs_fuse::{CacheMode, Options};
 /// Arguments of `usfs mount`.
 #[derive(clap::Args)]
 pub(crate) struct MountArgs {
+    #[command(flatten)]
+    pub(crate) dev: crate::image::DeviceArgs,
     /// Options, comma-separated or repeated: `ro` (the default) or `rw` (ext4 only:
     /// changes go through the journaled volume; one writer per image), `cache` (kernel
     /// page cache, long attribute TTLs; the default), `direct_io` (FOPEN_DIRECT_IO: every
@@ -109,7 +111,7 @@ pub(crate) fn run(args: &MountArgs) -> CliResult {
         }
     } else {
         Served {
-            backend: usfs_fuse::Backend::ReadOnly(image::open(&args.image)?),
+            backend: usfs_fuse::Backend::ReadOnly(image::open(&args.image, &args.dev)?),
             owned: None,
         }
     };

@@ -7,8 +7,14 @@ use std::path::Path;
 use std::process::ExitCode;
 use usfs_fs::FileType;
 
-pub(crate) fn run(image_path: &Path, path: &str, follow: bool, as_json: bool) -> CliResult {
-    let fs = image::open(image_path)?;
+pub(crate) fn run(
+    image_path: &Path,
+    path: &str,
+    follow: bool,
+    as_json: bool,
+    dev: &image::DeviceArgs,
+) -> CliResult {
+    let fs = image::open(image_path, dev)?;
     let ino = image::resolve(&*fs, image_path, path, follow)?;
     let err = |e: usfs_fs::Error| CliError(format!("{}:{path}: {e}", image_path.display()));
     let m = fs.getattr(ino).map_err(err)?;

@@ -24,6 +24,8 @@ use usfs_fs::{FileSystem, FileType, Ino, Metadata};
 pub(crate) struct ExportArgs {
     /// The image.
     image: PathBuf,
+    #[command(flatten)]
+    dev: crate::image::DeviceArgs,
     /// Destination directory: created if missing, else it must be empty.
     dir: PathBuf,
     /// Worker threads for file contents (default: CPU count).
@@ -87,7 +89,7 @@ impl Ctx<'_> {
 }
 
 pub(crate) fn run(args: &ExportArgs) -> CliResult {
-    let fs = image::open(&args.image)?;
+    let fs = image::open(&args.image, &args.dev)?;
     prepare_dest(&args.dir, args.force)?;
     let opts = TreeOptions {
         threads: args.threads,

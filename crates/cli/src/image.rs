@@ -1,7 +1,7 @@
 //! Opening an image (format detection lives in usfs_vfs) and resolving paths in it.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use usfs_fs::FileSystem;
 
 /// An error with the context a user needs (which image, which path).
@@ -24,10 +24,23 @@ impl CliError {
 /// Result of a subcommand.
 pub(crate) type CliResult<T = std::process::ExitCode> = Result<T, CliError>;
 
+/// The extra devices of an EROFS image, for the commands that read one.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct DeviceArgs {
+    /// An extra device of an EROFS image, in the order of its device table (the tar of
+    /// a `mkfs.erofs --tar=i` image), as `mount -o device=` and `fsck.erofs --device`
+    /// name it; repeat for more. Without it such data is read from the image file past
+    /// the image (an image and its tar concatenated).
+    #[arg(long = "device", value_name = "PATH")]
+    pub(crate) devices: Vec<PathBuf>,
+}
+
 /// Opens `path` read-only and picks the back end by magic number (the one opener the CLI,
-/// `usfs run` and `usfs mount` share: [`usfs_vfs::open_image`]).
-pub(crate) fn open(path: &Path) -> CliResult<std::sync::Arc<dyn FileSystem>> {
-    usfs_vfs::open_image(path).map_err(|e| CliError::at(path.display(), e))
+/// `usfs run` and `usfs mount` share: [`usfs_vfs::open_image`]), with the extra devices
+/// `dev` names.
+pub(crate) fn open(path: &Path, dev: &DeviceArgs) -> CliResult<std::sync::Arc<dyn FileSystem>> {
+    usfs_vfs::open_image_with_devices(path, &dev.devices)
+        .map_err(|e| CliError::at(path.display(), e))
 }
 
 /// Resolves `path` inside the image opened from `image`.

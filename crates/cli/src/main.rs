@@ -41,6 +41,8 @@ enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        dev: image::DeviceArgs,
     },
     /// List a directory inside an image.
     Ls {
@@ -65,6 +67,8 @@ enum Cmd {
         /// Path inside the image (default `/`).
         #[arg(default_value = "/")]
         path: String,
+        #[command(flatten)]
+        dev: image::DeviceArgs,
     },
     /// Write a file from inside an image to standard output.
     Cat {
@@ -72,6 +76,8 @@ enum Cmd {
         image: PathBuf,
         /// Path inside the image (symbolic links are followed).
         path: String,
+        #[command(flatten)]
+        dev: image::DeviceArgs,
     },
     /// Show the attributes of a file inside an image.
     Stat {
@@ -85,6 +91,8 @@ enum Cmd {
         image: PathBuf,
         /// Path inside the image.
         path: String,
+        #[command(flatten)]
+        dev: image::DeviceArgs,
     },
     /// Extract the whole tree of an image into a directory.
     Export(export::ExportArgs),
@@ -145,7 +153,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.cmd {
-        Cmd::Info { image, json } => cmd_info::run(&image, json),
+        Cmd::Info { image, json, dev } => cmd_info::run(&image, json, &dev),
         Cmd::Ls {
             long,
             all,
@@ -154,9 +162,11 @@ fn main() -> ExitCode {
             unsorted,
             image,
             path,
+            dev,
         } => cmd_ls::run(
             &image,
             &path,
+            &dev,
             cmd_ls::LsOptions {
                 long,
                 all,
@@ -165,13 +175,14 @@ fn main() -> ExitCode {
                 unsorted,
             },
         ),
-        Cmd::Cat { image, path } => cmd_cat::run(&image, &path),
+        Cmd::Cat { image, path, dev } => cmd_cat::run(&image, &path, &dev),
         Cmd::Stat {
             no_follow,
             json,
             image,
             path,
-        } => cmd_stat::run(&image, &path, !no_follow, json),
+            dev,
+        } => cmd_stat::run(&image, &path, !no_follow, json, &dev),
         Cmd::Export(args) => export::run(&args),
         Cmd::Fsck(args) => cmd_fsck::run(&args),
         Cmd::Undo(args) => cmd_undo::run(&args),

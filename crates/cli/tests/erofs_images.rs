@@ -380,7 +380,7 @@ fn truncated_and_flipped_images_fail_cleanly() {
             }
             // Keep the superblock checksum valid so the damage reaches the inodes.
             let mut block0 = b[..4096].to_vec();
-            usfs_erofs::format::superblock::seal(&mut block0);
+            usfs_erofs::format::superblock::seal(&mut block0, 4096);
             b[..4096].copy_from_slice(&block0);
         }
         std::fs::write(&bad, &b).unwrap();

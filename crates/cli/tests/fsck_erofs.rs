@@ -254,7 +254,7 @@ impl Img {
     }
 
     fn seal(&mut self) {
-        seal(&mut self.b[..4096]);
+        seal(&mut self.b[..4096], 4096);
     }
 }
 
@@ -651,7 +651,7 @@ fn random_damage_never_missed() {
                     b[at] ^= 1 << (next() % 8);
                 }
                 if b[1024 + 8] & 1 != 0 {
-                    seal(&mut b[..4096]);
+                    seal(&mut b[..4096], 4096);
                 }
             }
             std::fs::write(&bad, &b).unwrap();

@@ -431,7 +431,13 @@ fn bad_archives_fail_cleanly() {
     huge[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
     must_fail(&s, "huge", &huge, &["--tar"], "truncated");
     must_fail(&s, "garbage", &[0x55u8; 4096], &["--tar"], "tar header @ 0");
-    must_fail(&s, "index", &good, &["--tar=i"], "not supported yet");
+    // --tar=i refers to the tar's bytes: a compressed tar cannot be the device.
+    sh(&format!(
+        "gzip -c '{t}' > '{t}.gz'",
+        t = s.path("small.tar").display()
+    ));
+    let gz = std::fs::read(s.path("small.tar.gz")).unwrap();
+    must_fail(&s, "index-gzip", &gz, &["--tar=i"], "uncompressed tar file");
     // Only an opaque marker at the root: mkfs.erofs 1.9.3 refuses it too.
     sh(&format!(
         "mkdir -p '{d}' && : > '{d}/.wh..wh..opq' && tar -C '{d}' -cf '{t}' .wh..wh..opq",
@@ -585,4 +591,139 @@ fn bsdtar_formats() {
         mkfs_tar(&img, &tar, &["--tar=f"], false);
         check(&img, &x, &s, &format!("{test}-{fmt}"), &[]);
     }
+}
+
+/// A loop device over a file, detached on drop (also when the test fails).
+struct Loop(String);
+
+impl Loop {
+    fn new(file: &Path) -> Loop {
+        let o = run_ok(
+            Command::new("losetup")
+                .args(["-f", "--show", "-r"])
+                .arg(file),
+        );
+        Loop(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// `usfs export [--device TAR] IMG` equals `expected` (compared with `opts`).
+fn export_equals(
+    img: &Path,
+    device: Option<&Path>,
+    (expected, opts): (&Path, &CmpOptions),
+    s: &Scratch,
+    what: &str,
+) {
+    let out = s.path("export");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut c = Command::new(usfs());
+    c.arg("export");
+    if let Some(d) = device {
+        c.arg("--device").arg(d);
+    }
+    run_ok(c.arg(img).arg(&out));
+    if let Err(d) = compare(expected, &out, opts) {
+        panic!("{what}: usfs export differs from tar's extraction: {d}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--tar=i`: a metadata-only image with 512-byte blocks whose files refer to their
+/// bytes in the tar, its extra device. The kernel (`-o device=` a loop device over the
+/// tar), `usfs export --device` and the image with the tar appended (read without
+/// `--device`, as the kernel's flatdev) all give GNU tar's extraction; `usfs fsck`
+/// accepts it with the device and says the device is missing without it; mkfs.erofs
+/// 1.9.3's own --tar=i image (when there) reads the same through usfs, and both images
+/// are compared in size. A sparse member is refused (its data is not whole in the tar).
+#[test]
+fn index_only_images_refer_to_the_tar() {
+    let test = "tar-index";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = make_tree(&s);
+    let tar = s.path("t.tar");
+    // (Without --sparse: the sparse file is stored whole.)
+    sh(&format!(
+        "tar --format=pax --xattrs --xattrs-include='*' -C '{}' -cf '{}' .",
+        src.display(),
+        tar.display()
+    ));
+    let x = extract(&s, &tar, "x");
+    let img = s.path("i.img");
+    mkfs_tar(&img, &tar, &["--tar=i"], false);
+    let size = std::fs::metadata(&img).unwrap().len();
+    assert_eq!(size % 512, 0);
+    assert!(size < 64 << 10, "metadata only: {size} bytes");
+    let fsck = |dev: bool| {
+        let mut c = Command::new(usfs());
+        c.arg("fsck");
+        if dev {
+            c.arg("--device").arg(&tar);
+        }
+        c.arg(&img).output().unwrap()
+    };
+    let o = fsck(true);
+    assert!(
+        o.status.success(),
+        "usfs fsck --device: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = fsck(false);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not given (--device)"));
+    let all = cmp_opts();
+    export_equals(&img, Some(&tar), (&x, &all), &s, "--device");
+    {
+        let lo = Loop::new(&tar);
+        let m = ErofsMount::with_options(&img, &s.path("mnt"), &format!("ro,device={}", lo.0));
+        if let Err(d) = compare(&x, &m.dir, &cmp_opts()) {
+            panic!("kernel mount of the --tar=i image differs from tar's extraction: {d}");
+        }
+    }
+    let flat = s.path("flat.img");
+    sh(&format!(
+        "cat '{}' '{}' > '{}'",
+        img.display(),
+        tar.display(),
+        flat.display()
+    ));
+    export_equals(&flat, None, (&x, &all), &s, "image and tar in one file");
+    if let Some(theirs) = mkfs_erofs_193(test) {
+        let t = s.path("193.img");
+        run_ok(Command::new(&theirs).arg("--tar=i").arg(&t).arg(&tar));
+        // (1.9.3 gives the root the build time, and drops the nanoseconds of a time
+        // in the build's second: whole seconds.)
+        let but_root = CmpOptions {
+            ignore_root_attrs: true,
+            time_granularity: usfs_testkit::TimeGranularity::Second,
+            ..cmp_opts()
+        };
+        export_equals(
+            &t,
+            Some(&tar),
+            (&x, &but_root),
+            &s,
+            "mkfs.erofs 1.9.3's --tar=i image",
+        );
+        let their_size = std::fs::metadata(&t).unwrap().len();
+        eprintln!("{test}: usfs {size} bytes, mkfs.erofs 1.9.3 {their_size} bytes");
+    }
+    // A GNU sparse member: its data is not whole in the tar.
+    let sparse = s.path("sparse.tar");
+    sh(&format!(
+        "tar --format=pax --sparse -C '{}' -cf '{}' d/sparse",
+        src.display(),
+        sparse.display()
+    ));
+    let bytes = std::fs::read(&sparse).unwrap();
+    must_fail(&s, "index-sparse", &bytes, &["--tar=i"], "sparse member");
 }

@@ -65,6 +65,13 @@ pub trait Reader {
     /// The size file `node` has now (a file changed since the scan shows here).
     fn size(&mut self, node: usize) -> Result<u64>;
 
+    /// Where all of file `node`'s bytes lie, in order and without holes, in the
+    /// source's own file (a tar's data in place), as a byte offset; `None` when they do
+    /// not (files of a directory, spooled or sparse tar members).
+    fn contiguous_at(&mut self, _node: usize) -> Option<u64> {
+        None
+    }
+
     /// Appends up to `len` bytes of file `node` from byte `off` to `buf` (fewer when the
     /// file ends first); returns the bytes appended. Sources override it to read into
     /// `buf`'s spare capacity without zeroing it first (a builder reading every file's

@@ -50,5 +50,5 @@ pub use fdtable::FdTable;
 pub use file::{list_dir, DirCursor, DirSink, FileKind, OpenFile};
 pub use mounts::{Mount, MountSpec, MountTable};
 pub use node::{Node, PathTable};
-pub use open::{open_image, open_image_mapped, open_image_with};
+pub use open::{open_image, open_image_mapped, open_image_with, open_image_with_devices};
 pub use resolve::{Resolved, VPath};

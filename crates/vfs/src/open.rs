@@ -45,6 +45,29 @@ pub fn open_image_with(path: &Path, mode: OpenMode) -> Result<Arc<dyn FileSystem
     open_device(dev)
 }
 
+/// [`open_image`] of an EROFS image with extra devices (`devices`, in the order of its
+/// device table: the tar of a `--tar=i` image), as `mount -o device=` names them. With
+/// none, this is [`open_image`].
+pub fn open_image_with_devices(
+    path: &Path,
+    devices: &[std::path::PathBuf],
+) -> Result<Arc<dyn FileSystem>> {
+    if devices.is_empty() {
+        return open_image(path);
+    }
+    let dev = usfs_dev::open(path, OpenMode::Mmap, false)?;
+    if !usfs_erofs::probe(&*dev) {
+        return Err(Error::incompatible(
+            "extra devices given for an image that is not EROFS",
+        ));
+    }
+    let extra = devices
+        .iter()
+        .map(|p| usfs_dev::open(p, OpenMode::Mmap, false))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Ok(Arc::new(usfs_erofs::Erofs::open_with_devices(dev, extra)?))
+}
+
 /// Picks the back end for an open device.
 fn open_device(dev: Box<dyn Device>) -> Result<Arc<dyn FileSystem>> {
     if usfs_ext4::probe(&*dev) {

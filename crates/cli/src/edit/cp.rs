@@ -95,7 +95,7 @@ pub(crate) fn run(a: &CpArgs) -> CliResult {
                 let fs = match readers.get(&image) {
                     Some(f) => f.clone(),
                     None => {
-                        let f = crate::image::open(&image)?;
+                        let f = crate::image::open(&image, &Default::default())?;
                         readers.insert(image.clone(), f.clone());
                         f
                     }

@@ -136,10 +136,15 @@ pub(crate) struct ErofsMount {
 
 impl ErofsMount {
     pub(crate) fn new(image: &Path, dir: &Path) -> ErofsMount {
+        ErofsMount::with_options(image, dir, "ro")
+    }
+
+    /// A mount with options `opts` (`ro,device=/dev/loop5`).
+    pub(crate) fn with_options(image: &Path, dir: &Path, opts: &str) -> ErofsMount {
         std::fs::create_dir_all(dir).unwrap();
         run_ok(
             Command::new("mount")
-                .args(["-t", "erofs", "-o", "ro"])
+                .args(["-t", "erofs", "-o", opts])
                 .arg(image)
                 .arg(dir),
         );

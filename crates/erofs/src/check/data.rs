@@ -56,7 +56,8 @@ fn flat(fs: &Erofs, report: &mut Report, ino: &Inode) -> Result<()> {
                 report.bytes += len;
                 len
             }
-            FlatRun::Hole(len) => len,
+            // (Bounded by the device's size in the device table when it was found.)
+            FlatRun::Hole(len) | FlatRun::Device(_, _, len) => len,
         };
         if len == 0 {
             return Err(corrupt(

@@ -76,8 +76,16 @@ impl Report {
 /// block size, unknown features) is a report with that one problem; only an I/O error
 /// reading the device is an `Err`.
 pub fn check(dev: Box<dyn Device>) -> Result<Report, Error> {
+    check_with_devices(dev, Vec::new())
+}
+
+/// [`check`] with the image's extra devices (`extra`, in device-table order).
+pub fn check_with_devices(
+    dev: Box<dyn Device>,
+    extra: Vec<Box<dyn Device>>,
+) -> Result<Report, Error> {
     let mut report = Report::default();
-    let fs = match Erofs::open(dev) {
+    let fs = match Erofs::open_with_devices(dev, extra) {
         Ok(fs) => fs,
         Err(e @ Error::Io(_)) => return Err(e),
         Err(e) => {

@@ -7,6 +7,36 @@ use super::Report;
 use crate::Erofs;
 use usfs_fs::{Error, FileType, Structure};
 
+/// Every extra device of the device table is there: given and as large as the table
+/// says, or else after the image in its file (its unified address). One problem for a
+/// missing device, rather than one per file on it.
+fn check_devices(fs: &Erofs, report: &mut Report) {
+    let bs = fs.bs();
+    for (k, d) in fs.devices.iter().enumerate() {
+        let id = k + 1;
+        let want = d.blocks.saturating_mul(bs);
+        let problem = match &d.dev {
+            Some(dev) if dev.len() < want => Error::corrupt(
+                Structure::ErofsSuperblock,
+                format!(
+                    "extra device {id} has {} bytes, the device table says {} blocks",
+                    dev.len(),
+                    d.blocks
+                ),
+            ),
+            None if d.uniaddr.saturating_add(d.blocks).saturating_mul(bs) > fs.image_len() => {
+                Error::incompatible(format!(
+                    "extra device {id} ({} blocks: the tar of a --tar=i image) is not given \
+                     (--device) and does not follow the image in its file",
+                    d.blocks
+                ))
+            }
+            _ => continue,
+        };
+        report.push("/", None, problem);
+    }
+}
+
 /// Checks the superblock of an opened image.
 pub(super) fn check(fs: &Erofs, report: &mut Report) {
     let sb = fs.superblock();
@@ -38,6 +68,10 @@ pub(super) fn check(fs: &Erofs, report: &mut Report) {
             sb.xattr_blkaddr()
         ));
     }
+    if !report.clean() {
+        return;
+    }
+    check_devices(fs, report);
     if !report.clean() {
         return;
     }

@@ -89,7 +89,7 @@ fn damaged_images_give_reports_not_panics() {
                 b[at] ^= 1 << (next() % 8);
             }
             if b.len() >= 4096 {
-                seal(&mut b[..4096]);
+                seal(&mut b[..4096], 4096);
             }
         }
         let r = check(Box::new(MemDevice::new(b, false))).unwrap();

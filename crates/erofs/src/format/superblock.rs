@@ -102,10 +102,57 @@ usfs_fs::layout! {
     }
 }
 
+usfs_fs::layout! {
+    /// `struct erofs_deviceslot`: one extra device of the image (the device table holds
+    /// `extra_devices` of them from byte `devt_slotoff * 128`).
+    pub struct DeviceSlot[128] {
+        /// The device's tag (a digest; mkfs.erofs --tar=i leaves it zero).
+        tag / set_tag: [64] @ 0,
+        /// Blocks of the device (low 32 bits).
+        blocks_lo / set_blocks_lo: u32 @ 64,
+        /// The device's first block in the unified address space (low 32 bits): where its
+        /// blocks are when it follows the image in one file ("flatdev").
+        uniaddr_lo / set_uniaddr_lo: u32 @ 68,
+        /// Blocks of the device (high 16 bits).
+        blocks_hi / set_blocks_hi: u16 @ 72,
+        /// The unified first block (high 16 bits).
+        uniaddr_hi / set_uniaddr_hi: u16 @ 74,
+        /// Reserved, zero.
+        reserved / set_reserved: [52] @ 76,
+    }
+}
+
+/// Bytes of a device slot.
+pub const DEVICE_SLOT_SIZE: u64 = 128;
+
+impl<B: AsRef<[u8]>> DeviceSlot<B> {
+    /// Blocks of the device.
+    pub fn blocks(&self) -> u64 {
+        u64::from(self.blocks_lo()) | u64::from(self.blocks_hi()) << 32
+    }
+
+    /// The device's first block in the unified address space.
+    pub fn uniaddr(&self) -> u64 {
+        u64::from(self.uniaddr_lo()) | u64::from(self.uniaddr_hi()) << 32
+    }
+}
+
+/// Bytes from [`SUPER_OFFSET`] the superblock checksum covers with blocks of `bs`
+/// bytes: the rest of block 0, or with blocks of 1 KiB and less one block (the kernel's
+/// erofs_superblock_csum_verify).
+pub fn checksum_len(bs: u64) -> u64 {
+    if bs > SUPER_OFFSET {
+        bs - SUPER_OFFSET
+    } else {
+        bs
+    }
+}
+
 impl<B: AsRef<[u8]>> Superblock<B> {
-    /// The checksum of a whole block 0 (`block0` = the image's first block).
-    pub fn compute_checksum(block0: &[u8]) -> u32 {
-        let mut v = block0[SUPER_OFFSET as usize..].to_vec();
+    /// The checksum of the bytes it covers, `area` (from [`SUPER_OFFSET`], as many as
+    /// [`checksum_len`] says), its own field taken as zero.
+    pub fn compute_checksum(area: &[u8]) -> u32 {
+        let mut v = area.to_vec();
         v[4..8].fill(0);
         crc32c_raw(!0, &v)
     }
@@ -121,9 +168,10 @@ impl<B: AsRef<[u8]>> Superblock<B> {
     }
 }
 
-/// Fills in the checksum of a built block 0 (superblock at byte 1024).
-pub fn seal(block0: &mut [u8]) {
-    let c = Superblock::<Vec<u8>>::compute_checksum(block0);
-    let o = SUPER_OFFSET as usize + 4;
-    block0[o..o + 4].copy_from_slice(&c.to_le_bytes());
+/// Fills in the checksum of the built head of an image (`head`: its first bytes, the
+/// superblock at byte 1024) of blocks of `bs` bytes.
+pub fn seal(head: &mut [u8], bs: u64) {
+    let o = SUPER_OFFSET as usize;
+    let c = Superblock::<Vec<u8>>::compute_checksum(&head[o..o + checksum_len(bs) as usize]);
+    head[o + 4..o + 8].copy_from_slice(&c.to_le_bytes());
 }

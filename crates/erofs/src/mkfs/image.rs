@@ -7,9 +7,11 @@ use super::out::Out;
 use super::superblock::{self, Facts};
 use super::timing::Timer;
 use super::tree::Tree;
-use super::{data, dir, packed, place, xattrs, Options, Report, BLOCK_SIZE};
+use super::{blob, data, dir, packed, place, xattrs, Options, Report, BLOB_BLOCK_SIZE, BLOCK_SIZE};
 use crate::compress::{ALG_LZ4, DEFLATE_WINDOW_BITS};
 use crate::format::compr_cfgs;
+use crate::format::round_up;
+use crate::format::superblock::SUPER_OFFSET;
 use usfs_dev::Device;
 use usfs_fs::Result;
 
@@ -18,6 +20,11 @@ pub(super) struct Cfg<'a> {
     pub(super) opts: &'a Options,
     /// Block size in bytes.
     pub(super) bs: u64,
+    /// Bytes at the start of the image that hold the superblock, the compression
+    /// configurations and the device table (whole blocks; inodes fill the rest).
+    pub(super) head: u64,
+    /// Where the device table starts, in 128-byte slots (with `--tar=i`).
+    pub(super) devt_slotoff: u64,
     /// The build time: inodes with this mtime (and no large ids) can be compact.
     pub(super) build_time: i64,
     /// Nanoseconds of the build time.
@@ -56,9 +63,21 @@ impl Cfg<'_> {
             ),
             _ => Vec::new(),
         };
+        let bs = u64::from(match opts.blob_blocks {
+            Some(_) => BLOB_BLOCK_SIZE,
+            None => BLOCK_SIZE,
+        });
+        let devt_slotoff = round_up(SUPER_OFFSET + 128 + compr_cfgs.len() as u64, 128) / 128;
+        let devices = u64::from(opts.blob_blocks.is_some());
+        let head_end = match devices {
+            0 => SUPER_OFFSET + 128 + compr_cfgs.len() as u64,
+            n => (devt_slotoff + n) * 128,
+        };
         Cfg {
             opts,
-            bs: u64::from(BLOCK_SIZE),
+            bs,
+            head: round_up(head_end, bs).max(bs),
+            devt_slotoff,
             build_time,
             build_nsec,
             zero_padding: opts.compression.is_some() && !opts.legacy_compress,
@@ -78,7 +97,7 @@ pub(super) fn write_image(
     timer: &mut Timer,
 ) -> Result<Report> {
     let cfg = Cfg::new(opts);
-    let mut out = Out::new(dev, cfg.bs, cfg.dedupe);
+    let mut out = Out::new(dev, cfg.bs, cfg.head / cfg.bs, cfg.dedupe);
     let mut report = Report {
         warnings: std::mem::take(&mut tree.warnings),
         ..Report::default()
@@ -91,9 +110,14 @@ pub(super) fn write_image(
         .enumerate()
         .map(|(i, n)| inode::make_ino(i, n, &shared, &cfg))
         .collect();
-    let plan = data::plan(&cfg, &tree, &inos);
-    timer.phase("xattrs, jobs");
-    let written = data::write(&cfg, &tree, &mut out, &mut inos, &plan)?;
+    let written = if cfg.opts.blob_blocks.is_some() {
+        timer.phase("xattrs");
+        blob::map(&tree, &mut inos)?
+    } else {
+        let plan = data::plan(&cfg, &tree, &inos);
+        timer.phase("xattrs, jobs");
+        data::write(&cfg, &tree, &mut out, &mut inos, &plan)?
+    };
     report.compressed_files = written.compressed_files;
     report.plain_files = written.plain_files;
     timer.phase("data");
@@ -131,6 +155,7 @@ pub(super) fn write_image(
     }
     report.inodes = inos.len() as u64;
     report.blocks = out.cursor;
+    report.block_size = cfg.bs as u32;
     Ok(report)
 }
 

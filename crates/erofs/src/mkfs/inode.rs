@@ -6,6 +6,7 @@
 use super::image::Cfg;
 use super::tree::{Node, Tree};
 use super::xattrs::Shared;
+use crate::format::chunk::ChunkIndex;
 use crate::format::inode::{encode_dev, layout, CompactInode, ExtendedInode};
 use crate::format::round_up;
 use usfs_fs::FileType;
@@ -31,6 +32,9 @@ pub(super) enum Data {
         /// cross a block (the kernel's rule), so the inode may start in the block before.
         inline: u64,
     },
+    /// One chunk on extra device 1 (`--tar=i`): the chunk format (i_u) and the block
+    /// the chunk starts at there; the index follows the xattrs, 8-byte aligned.
+    Chunk { format: u16, blkaddr: u32 },
     /// Directory or long symlink: content written after the metadata area.
     Late {
         content: Vec<u8>,
@@ -111,6 +115,7 @@ pub(super) fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
             if *inline { tail.len() as u64 } else { 0 },
         ),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
+        Data::Chunk { .. } => (round_up(base, 8) + 8, 0),
         Data::Late {
             content, inline, ..
         } => {
@@ -120,8 +125,8 @@ pub(super) fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
     }
 }
 
-/// Every inode's bytes: (the metadata area from `meta_start` to `meta_end`, block 0 with
-/// the inodes placed there and room for the superblock).
+/// Every inode's bytes: (the metadata area from `meta_start` to `meta_end`, the head
+/// blocks with the inodes placed there and room for the superblock).
 pub(super) fn serialize(
     cfg: &Cfg<'_>,
     tree: &Tree<'_>,
@@ -129,13 +134,12 @@ pub(super) fn serialize(
     meta_start: u64,
     meta_end: u64,
 ) -> (Vec<u8>, Vec<u8>) {
-    let bs = cfg.bs;
     let mut meta = vec![0u8; (meta_end - meta_start) as usize];
-    let mut block0 = vec![0u8; bs as usize];
+    let mut block0 = vec![0u8; cfg.head as usize];
     for (k, ino) in inos.iter().enumerate() {
         let n = (ino.node != usize::MAX).then(|| &tree.nodes[ino.node]);
         let bytes = inode_bytes(ino, n, k as u32 + 1, cfg);
-        let (buf, at) = if ino.pos < bs {
+        let (buf, at) = if ino.pos < cfg.head {
             (&mut block0, ino.pos as usize)
         } else {
             (&mut meta, (ino.pos - meta_start) as usize)
@@ -176,6 +180,14 @@ fn data_fields(ino: &Ino, ft: FileType, rdev: u64, bs: u64) -> (u8, u64, u32, Ve
             let mut t = vec![0u8; (round_up(ino.head_len(), 8) - ino.head_len()) as usize];
             t.extend_from_slice(blob);
             (*layout, ino.size, *blocks, t)
+        }
+        Data::Chunk { format, blkaddr } => {
+            let mut t = vec![0u8; (round_up(ino.head_len(), 8) - ino.head_len()) as usize];
+            let mut ci = ChunkIndex::new([0u8; 8]).expect("8 bytes");
+            ci.set_device_id(1);
+            ci.set_blkaddr(*blkaddr);
+            t.extend_from_slice(ci.bytes());
+            (layout::CHUNK_BASED, ino.size, u32::from(*format), t)
         }
         Data::Late {
             content,

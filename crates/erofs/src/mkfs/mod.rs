@@ -16,6 +16,7 @@
 //! `place.rs` (where each inode goes in the metadata area), `dir.rs` (directory and symlink
 //! blocks), `inode.rs` (inode bytes) and `superblock.rs`.
 
+mod blob;
 mod data;
 mod dedupe;
 mod dir;
@@ -75,6 +76,11 @@ pub struct Options {
     pub xattr_tolerance: i32,
     /// `--workers`: compression threads.
     pub workers: usize,
+    /// `--tar=i`: the files' data is not written: each refers to its bytes in the
+    /// image's one extra device, the tar, of this many 512-byte blocks (the source's
+    /// files must lie whole in it: [`usfs_source::Reader::contiguous_at`]). The image
+    /// has 512-byte blocks then, as mkfs.erofs 1.9.3's.
+    pub blob_blocks: Option<u64>,
 }
 
 impl Default for Options {
@@ -94,6 +100,7 @@ impl Default for Options {
             force_gid: None,
             xattr_tolerance: 2,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            blob_blocks: None,
         }
     }
 }
@@ -105,6 +112,8 @@ pub struct Report {
     pub inodes: u64,
     /// Blocks of the image (its size in blocks).
     pub blocks: u64,
+    /// Its block size in bytes.
+    pub block_size: u32,
     /// Regular files stored compressed.
     pub compressed_files: u64,
     /// Regular files stored uncompressed.
@@ -119,8 +128,12 @@ pub struct Report {
     pub phases: Vec<Phase>,
 }
 
-/// Block size of images usfs builds.
+/// Block size of images usfs builds (but `--tar=i` images: [`BLOB_BLOCK_SIZE`]).
 pub const BLOCK_SIZE: u32 = 4096;
+
+/// Block size of `--tar=i` images: a tar's data starts on a 512-byte boundary, so its
+/// offset is a block address.
+pub const BLOB_BLOCK_SIZE: u32 = 512;
 
 /// The largest image: block addresses are 32 bits, so at most `u32::MAX` blocks. A device
 /// of this size holds any image (ext4's largest file, `u32::MAX` 4 KiB blocks, is exactly
@@ -147,6 +160,11 @@ pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
             "pcluster size {} (it must be a multiple of {bs} up to 1 MiB)",
             opts.pcluster_bytes
         )));
+    }
+    if opts.blob_blocks.is_some() && opts.compression.is_some() {
+        return Err(Error::incompatible(
+            "compression with --tar=i (the data stays in the tar, uncompressed)",
+        ));
     }
     if opts.legacy_compress
         && opts

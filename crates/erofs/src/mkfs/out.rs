@@ -26,12 +26,12 @@ pub(super) struct Out<'a> {
 }
 
 impl<'a> Out<'a> {
-    /// Starts after block 0 (the superblock, written last).
-    pub(super) fn new(dev: &'a dyn Device, bs: u64, dedupe: bool) -> Out<'a> {
+    /// Starts after the `head` blocks (the superblock's, written last).
+    pub(super) fn new(dev: &'a dyn Device, bs: u64, head: u64, dedupe: bool) -> Out<'a> {
         Out {
             dev,
             bs,
-            cursor: 1,
+            cursor: head,
             started: 0,
             dedupe: dedupe.then(Dedupe::default),
         }

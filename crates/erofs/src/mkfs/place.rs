@@ -31,17 +31,25 @@ pub(super) fn place(
     out: &mut Out<'_>,
     inos: &mut [Ino],
 ) -> Result<Placement> {
-    let bs = cfg.bs;
-    let sb_end = SUPER_OFFSET + 128 + cfg.compr_cfgs.len() as u64;
+    let (bs, head) = (cfg.bs, cfg.head);
+    let sb_end = match cfg.opts.blob_blocks {
+        Some(_) => (cfg.devt_slotoff + 1) * 128,
+        None => SUPER_OFFSET + 128 + cfg.compr_cfgs.len() as u64,
+    };
     let mut b0 = round_up(sb_end, 32);
-    // A root directory too large for block 0 with its tail inline keeps the tail in a block.
-    let root_too_big = b0 + meta_size(&inos[0], bs).0 > bs;
+    // Does the last `keep` bytes' span of `total` stay in one block from `at`?
+    let fits_at =
+        |at: u64, (total, keep): (u64, u64)| keep == 0 || (at + total - keep) % bs + keep <= bs;
+    // A root directory too large for the head with its tail inline keeps the tail in a
+    // block.
+    let root_too_big =
+        b0 + meta_size(&inos[0], bs).0 > head || !fits_at(b0, meta_size(&inos[0], bs));
     if let Data::Late { inline, .. } = &mut inos[0].data {
         if root_too_big {
             *inline = false;
         }
     }
-    if b0 + meta_size(&inos[0], bs).0 > bs {
+    if b0 + meta_size(&inos[0], bs).0 > head {
         return Err(Error::incompatible(
             "the root directory's xattrs do not fit in block 0",
         ));
@@ -58,8 +66,8 @@ pub(super) fn place(
         let ino = &mut inos[k];
         let (total, keep) = meta_size(ino, bs);
         // Does the last `keep` bytes' span stay in one block if the inode starts at `at`?
-        let fits = |at: u64| keep == 0 || (at + total - keep) % bs + keep <= bs;
-        if b0 + total <= bs {
+        let fits = |at: u64| fits_at(at, (total, keep));
+        if b0 + total <= head && fits(b0) {
             ino.pos = b0;
             b0 = round_up(b0 + total, 32);
             continue;

@@ -5,7 +5,9 @@
 use super::image::Cfg;
 use super::out::Out;
 use crate::compress::LZ4_MAX_DISTANCE;
-use crate::format::superblock::{self, compat, incompat, Superblock, SUPER_OFFSET};
+use crate::format::superblock::{
+    self, compat, incompat, DeviceSlot, Superblock, DEVICE_SLOT_SIZE, SUPER_OFFSET,
+};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -31,7 +33,7 @@ pub(super) fn write(cfg: &Cfg<'_>, out: &Out<'_>, mut block0: Vec<u8>, f: &Facts
     let mut sb = Superblock::new(vec![0u8; 128]).expect("128");
     sb.set_magic(superblock::EROFS_MAGIC);
     sb.set_feature_compat(compat::SB_CHKSUM);
-    sb.set_blkszbits(12);
+    sb.set_blkszbits(cfg.bs.trailing_zeros() as u8);
     sb.set_root_nid(f.root_nid as u16);
     sb.set_inos(f.inodes);
     sb.set_build_time(cfg.build_time as u64);
@@ -71,9 +73,23 @@ pub(super) fn write(cfg: &Cfg<'_>, out: &Out<'_>, mut block0: Vec<u8>, f: &Facts
         feat |= incompat::FRAGMENTS;
         sb.set_packed_nid(nid);
     }
+    if let Some(blocks) = opts.blob_blocks {
+        // One extra device, the tar, after the superblock; its unified address is the
+        // image's end (where it starts when it follows the image in one file).
+        feat |= incompat::DEVICE_TABLE;
+        sb.set_extra_devices(1);
+        sb.set_devt_slotoff(cfg.devt_slotoff as u16);
+        let mut slot = DeviceSlot::new(vec![0u8; DEVICE_SLOT_SIZE as usize]).expect("128");
+        slot.set_blocks_lo(blocks as u32);
+        slot.set_blocks_hi((blocks >> 32) as u16);
+        slot.set_uniaddr_lo(out.cursor as u32);
+        slot.set_uniaddr_hi((out.cursor >> 32) as u16);
+        let o = (cfg.devt_slotoff * DEVICE_SLOT_SIZE) as usize;
+        block0[o..o + DEVICE_SLOT_SIZE as usize].copy_from_slice(slot.bytes());
+    }
     sb.set_feature_incompat(feat);
     block0[SUPER_OFFSET as usize..SUPER_OFFSET as usize + 128].copy_from_slice(sb.bytes());
-    superblock::seal(&mut block0);
+    superblock::seal(&mut block0, cfg.bs);
     out.dev.write_at(&block0, 0)?;
     Ok(())
 }

@@ -13,6 +13,9 @@ pub(crate) enum FlatRun {
     Image(u64, u64),
     /// A hole of this many bytes.
     Hole(u64),
+    /// On extra device `id` (1 = the first of the device table), at this byte, for this
+    /// many bytes.
+    Device(u16, u64, u64),
 }
 
 impl Erofs {
@@ -82,29 +85,77 @@ impl Erofs {
         let chunk = off >> chunkbits;
         let in_chunk = off & ((1 << chunkbits) - 1);
         let len = want.min((1 << chunkbits) - in_chunk);
-        let blkaddr = if fmt & CHUNK_INDEXES != 0 {
+        let (device, blkaddr) = if fmt & CHUNK_INDEXES != 0 {
             let pos = round_up(ino.meta_end(), 8) + chunk * 8;
             let raw = self.meta_cached(pos, 8)?;
             let ci = ChunkIndex::new(&raw[..]).expect("8 bytes");
-            if ci.device_id() != 0 {
-                return Err(Error::incompatible(format!(
-                    "inode {}: chunk on extra device",
-                    ino.nid
-                )));
-            }
-            ci.blkaddr()
+            (ci.device_id(), ci.blkaddr())
         } else {
             let pos = round_up(ino.meta_end(), 4) + chunk * 4;
             let raw = self.meta_cached(pos, 4)?;
-            u32::from_le_bytes(raw[..].try_into().unwrap())
+            (0, u32::from_le_bytes(raw[..].try_into().unwrap()))
         };
         if blkaddr == NULL_ADDR {
             return Ok(FlatRun::Hole(len));
         }
-        Ok(FlatRun::Image(
-            (u64::from(blkaddr) << self.blkbits) + in_chunk,
-            len,
-        ))
+        let at = (u64::from(blkaddr) << self.blkbits) + in_chunk;
+        match device {
+            0 => Ok(FlatRun::Image(at, len)),
+            id => self.device_run(ino, id, at, len),
+        }
+    }
+
+    /// A chunk's run on extra device `id`: read from the device when it was given, else
+    /// from the image file, where the device follows the image (its unified address).
+    fn device_run(&self, ino: &Inode, id: u16, at: u64, len: u64) -> Result<FlatRun> {
+        let bad = |m: String| {
+            Error::corrupt(Structure::ErofsInode, format!("inode {}: {m}", ino.nid))
+                .with_ino(ino.nid)
+        };
+        let d = self.devices.get(usize::from(id) - 1).ok_or_else(|| {
+            bad(format!(
+                "a chunk on device {id}, but the image has {} extra devices",
+                self.devices.len()
+            ))
+        })?;
+        if at
+            .checked_add(len)
+            .is_none_or(|e| e > d.blocks << self.blkbits)
+        {
+            return Err(bad(format!(
+                "bytes {at}..+{len} of device {id} pass its {} blocks",
+                d.blocks
+            )));
+        }
+        if d.dev.is_some() {
+            return Ok(FlatRun::Device(id, at, len));
+        }
+        let flat = (d.uniaddr << self.blkbits) + at;
+        if flat + len > self.image_len {
+            return Err(Error::incompatible(format!(
+                "inode {}: its data is on extra device {id} (the tar of a --tar=i image): \
+                 name the device with --device",
+                ino.nid
+            )));
+        }
+        Ok(FlatRun::Image(flat, len))
+    }
+
+    /// Reads bytes of extra device `id` (given) at `at` into `buf`.
+    pub(crate) fn read_device(&self, id: u16, at: u64, buf: &mut [u8]) -> Result<()> {
+        let dev = self.devices[usize::from(id) - 1]
+            .dev
+            .as_deref()
+            .expect("a FlatRun::Device names a given device");
+        let end = at + buf.len() as u64;
+        if end > dev.len() {
+            return Err(Error::corrupt(
+                Structure::Image,
+                format!("extra device {id} ends before byte {end}"),
+            )
+            .with_offset(at));
+        }
+        Ok(dev.read_at(buf, at)?)
     }
 
     /// Reads uncompressed file data.
@@ -121,6 +172,11 @@ impl Erofs {
                 FlatRun::Hole(len) => {
                     let n = len as usize;
                     buf[done..done + n].fill(0);
+                    done += n;
+                }
+                FlatRun::Device(id, at, len) => {
+                    let n = len as usize;
+                    self.read_device(id, at, &mut buf[done..done + n])?;
                     done += n;
                 }
             }

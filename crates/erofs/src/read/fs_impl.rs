@@ -118,7 +118,7 @@ impl FileSystem for Erofs {
                     }
                     pos += n;
                 }
-                FlatRun::Image(_, n) => {
+                FlatRun::Image(_, n) | FlatRun::Device(_, _, n) => {
                     start.get_or_insert(pos);
                     pos += n;
                 }
@@ -154,7 +154,8 @@ impl FileSystem for Erofs {
                 self.dev.stats().record_read(len as usize);
                 Ok(Some(&image[at as usize..end as usize]))
             }
-            FlatRun::Hole(_) => Ok(None),
+            // (Data on an extra device is read, not mapped.)
+            FlatRun::Hole(_) | FlatRun::Device(..) => Ok(None),
         }
     }
 

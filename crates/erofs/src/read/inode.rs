@@ -132,15 +132,8 @@ impl Erofs {
             )
             .with_ino(nid));
         }
-        if ino.layout == layout::CHUNK_BASED
-            && !self.has_incompat(crate::format::superblock::incompat::CHUNKED_FILE)
-        {
-            return Err(Error::corrupt(
-                Structure::ErofsInode,
-                format!("inode {nid}: chunk-based without the chunked_file feature"),
-            )
-            .with_ino(nid));
-        }
+        // (A chunk-based inode needs no feature bit: the kernel reads one without
+        // CHUNKED_FILE, which mkfs.erofs --tar=i images do not set.)
         if ino.mtime_nsec >= 1_000_000_000 {
             return Err(Error::corrupt(
                 Structure::ErofsInode,

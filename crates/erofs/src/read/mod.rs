@@ -18,7 +18,10 @@ mod zmap;
 use crate::format::compr_cfgs::{
     DeflateCfgs, Lz4Cfgs, LzmaCfgs, ZstdCfgs, ALG_DEFLATE, ALG_LZ4, ALG_LZMA, ALG_ZSTD,
 };
-use crate::format::superblock::{compat, incompat, Superblock, EROFS_MAGIC, SUPER_OFFSET};
+use crate::format::superblock::{
+    checksum_len, compat, incompat, DeviceSlot, Superblock, DEVICE_SLOT_SIZE, EROFS_MAGIC,
+    SUPER_OFFSET,
+};
 use std::borrow::Cow;
 use usfs_dev::Device;
 use usfs_fs::{Error, Result, Structure};
@@ -44,12 +47,33 @@ pub struct Erofs {
     zcache: zcache::ZCache,
     /// Recently read metadata blocks (inodes, map headers, indexes).
     mcache: mcache::MetaCache,
+    /// The extra devices of the device table, device id 1 first.
+    pub(crate) devices: Vec<ExtraDevice>,
+}
+
+/// An extra device (a blob: the tar of a `--tar=i` image).
+pub(crate) struct ExtraDevice {
+    /// Its size in blocks, as the device table says.
+    pub(crate) blocks: u64,
+    /// Its first block in the unified address space (where it starts when it follows
+    /// the image in one file).
+    pub(crate) uniaddr: u64,
+    /// The device itself, when it was given ([`Erofs::open_with_devices`]); without
+    /// it, its blocks are read from the image file at `uniaddr` (the kernel's flatdev).
+    pub(crate) dev: Option<Box<dyn Device>>,
 }
 
 impl Erofs {
     /// Opens the file system on `dev`: reads and checks the superblock (magic, checksum,
     /// block size, features) and the compression configurations.
     pub fn open(dev: Box<dyn Device>) -> Result<Erofs> {
+        Erofs::open_with_devices(dev, Vec::new())
+    }
+
+    /// [`Erofs::open`] with the image's extra devices (its device table's, in order; as
+    /// `mount -o device=` and `fsck.erofs --device` name them). An extra device not
+    /// given is read from the image file after the image (the kernel's "flatdev").
+    pub fn open_with_devices(dev: Box<dyn Device>, extra: Vec<Box<dyn Device>>) -> Result<Erofs> {
         let mut raw = vec![0u8; 128];
         read_exact(&*dev, &mut raw, SUPER_OFFSET, "superblock")?;
         let sb = Superblock::new(raw).expect("128 bytes");
@@ -70,15 +94,10 @@ impl Erofs {
             ));
         }
         let bs = 1u64 << blkbits;
-        if bs < SUPER_OFFSET + 128 {
-            return Err(Error::incompatible(format!(
-                "block size {bs} (smaller than the superblock end)"
-            )));
-        }
         if sb.feature_compat() & compat::SB_CHKSUM != 0 {
-            let mut block0 = vec![0u8; bs as usize];
-            read_exact(&*dev, &mut block0, 0, "superblock block")?;
-            let want = Superblock::<Vec<u8>>::compute_checksum(&block0);
+            let mut area = vec![0u8; checksum_len(bs) as usize];
+            read_exact(&*dev, &mut area, SUPER_OFFSET, "superblock block")?;
+            let want = Superblock::<Vec<u8>>::compute_checksum(&area);
             if want != sb.checksum() {
                 return Err(Error::corrupt(
                     Structure::ErofsSuperblock,
@@ -89,16 +108,20 @@ impl Erofs {
                 ));
             }
         }
-        let unknown = sb.feature_incompat() & !incompat::SUPPORTED;
+        // (DEVICE_TABLE's bit is also COMPR_HEAD2's: a device table when there are
+        // extra devices.)
+        let known = match sb.extra_devices() {
+            0 => incompat::SUPPORTED,
+            _ => incompat::SUPPORTED | incompat::DEVICE_TABLE,
+        };
+        let unknown = sb.feature_incompat() & !known;
         if unknown != 0 {
             return Err(Error::incompatible(format!(
                 "EROFS incompat features {unknown:#x} ({})",
                 incompat_names(unknown)
             )));
         }
-        if sb.extra_devices() != 0 {
-            return Err(Error::incompatible("extra devices"));
-        }
+        let devices = read_device_table(&*dev, &sb, extra)?;
         if u32::from(sb.dirblkbits()) != 0 {
             return Err(Error::incompatible(
                 "directory blocks larger than the block size",
@@ -114,6 +137,7 @@ impl Erofs {
             dcfg: crate::compress::DecodeCfg::default(),
             zcache: zcache::ZCache::new(),
             mcache: mcache::MetaCache::default(),
+            devices,
         };
         fs.load_compr_cfgs()?;
         Ok(fs)
@@ -283,6 +307,36 @@ impl Erofs {
     pub(crate) fn has_incompat(&self, bit: u32) -> bool {
         self.sb.feature_incompat() & bit != 0
     }
+}
+
+/// The extra devices the device table of `sb` lists, with the ones given (`extra`, in
+/// order) attached.
+fn read_device_table(
+    dev: &dyn Device,
+    sb: &Superblock<Vec<u8>>,
+    extra: Vec<Box<dyn Device>>,
+) -> Result<Vec<ExtraDevice>> {
+    let n = usize::from(sb.extra_devices());
+    if extra.len() > n {
+        return Err(Error::incompatible(format!(
+            "{} extra devices given, but the image has {n}",
+            extra.len()
+        )));
+    }
+    let mut given = extra.into_iter();
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n as u64 {
+        let at = (u64::from(sb.devt_slotoff()) + k) * DEVICE_SLOT_SIZE;
+        let mut raw = vec![0u8; DEVICE_SLOT_SIZE as usize];
+        read_exact(dev, &mut raw, at, "device table")?;
+        let slot = DeviceSlot::new(raw).expect("128 bytes");
+        out.push(ExtraDevice {
+            blocks: slot.blocks(),
+            uniaddr: slot.uniaddr(),
+            dev: given.next(),
+        });
+    }
+    Ok(out)
 }
 
 fn read_exact(dev: &dyn Device, buf: &mut [u8], off: u64, what: &str) -> Result<()> {

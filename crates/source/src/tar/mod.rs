@@ -57,6 +57,9 @@ pub struct TarSource {
     layer: Option<&'static str>,
     /// Data is read in place from the tar file.
     in_place: bool,
+    /// Bytes of the (decompressed) stream the parser consumed, up to the end-of-archive
+    /// blocks.
+    stream_len: u64,
 }
 
 impl TarSource {
@@ -103,8 +106,9 @@ impl TarSource {
         let mut b = build::Build::new(root, rules);
         let mut warnings = Vec::new();
         parse::parse(&mut inp, &mut b, &mut warnings).map_err(|e| io_err(path, e))?;
-        let (layer, in_place) = (inp.layer, inp.in_place());
+        let (layer, in_place, stream_len) = (inp.layer, inp.in_place(), inp.pos);
         Ok(TarSource {
+            stream_len,
             origin: path.to_path_buf(),
             inodes: b.finish(),
             store: inp.into_store(),
@@ -128,6 +132,12 @@ impl TarSource {
     /// file) rather than from a spool.
     pub fn data_in_place(&self) -> bool {
         self.in_place
+    }
+
+    /// Bytes of the stream the parser consumed (the tar's length up to its end-of-archive
+    /// blocks, without the record padding after them).
+    pub fn stream_len(&self) -> u64 {
+        self.stream_len
     }
 
     /// The inode behind tree node `node` (its `ino` is the inode's index + 1).
@@ -255,6 +265,17 @@ impl Reader for TarReader<'_> {
 
     fn size(&mut self, node: usize) -> Result<u64> {
         Ok(self.src.inode_of(self.tree, node)?.meta.size)
+    }
+
+    fn contiguous_at(&mut self, node: usize) -> Option<u64> {
+        let n = self.src.inode_of(self.tree, node).ok()?;
+        let What::File(data) = &n.what else {
+            return None;
+        };
+        match data.segs[..] {
+            [(0, len, at)] if self.src.in_place && len == n.meta.size => Some(at),
+            _ => None,
+        }
     }
 }
 

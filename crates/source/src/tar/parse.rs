@@ -57,6 +57,9 @@ pub(crate) fn parse(
         }
         let h = Header(&blk);
         if h.is_zero() {
+            // The end-of-archive marker is two zero blocks: the second is taken too (the
+            // stream's length then ends after it, as mkfs.erofs counts it).
+            let _ = input.block(&mut blk);
             return Ok(());
         }
         h.check().map_err(|e| bad(at, e.0))?;

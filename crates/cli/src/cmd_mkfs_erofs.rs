@@ -64,9 +64,18 @@ pub(crate) struct MkfsErofsArgs {
     /// standard input): `f` (the default) copies file data into the image; `i` writes
     /// metadata only, with 512-byte blocks, each file referring to its bytes in the tar
     /// (an uncompressed tar file), the image's extra device: mount it with `-o
-    /// device=TARFILE`, read it with `usfs --device TARFILE ...`.
+    /// device=/dev/loopN` (a loop device over the tar), read it with `usfs ls --device TARFILE
+    /// IMAGE` (any reading command).
     #[arg(long, value_name = "f|i", num_args = 0..=1, require_equals = true, default_missing_value = "f")]
     tar: Option<String>,
+    /// Leave out the file or directory at this path (relative to SOURCE, exact);
+    /// repeatable. Directory sources only, as mkfs.erofs.
+    #[arg(long = "exclude-path", value_name = "PATH")]
+    exclude_path: Vec<String>,
+    /// Leave out files and directories whose path relative to SOURCE matches this POSIX
+    /// extended regular expression; repeatable. Directory sources only.
+    #[arg(long = "exclude-regex", value_name = "REGEX")]
+    exclude_regex: Vec<String>,
     /// With --tar: turn aufs whiteouts (`.wh.NAME`, `.wh..wh..opq`) into overlayfs ones
     /// (0/0 character devices, trusted.overlay.opaque=y).
     #[arg(long)]
@@ -187,6 +196,8 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     o.all_root = a.all_root;
     o.force_uid = a.force_uid;
     o.force_gid = a.force_gid;
+    o.exclude_paths = a.exclude_path.clone();
+    o.exclude_regexes = a.exclude_regex.clone();
     if let Some(w) = a.workers {
         o.workers = w.max(1);
     }
@@ -221,6 +232,11 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
 
 /// The input the arguments name: a directory, or with `--tar` a tar stream.
 fn input(a: &MkfsErofsArgs, usage: &dyn Fn(String) -> CliError) -> CliResult<Input> {
+    if a.tar.is_some() && !(a.exclude_path.is_empty() && a.exclude_regex.is_empty()) {
+        return Err(usage(
+            "--exclude-path and --exclude-regex take a directory source, not --tar".into(),
+        ));
+    }
     let Some(mode) = &a.tar else {
         if a.aufs || a.ovlfs_strip.is_some() || a.ungzip {
             return Err(usage(

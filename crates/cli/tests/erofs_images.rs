@@ -540,3 +540,53 @@ fn large_files_compress_in_segments() {
         check_image(&s.path("img-1"), &src, &s, &name, fsck_ok);
     }
 }
+
+/// `--exclude-path` (exact relative paths; `/top` names nothing, as in mkfs.erofs) and
+/// `--exclude-regex` (POSIX ERE on the relative path): the image holds the source less
+/// what they name (a directory with everything under it), through the kernel, fsck.erofs
+/// and `usfs export`; a bad expression is an error.
+#[test]
+fn excluded_paths_are_left_out() {
+    let test = "mkfs-erofs-exclude";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = s.path("src");
+    sh(&format!(
+        "set -e; mkdir -p '{s}/keep' '{s}/skipdir/deep' '{s}/objs' '{s}/keep/skipdir'
+         echo 1 > '{s}/keep/a'; echo 2 > '{s}/skipdir/deep/b'; echo 3 > '{s}/objs/x.o'
+         echo 4 > '{s}/objs/x.c'; echo 5 > '{s}/top'; echo 6 > '{s}/keep/skipdir/c'",
+        s = src.display()
+    ));
+    let img = s.path("e.img");
+    usfs_mkfs(
+        &img,
+        &src,
+        &[
+            "--exclude-path=skipdir",
+            "--exclude-path=/top",
+            "--exclude-regex=\\.o$",
+        ],
+    );
+    let exp = s.path("expected");
+    sh(&format!(
+        "cp -a '{s}' '{e}' && rm -r '{e}/skipdir' '{e}/objs/x.o'",
+        s = src.display(),
+        e = exp.display()
+    ));
+    let cmp = CmpOptions {
+        // (Removing entries from the copy changed its directories' times.)
+        ignore_dir_mtime: true,
+        ..vs_source()
+    };
+    check_image_as(&img, &exp, cmp, &s, test, true);
+    let o = Command::new(usfs())
+        .args(["mkfs.erofs", "--exclude-regex=("])
+        .arg(s.path("bad.img"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid regex"));
+}

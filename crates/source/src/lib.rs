@@ -19,6 +19,7 @@
 mod blocks;
 mod chunk;
 mod entry;
+mod exclude;
 mod hold;
 mod host;
 mod tar;
@@ -26,6 +27,7 @@ mod tree;
 pub mod xattr;
 
 pub use entry::{DirScan, FileData, Kind, Meta, Node, Runs, Xattrs};
+pub use exclude::Exclude;
 pub use hold::{Held, Hold};
 pub use host::sys::read_full;
 pub use host::HostDir;

@@ -109,6 +109,8 @@ pub struct Tree {
     block_size: Option<u32>,
     /// Scan workers run at lower priority ([`ScanOptions::background`]).
     background: bool,
+    /// Entries left out ([`Tree::excluding`]).
+    exclude: Option<crate::Exclude>,
 }
 
 impl Tree {
@@ -141,7 +143,15 @@ impl Tree {
             adding: Mutex::new(()),
             block_size,
             background,
+            exclude: None,
         }
+    }
+
+    /// The tree, leaving out of its scan the entries `exclude` names (a directory left
+    /// out is not read).
+    pub fn excluding(mut self, exclude: crate::Exclude) -> Tree {
+        self.exclude = (!exclude.is_empty()).then_some(exclude);
+        self
     }
 
     /// The block size files are read in during the scan (`None`: they are not read).
@@ -238,6 +248,16 @@ impl Tree {
         self.hold.close();
     }
 
+    /// Listing `l` of directory `d` without the entries left out.
+    fn filtered(&self, d: usize, mut l: Listing) -> Listing {
+        if let Some(ex) = &self.exclude {
+            let dir = self.path_under(Path::new(""), d);
+            l.entries
+                .retain(|e| !ex.matches(&dir.join(OsStr::from_bytes(&e.name))));
+        }
+        l
+    }
+
     /// The path of node `i` below `base`, the path of the root (`base` itself for the
     /// root).
     pub fn path_under(&self, base: &Path, mut i: usize) -> PathBuf {
@@ -304,7 +324,9 @@ impl Tree {
             busy: false,
         };
         while let Some(Pending { order, node: d }) = self.next_dir(&mut w, &mut guard) {
-            let result = w.scan_dir(self, d).map(|l| self.publish(d, &order, l));
+            let result = w
+                .scan_dir(self, d)
+                .map(|l| self.publish(d, &order, self.filtered(d, l)));
             let Ok(mut q) = self.progress.lock() else {
                 return;
             };

@@ -81,6 +81,10 @@ pub struct Options {
     /// files must lie whole in it: [`usfs_source::Reader::contiguous_at`]). The image
     /// has 512-byte blocks then, as mkfs.erofs 1.9.3's.
     pub blob_blocks: Option<u64>,
+    /// `--exclude-path`: entries left out, by exact path relative to the source root.
+    pub exclude_paths: Vec<String>,
+    /// `--exclude-regex`: entries left out whose relative path matches (POSIX ERE).
+    pub exclude_regexes: Vec<String>,
 }
 
 impl Default for Options {
@@ -101,6 +105,8 @@ impl Default for Options {
             xattr_tolerance: 2,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             blob_blocks: None,
+            exclude_paths: Vec::new(),
+            exclude_regexes: Vec::new(),
         }
     }
 }

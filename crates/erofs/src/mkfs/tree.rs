@@ -66,11 +66,19 @@ impl Tree<'_> {
 pub(super) fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Tree<'s>> {
     // Attributes only (the data phase reads files), at the caller's priority: nothing
     // consumes the tree while it is scanned.
+    let mut exclude = usfs_source::Exclude::default();
+    for p in &opts.exclude_paths {
+        exclude.add_path(p);
+    }
+    for r in &opts.exclude_regexes {
+        exclude.add_regex(r)?;
+    }
     let entries = usfs_source::Tree::new(ScanOptions {
         block_size: None,
         hold: Hold::new(0, 0),
         background: false,
-    });
+    })
+    .excluding(exclude);
     source
         .scan(&entries, usfs_source::default_threads())
         .map_err(|e| match e {

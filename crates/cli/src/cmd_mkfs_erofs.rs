@@ -68,6 +68,11 @@ pub(crate) struct MkfsErofsArgs {
     /// IMAGE` (any reading command).
     #[arg(long, value_name = "f|i", num_args = 0..=1, require_equals = true, default_missing_value = "f")]
     tar: Option<String>,
+    /// Store regular files as chunk-based inodes with chunks of this many bytes (a power
+    /// of two, at least the block size): identical chunks are stored once, all-zero ones
+    /// are holes, chunks that lie one after another are merged. Not with -z or --tar=i.
+    #[arg(long, value_name = "BYTES")]
+    chunksize: Option<u64>,
     /// Leave out the file or directory at this path (relative to SOURCE, exact);
     /// repeatable. Directory sources only, as mkfs.erofs.
     #[arg(long = "exclude-path", value_name = "PATH")]
@@ -196,6 +201,12 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     o.all_root = a.all_root;
     o.force_uid = a.force_uid;
     o.force_gid = a.force_gid;
+    if let Some(c) = a.chunksize {
+        if !c.is_power_of_two() {
+            return Err(usage(format!("chunksize {c} must be a power of two")));
+        }
+        o.chunk_bits = Some(c.trailing_zeros());
+    }
     o.exclude_paths = a.exclude_path.clone();
     o.exclude_regexes = a.exclude_regex.clone();
     if let Some(w) = a.workers {

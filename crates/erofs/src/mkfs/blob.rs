@@ -7,7 +7,7 @@ use super::data::Written;
 use super::inode::{Data, Ino};
 use super::tree::Tree;
 use super::BLOB_BLOCK_SIZE;
-use crate::format::chunk::{CHUNK_BLKBITS_MASK, CHUNK_INDEXES};
+use crate::format::chunk::{ChunkIndex, CHUNK_BLKBITS_MASK, CHUNK_INDEXES};
 use usfs_fs::{Error, FileType, Result};
 
 /// Gives every non-empty regular file its chunk on device 1; an empty file keeps no
@@ -36,9 +36,12 @@ pub(super) fn map(tree: &Tree<'_>, inos: &mut [Ino]) -> Result<Written> {
         }
         let blkaddr = u32::try_from(at >> blkbits)
             .map_err(|_| Error::incompatible("a tar of 2 TiB or more (48-bit block addresses)"))?;
-        inos[i].data = Data::Chunk {
+        let mut ci = ChunkIndex::new([0u8; 8]).expect("8 bytes");
+        ci.set_device_id(1);
+        ci.set_blkaddr(blkaddr);
+        inos[i].data = Data::Chunks {
             format: CHUNK_INDEXES | chunk_bits(n.size, blkbits),
-            blkaddr,
+            table: ci.bytes().to_vec(),
         };
         written.plain_files += 1;
     }

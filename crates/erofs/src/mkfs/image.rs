@@ -7,7 +7,9 @@ use super::out::Out;
 use super::superblock::{self, Facts};
 use super::timing::Timer;
 use super::tree::Tree;
-use super::{blob, data, dir, packed, place, xattrs, Options, Report, BLOB_BLOCK_SIZE, BLOCK_SIZE};
+use super::{
+    blob, chunked, data, dir, packed, place, xattrs, Options, Report, BLOB_BLOCK_SIZE, BLOCK_SIZE,
+};
 use crate::compress::{ALG_LZ4, DEFLATE_WINDOW_BITS};
 use crate::format::compr_cfgs;
 use crate::format::round_up;
@@ -113,6 +115,9 @@ pub(super) fn write_image(
     let written = if cfg.opts.blob_blocks.is_some() {
         timer.phase("xattrs");
         blob::map(&tree, &mut inos)?
+    } else if let Some(bits) = cfg.opts.chunk_bits {
+        timer.phase("xattrs");
+        chunked::write(&cfg, &tree, &mut out, &mut inos, bits)?
     } else {
         let plan = data::plan(&cfg, &tree, &inos);
         timer.phase("xattrs, jobs");

@@ -6,7 +6,7 @@
 use super::image::Cfg;
 use super::tree::{Node, Tree};
 use super::xattrs::Shared;
-use crate::format::chunk::ChunkIndex;
+use crate::format::chunk::CHUNK_INDEXES;
 use crate::format::inode::{encode_dev, layout, CompactInode, ExtendedInode};
 use crate::format::round_up;
 use usfs_fs::FileType;
@@ -32,9 +32,10 @@ pub(super) enum Data {
         /// cross a block (the kernel's rule), so the inode may start in the block before.
         inline: u64,
     },
-    /// One chunk on extra device 1 (`--tar=i`): the chunk format (i_u) and the block
-    /// the chunk starts at there; the index follows the xattrs, 8-byte aligned.
-    Chunk { format: u16, blkaddr: u32 },
+    /// Chunk-based (`--chunksize`, `--tar=i`): the chunk format (i_u) and the chunk
+    /// table that follows the xattrs (full 8-byte indexes, 8-byte aligned, with
+    /// [`CHUNK_INDEXES`]; else 4-byte block addresses, 4-byte aligned).
+    Chunks { format: u16, table: Vec<u8> },
     /// Directory or long symlink: content written after the metadata area.
     Late {
         content: Vec<u8>,
@@ -99,6 +100,15 @@ pub(super) fn make_ino(i: usize, n: &Node, shared: &Shared, cfg: &Cfg<'_>) -> In
     }
 }
 
+/// The alignment of a chunk table of `format`: its entry size.
+fn table_align(format: u16) -> u64 {
+    if format & CHUNK_INDEXES != 0 {
+        8
+    } else {
+        4
+    }
+}
+
 /// Can `len` bytes go inline after this inode and its xattrs (all in one block)?
 pub(super) fn fits_inline(ino: &Ino, len: u64, bs: u64) -> bool {
     ino.head_len() + len <= bs
@@ -115,7 +125,9 @@ pub(super) fn meta_size(ino: &Ino, bs: u64) -> (u64, u64) {
             if *inline { tail.len() as u64 } else { 0 },
         ),
         Data::Z { blob, inline, .. } => (round_up(base, 8) + blob.len() as u64, *inline),
-        Data::Chunk { .. } => (round_up(base, 8) + 8, 0),
+        Data::Chunks { format, table } => {
+            (round_up(base, table_align(*format)) + table.len() as u64, 0)
+        }
         Data::Late {
             content, inline, ..
         } => {
@@ -181,12 +193,10 @@ fn data_fields(ino: &Ino, ft: FileType, rdev: u64, bs: u64) -> (u8, u64, u32, Ve
             t.extend_from_slice(blob);
             (*layout, ino.size, *blocks, t)
         }
-        Data::Chunk { format, blkaddr } => {
-            let mut t = vec![0u8; (round_up(ino.head_len(), 8) - ino.head_len()) as usize];
-            let mut ci = ChunkIndex::new([0u8; 8]).expect("8 bytes");
-            ci.set_device_id(1);
-            ci.set_blkaddr(*blkaddr);
-            t.extend_from_slice(ci.bytes());
+        Data::Chunks { format, table } => {
+            let pad = round_up(ino.head_len(), table_align(*format)) - ino.head_len();
+            let mut t = vec![0u8; pad as usize];
+            t.extend_from_slice(table);
             (layout::CHUNK_BASED, ino.size, u32::from(*format), t)
         }
         Data::Late {

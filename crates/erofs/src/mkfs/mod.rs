@@ -17,6 +17,7 @@
 //! blocks), `inode.rs` (inode bytes) and `superblock.rs`.
 
 mod blob;
+mod chunked;
 mod data;
 mod dedupe;
 mod dir;
@@ -81,6 +82,9 @@ pub struct Options {
     /// files must lie whole in it: [`usfs_source::Reader::contiguous_at`]). The image
     /// has 512-byte blocks then, as mkfs.erofs 1.9.3's.
     pub blob_blocks: Option<u64>,
+    /// `--chunksize`: regular files are chunk-based with chunks of `1 << bits` bytes
+    /// (identical chunks shared, runs merged: see `chunked.rs`); uncompressed builds only.
+    pub chunk_bits: Option<u32>,
     /// `--exclude-path`: entries left out, by exact path relative to the source root.
     pub exclude_paths: Vec<String>,
     /// `--exclude-regex`: entries left out whose relative path matches (POSIX ERE).
@@ -105,6 +109,7 @@ impl Default for Options {
             xattr_tolerance: 2,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             blob_blocks: None,
+            chunk_bits: None,
             exclude_paths: Vec::new(),
             exclude_regexes: Vec::new(),
         }
@@ -166,6 +171,17 @@ pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
             "pcluster size {} (it must be a multiple of {bs} up to 1 MiB)",
             opts.pcluster_bytes
         )));
+    }
+    if opts.chunk_bits.is_some_and(|b| b < bs.trailing_zeros()) {
+        return Err(Error::incompatible(format!(
+            "chunk size {} (it must be at least the block size, {bs})",
+            1u64 << opts.chunk_bits.unwrap_or(0)
+        )));
+    }
+    if opts.chunk_bits.is_some() && (opts.compression.is_some() || opts.blob_blocks.is_some()) {
+        return Err(Error::incompatible(
+            "--chunksize with -z or --tar=i (chunk-based files are stored uncompressed, in the image)",
+        ));
     }
     if opts.blob_blocks.is_some() && opts.compression.is_some() {
         return Err(Error::incompatible(

@@ -73,6 +73,9 @@ pub(super) fn write(cfg: &Cfg<'_>, out: &Out<'_>, mut block0: Vec<u8>, f: &Facts
         feat |= incompat::FRAGMENTS;
         sb.set_packed_nid(nid);
     }
+    if opts.chunk_bits.is_some() {
+        feat |= incompat::CHUNKED_FILE;
+    }
     if let Some(blocks) = opts.blob_blocks {
         // One extra device, the tar, after the superblock; its unified address is the
         // image's end (where it starts when it follows the image in one file).

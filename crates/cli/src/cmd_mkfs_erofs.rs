@@ -68,6 +68,10 @@ pub(crate) struct MkfsErofsArgs {
     /// IMAGE` (any reading command).
     #[arg(long, value_name = "f|i", num_args = 0..=1, require_equals = true, default_missing_value = "f")]
     tar: Option<String>,
+    /// Block size in bytes: 512, 1024, 2048 or 4096 (the default); below 4096 for
+    /// uncompressed images only. `--tar=i` images have 512-byte blocks whatever it says.
+    #[arg(short = 'b', value_name = "BYTES", default_value_t = 4096)]
+    block_size: u32,
     /// Store regular files as chunk-based inodes with chunks of this many bytes (a power
     /// of two, at least the block size): identical chunks are stored once, all-zero ones
     /// are holes, chunks that lie one after another are merged. Not with -z or --tar=i.
@@ -201,6 +205,7 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     o.all_root = a.all_root;
     o.force_uid = a.force_uid;
     o.force_gid = a.force_gid;
+    o.block_size = a.block_size;
     if let Some(c) = a.chunksize {
         if !c.is_power_of_two() {
             return Err(usage(format!("chunksize {c} must be a power of two")));

@@ -643,3 +643,44 @@ fn chunked_files_share_chunks() {
     assert_ne!(bad.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("power of two"));
 }
+
+/// `-b 512|1024|2048`: uncompressed images with blocks smaller than a page (directory
+/// blocks, inline tails and the superblock's checksum span follow the block size) read
+/// back as the source through the kernel and `usfs export` (fsck.erofs 1.5 reads 4 KiB
+/// blocks only); compression with them and blocks larger than a page are refused.
+#[test]
+fn small_block_sizes() {
+    let test = "mkfs-erofs-small-blocks";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = gen_tree(&s, 77);
+    for b in ["512", "1024", "2048"] {
+        let img = s.path(&format!("b{b}.img"));
+        usfs_mkfs(&img, &src, &["-b", b]);
+        let len = std::fs::metadata(&img).unwrap().len();
+        assert_eq!(len % b.parse::<u64>().unwrap(), 0);
+        check_image_as(&img, &src, vs_source(), &s, test, false);
+    }
+    for (args, says) in [
+        (
+            &["-b", "1024", "-zlz4"][..],
+            "compression with 1024-byte blocks",
+        ),
+        (&["-b", "8192"][..], "block size 8192"),
+    ] {
+        let o = Command::new(usfs())
+            .arg("mkfs.erofs")
+            .args(args)
+            .arg(s.path("bad.img"))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{args:?}"
+        );
+    }
+}

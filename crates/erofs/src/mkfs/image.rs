@@ -67,7 +67,7 @@ impl Cfg<'_> {
         };
         let bs = u64::from(match opts.blob_blocks {
             Some(_) => BLOB_BLOCK_SIZE,
-            None => BLOCK_SIZE,
+            None => opts.block_size,
         });
         let devt_slotoff = round_up(SUPER_OFFSET + 128 + compr_cfgs.len() as u64, 128) / 128;
         let devices = u64::from(opts.blob_blocks.is_some());

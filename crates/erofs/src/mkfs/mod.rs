@@ -82,6 +82,9 @@ pub struct Options {
     /// files must lie whole in it: [`usfs_source::Reader::contiguous_at`]). The image
     /// has 512-byte blocks then, as mkfs.erofs 1.9.3's.
     pub blob_blocks: Option<u64>,
+    /// `-b`: block size in bytes (512, 1024, 2048 or 4096; compressed images 4096 only;
+    /// `--tar=i` images always 512, as mkfs.erofs 1.9.3 forces).
+    pub block_size: u32,
     /// `--chunksize`: regular files are chunk-based with chunks of `1 << bits` bytes
     /// (identical chunks shared, runs merged: see `chunked.rs`); uncompressed builds only.
     pub chunk_bits: Option<u32>,
@@ -109,6 +112,7 @@ impl Default for Options {
             xattr_tolerance: 2,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             blob_blocks: None,
+            block_size: BLOCK_SIZE,
             chunk_bits: None,
             exclude_paths: Vec::new(),
             exclude_regexes: Vec::new(),
@@ -162,7 +166,17 @@ pub struct Scan<'s> {
 /// Separate from [`write`] so that a caller can prepare the device meanwhile (truncating
 /// an old image file frees its blocks, which takes a while).
 pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
-    let bs = BLOCK_SIZE;
+    let bs = opts.block_size;
+    if !(bs.is_power_of_two() && (512..=BLOCK_SIZE).contains(&bs)) {
+        return Err(Error::incompatible(format!(
+            "block size {bs} (512, 1024, 2048 or 4096: the kernel reads no blocks larger than a page)"
+        )));
+    }
+    if bs != BLOCK_SIZE && opts.compression.is_some() {
+        return Err(Error::incompatible(format!(
+            "compression with {bs}-byte blocks (only 4096 yet)"
+        )));
+    }
     if opts.pcluster_bytes < bs
         || !opts.pcluster_bytes.is_multiple_of(bs)
         || opts.pcluster_bytes > 1 << 20

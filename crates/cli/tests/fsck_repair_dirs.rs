@@ -189,3 +189,58 @@ fn an_overflowed_directory_link_count_is_set_exactly_on_repair_only() {
     assert_eq!(e2fsck_exit(&img, "-fn"), 0, "clean after usfs fsck -fy");
     assert!(debugfs(&img, "stat /big").contains("Links: 5"));
 }
+
+/// An extent-mapped directory whose extent starts past the block after the previous one
+/// (e2fsprogs' f_holedir2, f_holedir3): reported in pass 1 as e2fsck reports it ("block
+/// 5 should be at block 2"), and a repair moves the extent down before pass 2 reads the
+/// directory, so its htree index stays (e2fsck keeps it) and only its i_size follows,
+/// with e2fsck's lines; e2fsck finds the result clean. Skipped without the corpus.
+#[test]
+fn a_directory_hole_between_extents_is_collapsed_in_pass_1() {
+    let Some(dir) = e2fsprogs_corpus() else {
+        eprintln!("SKIP dir collapse: no e2fsprogs corpus");
+        return;
+    };
+    if !need_tool("dir collapse", "e2fsck") || !need_tool("dir collapse", "debugfs") {
+        return;
+    }
+    let s = Scratch::new("fsck-repair-dirs-collapse");
+    for (name, want) in [
+        (
+            "f_holedir3",
+            &[
+                "Directory inode 12 block 5 should be at block 2.  Fix? yes",
+                "Inode 12, i_size is 6144, should be 3072.  Fix? yes",
+            ][..],
+        ),
+        (
+            "f_holedir2",
+            &["Directory inode 13 block 2 should be at block 1.  Fix? yes"][..],
+        ),
+    ] {
+        let Some((_, _, bytes)) = e2fsprogs_images(&dir).find(|(n, _, _)| n == name) else {
+            continue;
+        };
+        let img = s.path(&format!("{name}.img"));
+        std::fs::write(&img, &bytes).unwrap();
+        let (code, text) = usfs_fsck(&img, &["-fn"]);
+        assert_eq!(code, Some(4), "{text}");
+        assert!(
+            text.contains(&want[0][..want[0].len() - 11]),
+            "{name}: {text}"
+        );
+        let flags = |img: &Path| debugfs(img, "stat <12>").contains("Flags: 0x81000");
+        let indexed = flags(&img);
+        let (code, text) = usfs_fsck(&img, &["-fy"]);
+        assert_eq!(code, Some(1), "{text}");
+        for w in want {
+            assert!(text.contains(w), "{name}: no {w:?} in:\n{text}");
+        }
+        assert_eq!(
+            e2fsck_exit(&img, "-fn"),
+            0,
+            "{name}: clean after usfs fsck -fy"
+        );
+        assert_eq!(flags(&img), indexed, "{name}: the index is kept");
+    }
+}

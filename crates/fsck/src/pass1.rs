@@ -322,6 +322,8 @@ struct Claim<'a> {
     run_end: u64,
     /// The data run being visited breaks bigalloc's rule (see [`misaligned`]).
     misaligned: bool,
+    /// The last logical block of a directory's previous extent.
+    dir_run_end: Option<u64>,
     /// The inode.
     ino: u32,
     /// Problems found while claiming (misaligned clusters), reported after the walk.
@@ -352,6 +354,23 @@ impl Visit for Claim<'_> {
 
     fn data_run(&mut self, lblk: u64, pblk: u64, len: u64) {
         let shift = self.ctx.geo.cluster_shift;
+        if self.dir.is_some() && !self.indirect {
+            // An extent past the block after the one before (e2fsck's
+            // PR_1_COLLAPSE_DBLOCK; with bigalloc at the same offset in its cluster).
+            let mut next = self.dir_run_end.map_or(0, |l| l + 1);
+            if shift > 0 {
+                let mask = (1u64 << shift) - 1;
+                next = ((next + mask) & !mask) | (pblk & mask);
+            }
+            if lblk > next {
+                self.report.push(
+                    Problem::new(Code::DirCollapse, "")
+                        .with_ino(self.ino)
+                        .values(lblk, next),
+                );
+            }
+            self.dir_run_end = Some(lblk + len.max(1) - 1);
+        }
         self.misaligned = misaligned(shift, (self.previous, self.run_end), pblk, lblk);
         self.run_end = lblk + len.max(1) - 1;
     }
@@ -505,6 +524,7 @@ fn check_inode_blocks(ctx: &Ctx, w: &mut Worker, ino: u32, ft: FileType) {
         previous: 0,
         run_end: u64::MAX,
         misaligned: false,
+        dir_run_end: None,
         ino,
         report: Vec::new(),
         fragmented: false,

@@ -310,6 +310,11 @@ problems! {
     ExtentChecksum = 0x01_0008, P1, Error, RecomputeChecksum, "Inode {} extent block passes checks, but checksum does not match extent";
     /// A block pointer of a block-mapped inode is invalid.
     IllegalBlock = 0x01_0009, P1, Error, ClearEntry, "Inode {} has illegal block(s)";
+    /// An extent-mapped directory whose extent starts past the block after the one
+    /// before it (found: its logical block, expected: where it should be): e2fsck's
+    /// PR_1_COLLAPSE_DBLOCK, which moves it down in pass 1 so that pass 2 reads no hole.
+    /// The fix collapses every gap of the directory's map.
+    DirCollapse = 0x01_0072, P1, Error, Rebuild, "Directory inode {}";
     /// A data block on bigalloc that breaks the cluster rule (a logical cluster maps to
     /// one physical cluster, at the same offsets: e2fsck's PR_1_MISALIGNED_CLUSTER);
     /// claimed twice, so that pass 1B settles it (reported in the walk's order, before the
@@ -765,6 +770,10 @@ impl Problem {
             Code::BadRefCount => {
                 let (f, e) = values()?;
                 format!("{ino} ref count is {f}, should be {e}")
+            }
+            Code::DirCollapse => {
+                let (f, e) = values()?;
+                format!("{ino} block {f} should be at block {e}")
             }
             Code::DirOverflowRefCount => {
                 let (_, e) = values()?;

@@ -63,6 +63,7 @@ pub(super) fn apply(v: &mut Volume, p: &Problem, give_up: &HashSet<u32>) -> Resu
         // e2fsck's clear of an inode it cannot use: no links, deleted now (its blocks
         // and bitmap bit are free in what the check found; entries naming it go in the
         // next round).
+        Code::DirCollapse => v.collapse_dir_holes(ino),
         Code::DirHole => v.fix_dir_hole(ino, p.found().ok_or(Error::Invalid)?, needs_value()?),
         // e2fsck's check_is_really_dir: the file type bits become a directory's.
         Code::TreatAsDirectory => {

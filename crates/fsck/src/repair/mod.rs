@@ -157,6 +157,7 @@ fn fix_of(code: Code) -> Option<bool> {
         QuotaUsage => true,
         TreatAsDirectory | FastSymlinkExtents | SpecialFlags | SpecialImmutable | BadSpecial
         | BadSymlink | DirBadFileType => false,
+        DirCollapse => false,
         IllegalBlock | ExtentBad | ExtentOrder | ExtentHeader | DirHole | DirBadDot
         | DirBadDotDot | HtreeBad => false,
         _ => return None,
@@ -570,9 +571,21 @@ fn restart_first(report: &mut Report, allowed: impl Fn(&Problem) -> bool) {
         return;
     }
     // Blocks claimed twice are cloned (with pass 1's fixes) before anything reads them
-    // as one inode's, as e2fsck's pass 1B-1D runs before pass 2.
-    if ps.iter().any(|p| p.code == Code::MultiplyClaimed) {
-        ps.retain(|p| p.code.def().pass <= Pass::P1B);
+    // as one inode's, as e2fsck's pass 1B-1D runs before pass 2; a directory's holes are
+    // collapsed before pass 2 reads its blocks, as e2fsck's pass 1 moves them down.
+    if ps
+        .iter()
+        .any(|p| matches!(p.code, Code::MultiplyClaimed | Code::DirCollapse))
+    {
+        // (A collapsed directory's i_size is judged on its new map, next round.)
+        let collapsed: Vec<u32> = (ps.iter())
+            .filter(|p| p.code == Code::DirCollapse)
+            .filter_map(|p| p.ino())
+            .collect();
+        ps.retain(|p| {
+            p.code.def().pass <= Pass::P1B
+                && !(p.code == Code::BadISize && p.ino().is_some_and(|i| collapsed.contains(&i)))
+        });
         return;
     }
     let first = |p: &Problem| {

@@ -16,9 +16,16 @@ pub(crate) struct MkfsErofsArgs {
     /// Compression (default: none): `lz4`; `lz4hc[,LEVEL]` (1-12, default 9);
     /// `lzma[,LEVEL]` (MicroLZMA: 0-9, or 100-109 for the extreme presets; default 6);
     /// `deflate[,LEVEL]` (libdeflate's 0-12, default 1); `zstd[,LEVEL]` (0-22, default 3).
-    /// `ALG,level=LEVEL` works too; `dictsize=` is not taken yet.
-    #[arg(short = 'z', value_name = "ALG[,LEVEL]")]
+    /// `ALG,level=LEVEL` works too; `dictsize=` is not taken yet. Several algorithms,
+    /// `-z lz4hc:lzma,9`, for --compress-hints (the first is every other file's).
+    #[arg(short = 'z', value_name = "ALG[,LEVEL][:ALG...]")]
     compress: Option<String>,
+    /// A compression hints file, as mkfs.erofs's: lines `PCLUSTER_BYTES [ALG_INDEX]
+    /// REGEX`; a file whose path (relative to SOURCE) matches a line's POSIX extended
+    /// expression (the first that does) takes its pcluster size (0: not compressed) and
+    /// the ALG_INDEX-th `-z` algorithm (default the first); `#` starts a comment.
+    #[arg(long = "compress-hints", value_name = "FILE")]
+    compress_hints: Option<PathBuf>,
     /// Largest physical cluster in bytes (multiple of 4096; more than 4096 = big pclusters).
     #[arg(short = 'C', value_name = "BYTES", default_value_t = 4096)]
     pcluster: u32,
@@ -123,6 +130,39 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     Some(u)
 }
 
+/// Parses a compression hints file as mkfs.erofs 1.9.3 reads one: per line a pcluster
+/// size, an optional algorithm index, then the expression (the rest of the line);
+/// blank lines and lines starting with `#` are skipped.
+fn parse_hints(text: &str) -> Result<Vec<mkfs::CompressHint>, String> {
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut f = line.splitn(2, [' ', '\t']);
+        let size = f.next().unwrap_or("").trim();
+        let rest = f.next().unwrap_or("").trim_start_matches([' ', '\t']);
+        let pcluster_bytes = size
+            .parse()
+            .map_err(|_| format!("line {}: pcluster size {size:?}", k + 1))?;
+        let mut g = rest.splitn(2, [' ', '\t']);
+        let first = g.next().unwrap_or("");
+        let (alg, pattern) = match g.next() {
+            Some(p) => (first.parse().unwrap_or(0), p),
+            None => (0, first),
+        };
+        if pattern.is_empty() {
+            return Err(format!("line {}: no expression", k + 1));
+        }
+        out.push(mkfs::CompressHint {
+            pcluster_bytes,
+            alg,
+            pattern: pattern.to_string(),
+        });
+    }
+    Ok(out)
+}
+
 /// Parses `-z ALG[,LEVEL|,level=LEVEL]` as mkfs.erofs 1.9.3 spells it.
 fn parse_compressor(z: &str) -> Result<Algorithm, String> {
     let mut parts = z.split(',');
@@ -177,7 +217,17 @@ pub(crate) fn run(a: &MkfsErofsArgs) -> CliResult {
     let usage = |m: String| CliError(format!("mkfs.erofs: {m}"));
     let mut o = Options::default();
     if let Some(z) = &a.compress {
-        o.compression = Some(parse_compressor(z).map_err(usage)?);
+        let mut algs = z.split(':').map(parse_compressor);
+        o.compression = algs.next().transpose().map_err(usage)?;
+        o.extra_algorithms = algs.collect::<Result<_, _>>().map_err(usage)?;
+    }
+    if let Some(f) = &a.compress_hints {
+        if a.compress.is_none() {
+            return Err(usage("--compress-hints needs -z".into()));
+        }
+        let text = std::fs::read_to_string(f).map_err(|e| CliError::at(f.display(), e))?;
+        o.compress_hints =
+            parse_hints(&text).map_err(|m| usage(format!("{}: {m}", f.display())))?;
     }
     o.pcluster_bytes = a.pcluster;
     for e in a.extended.iter().flat_map(|s| s.split(',')) {

@@ -404,3 +404,79 @@ fn compressor_options() {
         assert!(err.contains("mkfs.erofs: "), "{bad}: {err}");
     }
 }
+
+/// `-z lz4hc:lzma --compress-hints`: the first rule a file's relative path matches
+/// gives its pcluster size and algorithm (`text/`: MicroLZMA with 64 KiB pclusters),
+/// size 0 leaves it uncompressed (`big.log`), the rest take `-C` and the first
+/// algorithm. The kernel and usfs read the source back, dump.erofs 1.5 sees each
+/// file's layout, and the image differs from one built without the hints.
+#[test]
+fn compression_hints_choose_the_algorithm_per_file() {
+    let test = "codecs-hints";
+    if !need_root(test) {
+        return;
+    }
+    let s = Scratch::new(test);
+    let src = make_tree(&s);
+    let hints = s.path("hints");
+    std::fs::write(
+        &hints,
+        "# pcluster [algorithm] expression\n65536 1 ^text/\n0 ^big\\.log$\n",
+    )
+    .unwrap();
+    let build = |img: &Path, extra: &[&str]| {
+        run_ok(
+            Command::new(usfs())
+                .args(["mkfs.erofs", "--quiet", "-zlz4hc:lzma"])
+                .args(extra)
+                .arg(img)
+                .arg(&src),
+        );
+    };
+    let img = s.path("hinted");
+    build(&img, &[&format!("--compress-hints={}", hints.display())]);
+    {
+        let m = ErofsMount::new(&img, &s.path("mnt"));
+        if let Err(d) = compare(&src, &m.dir, &vs_source()) {
+            panic!("{test}: kernel mount differs from the source: {d}");
+        }
+    }
+    usfs_reads_source(&img, &src, &vs_source(), &s, test);
+    usfs_fsck_clean(&img, test);
+    let layout = |path: &str| {
+        let o = Command::new("dump.erofs")
+            .arg(format!("--path={path}"))
+            .arg(&img)
+            .output()
+            .unwrap();
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        t.split("Layout: ").nth(1).and_then(|r| r.chars().next())
+    };
+    if need_tool(test, "dump.erofs") {
+        // (0/2: flat; 1/3: compressed.)
+        assert!(
+            matches!(layout("/big.log"), Some('0' | '2')),
+            "big.log stays plain"
+        );
+        assert!(matches!(layout("/text/t9.txt"), Some('1' | '3')));
+        assert!(matches!(layout("/mixed"), Some('1' | '3')));
+    }
+    let plain = s.path("plain");
+    build(&plain, &[]);
+    assert_ne!(
+        std::fs::read(&img).unwrap(),
+        std::fs::read(&plain).unwrap(),
+        "the hints changed nothing"
+    );
+    let bad = s.path("bad-hints");
+    std::fs::write(&bad, "65536 5 x\n").unwrap();
+    let o = Command::new(usfs())
+        .args(["mkfs.erofs", "-zlz4hc"])
+        .arg(format!("--compress-hints={}", bad.display()))
+        .arg(s.path("bad.img"))
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("algorithm 5"));
+}

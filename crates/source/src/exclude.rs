@@ -44,8 +44,10 @@ impl Exclude {
     }
 }
 
-/// A compiled POSIX extended regular expression (regcomp with REG_EXTENDED|REG_NOSUB).
-struct PosixRegex {
+/// A compiled POSIX extended regular expression (regcomp with REG_EXTENDED|REG_NOSUB),
+/// matched against a path relative to the source root (mkfs.erofs's exclusion and
+/// compression hints).
+pub struct PosixRegex {
     re: Box<libc::regex_t>,
 }
 
@@ -56,7 +58,8 @@ unsafe impl Send for PosixRegex {}
 unsafe impl Sync for PosixRegex {}
 
 impl PosixRegex {
-    fn new(pattern: &str) -> Result<PosixRegex> {
+    /// Compiles `pattern`; an invalid one is an error naming it.
+    pub fn new(pattern: &str) -> Result<PosixRegex> {
         let invalid =
             |m: String| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
         let c =
@@ -81,7 +84,8 @@ impl PosixRegex {
         Ok(PosixRegex { re })
     }
 
-    fn is_match(&self, s: &[u8]) -> bool {
+    /// Does `s` match?
+    pub fn is_match(&self, s: &[u8]) -> bool {
         let Ok(c) = CString::new(s) else {
             return false;
         };

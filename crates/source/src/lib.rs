@@ -27,7 +27,7 @@ mod tree;
 pub mod xattr;
 
 pub use entry::{DirScan, FileData, Kind, Meta, Node, Runs, Xattrs};
-pub use exclude::Exclude;
+pub use exclude::{Exclude, PosixRegex};
 pub use hold::{Held, Hold};
 pub use host::sys::read_full;
 pub use host::HostDir;

@@ -70,13 +70,18 @@ impl Written {
     }
 }
 
-/// Cuts every non-empty regular file into jobs.
-pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree<'_>, inos: &[Ino]) -> Plan {
+/// Cuts every non-empty regular file into jobs; gives each its compression settings
+/// (`--compress-hints` may take a file's pcluster size and algorithm, or leave it plain).
+pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree<'_>, inos: &[Ino]) -> Result<Plan> {
+    let hints = super::hints::Hints::new(cfg.opts, tree)?;
     let params: Vec<Option<ZParams>> = (0..tree.nodes.len())
         .map(|i| {
-            cfg.opts
-                .compression
-                .map(|_| zinode::zparams(cfg, &inos[i], tree.nodes[i].size))
+            cfg.opts.compression?;
+            let (pcluster, alg) = hints.of(i, cfg.opts)?;
+            let mut p = zinode::zparams(cfg, &inos[i], tree.nodes[i].size);
+            p.pcluster = pcluster as usize;
+            p.alg = alg;
+            Some(p)
         })
         .collect();
     let jobs: Vec<Job> = (0..tree.nodes.len())
@@ -91,7 +96,7 @@ pub(super) fn plan(cfg: &Cfg<'_>, tree: &Tree<'_>, inos: &[Ino]) -> Plan {
             })
         })
         .collect();
-    Plan { params, jobs }
+    Ok(Plan { params, jobs })
 }
 
 /// Reads, compresses and writes every file's data; sets each file inode's [`Data`].
@@ -122,12 +127,10 @@ pub(super) fn write(
         4 * zfile::SEGMENT,
         |b| b.1,
         || {
-            (
-                cfg.opts
-                    .compression
-                    .map(|a| Compressor::new(a, cfg.opts.pcluster_bytes)),
-                tree.reader(),
-            )
+            let max = cfg.opts.max_pcluster_bytes();
+            let algs = cfg.opts.algorithms();
+            let cs: Vec<Compressor> = algs.into_iter().map(|a| Compressor::new(a, max)).collect();
+            (cs, tree.reader())
         },
         |(c, r), b| {
             b.0.clone()
@@ -161,7 +164,7 @@ fn batch_jobs(jobs: &[Job]) -> Vec<(Range<usize>, u64)> {
 
 /// A worker's part of a job: reads the range and compresses it.
 fn read_job(
-    c: &mut Option<Compressor>,
+    c: &mut [Compressor],
     r: &mut dyn Reader,
     tree: &Tree<'_>,
     plan: &Plan,
@@ -173,9 +176,9 @@ fn read_job(
         return Err(changed_size(tree, *i));
     }
     let buf = read_range(r, tree, *i, range)?;
-    match (c, &plan.params[*i]) {
-        (Some(c), Some(p)) => {
-            let z = zfile::compress_part(c, &buf, range.start, n.size, *last, p);
+    match &plan.params[*i] {
+        Some(p) => {
+            let z = zfile::compress_part(&mut c[p.alg], &buf, range.start, n.size, *last, p);
             Ok((single.then_some(buf), Some(z)))
         }
         _ => Ok((Some(buf), None)),

@@ -53,17 +53,26 @@ impl Cfg<'_> {
         } else {
             now_nsec()
         };
-        let big = opts.pcluster_bytes > BLOCK_SIZE;
-        let algs = opts.compression.map_or(0, |a| 1u16 << a.id());
-        let compr_cfgs = match opts.compression {
-            Some(a) if big || a.id() != ALG_LZ4 => compr_cfgs::build_records(
+        let max_pcluster = opts.max_pcluster_bytes();
+        let big = max_pcluster > BLOCK_SIZE;
+        let all = opts.algorithms();
+        let algs = all.iter().fold(0u16, |m, a| m | 1u16 << a.id());
+        // (The dictionary of each algorithm that has one, for the largest pcluster.)
+        let dict = |id: u8| {
+            all.iter()
+                .find(|a| a.id() == id)
+                .map_or(0, |a| a.dict_size(max_pcluster))
+        };
+        let compr_cfgs = if big || algs & !(1u16 << ALG_LZ4) != 0 {
+            compr_cfgs::build_records(
                 algs,
-                (opts.pcluster_bytes / BLOCK_SIZE) as u16,
-                a.dict_size(opts.pcluster_bytes),
+                (max_pcluster / BLOCK_SIZE) as u16,
+                dict(crate::compress::ALG_LZMA),
                 DEFLATE_WINDOW_BITS,
-                a.dict_size(opts.pcluster_bytes),
-            ),
-            _ => Vec::new(),
+                dict(crate::compress::ALG_ZSTD),
+            )
+        } else {
+            Vec::new()
         };
         let bs = u64::from(match opts.blob_blocks {
             Some(_) => BLOB_BLOCK_SIZE,
@@ -119,7 +128,7 @@ pub(super) fn write_image(
         timer.phase("xattrs");
         chunked::write(&cfg, &tree, &mut out, &mut inos, bits)?
     } else {
-        let plan = data::plan(&cfg, &tree, &inos);
+        let plan = data::plan(&cfg, &tree, &inos)?;
         timer.phase("xattrs, jobs");
         data::write(&cfg, &tree, &mut out, &mut inos, &plan)?
     };

@@ -22,6 +22,7 @@ mod data;
 mod dedupe;
 mod dir;
 mod gaps;
+mod hints;
 mod image;
 mod inode;
 mod out;
@@ -88,6 +89,13 @@ pub struct Options {
     /// `--chunksize`: regular files are chunk-based with chunks of `1 << bits` bytes
     /// (identical chunks shared, runs merged: see `chunked.rs`); uncompressed builds only.
     pub chunk_bits: Option<u32>,
+    /// `-z A:B...`: the algorithms after the first (`compression`), which compression
+    /// hints name by their place in the list (0 is `compression`).
+    pub extra_algorithms: Vec<Algorithm>,
+    /// `--compress-hints`: per file, the first hint whose expression matches its path
+    /// (relative to the source root) gives its pcluster size (0: not compressed) and
+    /// algorithm; files no hint matches take `-C` and the first algorithm.
+    pub compress_hints: Vec<CompressHint>,
     /// `--exclude-path`: entries left out, by exact path relative to the source root.
     pub exclude_paths: Vec<String>,
     /// `--exclude-regex`: entries left out whose relative path matches (POSIX ERE).
@@ -114,9 +122,40 @@ impl Default for Options {
             blob_blocks: None,
             block_size: BLOCK_SIZE,
             chunk_bits: None,
+            extra_algorithms: Vec::new(),
+            compress_hints: Vec::new(),
             exclude_paths: Vec::new(),
             exclude_regexes: Vec::new(),
         }
+    }
+}
+
+/// One line of a compression hints file (mkfs.erofs's `--compress-hints`).
+#[derive(Clone, Debug)]
+pub struct CompressHint {
+    /// Largest pcluster in bytes (a multiple of the block size; 0: not compressed).
+    pub pcluster_bytes: u32,
+    /// The algorithm's place in the `-z` list.
+    pub alg: usize,
+    /// The POSIX extended regular expression.
+    pub pattern: String,
+}
+
+impl Options {
+    /// The `-z` algorithms in order (none without compression).
+    pub fn algorithms(&self) -> Vec<Algorithm> {
+        self.compression
+            .into_iter()
+            .chain(self.extra_algorithms.iter().copied())
+            .collect()
+    }
+
+    /// The largest pcluster any file may take: `-C`, or a larger hint's.
+    pub fn max_pcluster_bytes(&self) -> u32 {
+        self.compress_hints
+            .iter()
+            .map(|h| h.pcluster_bytes)
+            .fold(self.pcluster_bytes, u32::max)
     }
 }
 
@@ -202,10 +241,27 @@ pub fn scan<'s>(source: &'s dyn Source, opts: &Options) -> Result<Scan<'s>> {
             "compression with --tar=i (the data stays in the tar, uncompressed)",
         ));
     }
+    for h in &opts.compress_hints {
+        if h.pcluster_bytes % bs != 0 || h.pcluster_bytes > 1 << 20 {
+            return Err(Error::incompatible(format!(
+                "compression hint {}: pcluster size {} (a multiple of {bs} up to 1 MiB)",
+                h.pattern, h.pcluster_bytes
+            )));
+        }
+        if h.alg >= opts.algorithms().len() {
+            return Err(Error::incompatible(format!(
+                "compression hint {}: algorithm {} (-z names {})",
+                h.pattern,
+                h.alg,
+                opts.algorithms().len()
+            )));
+        }
+    }
     if opts.legacy_compress
         && opts
-            .compression
-            .is_some_and(|a| a.id() != crate::compress::ALG_LZ4)
+            .algorithms()
+            .iter()
+            .any(|a| a.id() != crate::compress::ALG_LZ4)
     {
         return Err(Error::incompatible(
             "-E legacy-compress with an algorithm other than LZ4 (the others need zero padding)",

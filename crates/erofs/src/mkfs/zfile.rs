@@ -19,6 +19,8 @@ pub(super) struct ZParams {
     pub inline_room: usize,
     /// Send the tail (or the whole file, when small) to the packed inode.
     pub fragments: bool,
+    /// The algorithm's place in the `-z` list (the worker's compressor).
+    pub alg: usize,
 }
 
 /// One extent of the file.

@@ -34,6 +34,7 @@ pub(super) fn zparams(cfg: &Cfg<'_>, ino: &Ino, size: u64) -> ZParams {
         zero_padding: cfg.zero_padding,
         inline_room,
         fragments: opts.fragments,
+        alg: 0,
     }
 }
 

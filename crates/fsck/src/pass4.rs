@@ -101,8 +101,8 @@ pub(crate) fn run(
             refs.min(u16::MAX as u32 - 1) as u16
         };
         if counted != links {
-            let code = if ft == FileType::Directory && links == 1 && counted > 1 && indexed(fs, ino)
-            {
+            let indexed = shared.indexed_dirs.get(ino as u64);
+            let code = if ft == FileType::Directory && links == 1 && counted > 1 && indexed {
                 Code::DirOverflowRefCount
             } else {
                 Code::BadRefCount
@@ -114,13 +114,6 @@ pub(crate) fn run(
             );
         }
     }
-}
-
-/// Does directory `ino` carry the htree flag (read again: pass 4 keeps no flags)?
-fn indexed(fs: &Ext4, ino: u32) -> bool {
-    const INDEX_FL: u32 = 0x1000;
-    fs.read_inode_raw(ino)
-        .is_ok_and(|r| r.i_flags() & INDEX_FL != 0)
 }
 
 /// Is `raw` a file or directory with no blocks and no in-inode extended attributes

@@ -50,7 +50,7 @@ pub(super) fn map(tree: &Tree<'_>, inos: &mut [Ino]) -> Result<Written> {
 
 /// The chunk format's size bits for one chunk of `size` bytes: log2 of the size rounded
 /// up to a power of two, less the block bits (at least 0, at most the field's largest).
-fn chunk_bits(size: u64, blkbits: u32) -> u16 {
+pub(super) fn chunk_bits(size: u64, blkbits: u32) -> u16 {
     let bits = (64 - (size - 1).leading_zeros()).max(blkbits);
     ((bits - blkbits) as u16).min(CHUNK_BLKBITS_MASK)
 }

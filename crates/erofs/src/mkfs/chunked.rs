@@ -81,9 +81,11 @@ impl Chunks {
     fn put(&mut self, out: &mut Out<'_>, chunk: &[u8]) -> Result<u32> {
         let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(chunk);
         let len = chunk.len() as u64;
-        let mut old = vec![0u8; chunk.len()];
+        // (The buffer for reading a candidate back exists only when there is one.)
+        let mut old = Vec::new();
         for &(at, l) in self.by_hash.get(&h).into_iter().flatten() {
             if l == len {
+                old.resize(chunk.len(), 0);
                 out.dev.read_at(&mut old, u64::from(at) * out.bs)?;
                 if old == chunk {
                     return Ok(at);
@@ -102,7 +104,7 @@ impl Chunks {
 fn table(chunks: Vec<Chunk>, bits: u32, size: u64, blkbits: u32) -> (u32, Vec<u8>) {
     let max_bits = blkbits + u32::from(CHUNK_BLKBITS_MASK);
     if chunks.iter().all(|c| c.0.is_none()) {
-        let whole = (64 - (size - 1).leading_zeros()).clamp(blkbits, max_bits);
+        let whole = blkbits + u32::from(super::blob::chunk_bits(size, blkbits));
         return (whole, NULL_ADDR.to_le_bytes().to_vec());
     }
     let new_bits = (ilog2(min_run_blocks(&chunks, size, blkbits)) + blkbits).min(max_bits);

@@ -9,6 +9,9 @@
 //! usfs itself runs without the library, the shell with it finds and runs the program.
 //! A CMD on the host that is statically linked gets a warning: no preload library reaches
 //! it, so it sees the host's files under the prefixes.
+//!
+//! With `--rw` the images are changed: usfs becomes each image's owner (cmd_run_rw) and
+//! runs CMD as a child instead of exec'ing it.
 
 use crate::image::{CliError, CliResult};
 use std::os::unix::process::CommandExt;
@@ -21,6 +24,15 @@ pub(crate) struct RunArgs {
     /// Show IMAGE at host path PREFIX (repeatable; prefixes must not nest).
     #[arg(long = "mount", short = 'm', value_name = "PREFIX=IMAGE")]
     mounts: Vec<String>,
+    /// Let CMD change the images (ext4 only): usfs holds each image as its one writer
+    /// and serves CMD's changes; the images are committed and closed when CMD and every
+    /// process it started have exited. The exit status is CMD's.
+    #[arg(long)]
+    pub(crate) rw: bool,
+    /// Durability of --rw: posix (data and metadata are durable at fsync, sync and the
+    /// end of the run) or sync (every change is durable when its call returns).
+    #[arg(long, value_enum, default_value = "posix", requires = "rw")]
+    pub(crate) mode: crate::cmd_run_rw::Mode,
     /// The command and its arguments. The command may itself be stored in an image (a path
     /// under a prefix, or a name found through a PATH directory under one).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -64,7 +76,11 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
         let spec = MountSpec::parse(&format!("{}={}", absolute(prefix)?, image.display()))
             .map_err(|e| CliError(format!("run: {e}")))?;
         // Open it once now so that a bad image is reported up front; the program still
-        // runs and sees EIO under the prefix.
+        // runs and sees EIO under the prefix. (--rw opens it for writing below instead.)
+        if args.rw {
+            specs.push(spec);
+            continue;
+        }
         if let Err(e) = usfs_vfs::open_image(&spec.image) {
             eprintln!(
                 "usfs: warning: {}: {e}: paths under {} will fail with EIO",
@@ -86,6 +102,11 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
         }
         _ => lib.into_os_string(),
     };
+    let owners = if args.rw {
+        Some(crate::cmd_run_rw::Owners::start(&mut specs, args.mode)?)
+    } else {
+        None
+    };
     let in_mount = may_be_in_mount(&args.cmd[0], &table)?;
     if !in_mount {
         if let Some(prog) = host_program(&args.cmd[0]).filter(|p| statically_linked(p)) {
@@ -105,10 +126,13 @@ pub(crate) fn run(args: &RunArgs) -> CliResult {
         c.args(&args.cmd[1..]);
         c
     };
-    let err = cmd
-        .env("LD_PRELOAD", preload)
-        .env(MountTable::ENV, MountTable::env_value(&specs))
-        .exec();
+    cmd.env("LD_PRELOAD", preload)
+        .env(MountTable::ENV, MountTable::env_value(&specs));
+    if let Some(owners) = owners {
+        cmd.env(MountTable::OWNERS_ENV, MountTable::owners_value(&specs));
+        return owners.run(cmd, &args.cmd[0].to_string_lossy());
+    }
+    let err = cmd.exec();
     Err(CliError::at(args.cmd[0].to_string_lossy(), err))
 }
 

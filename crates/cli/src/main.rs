@@ -9,6 +9,7 @@ mod cmd_mkfs_erofs;
 mod cmd_mkfs_ext4;
 mod cmd_mount;
 mod cmd_run;
+mod cmd_run_rw;
 mod cmd_stat;
 mod cmd_undo;
 mod display;

@@ -148,6 +148,30 @@ impl Error {
             Error::Io(e) => e.raw_os_error().unwrap_or_else(|| kind_errno(e.kind())),
         }
     }
+
+    /// The error an errno stands for: the inverse of [`Error::errno`] (a process that got
+    /// an errno over a channel rebuilds the error). `detail` is the message of errors
+    /// that carry one (EBUSY, EOPNOTSUPP); any other errno is an I/O error carrying it.
+    pub fn from_errno(errno: i32, detail: &str) -> Error {
+        match errno {
+            libc::ENOENT => Error::NotFound,
+            libc::ENOTDIR => Error::NotDir,
+            libc::EISDIR => Error::IsDir,
+            libc::EINVAL => Error::Invalid,
+            libc::ENODATA => Error::NoData,
+            libc::EROFS => Error::ReadOnly,
+            libc::ELOOP => Error::Loop,
+            libc::ENAMETOOLONG => Error::NameTooLong,
+            libc::EACCES => Error::Access,
+            libc::EEXIST => Error::Exists,
+            libc::ENOTEMPTY => Error::NotEmpty,
+            libc::EMLINK => Error::TooManyLinks,
+            libc::EPERM => Error::NotPermitted,
+            libc::EBUSY => Error::Busy(detail.to_string()),
+            libc::EOPNOTSUPP => Error::Incompatible(detail.to_string()),
+            e => Error::Io(std::io::Error::from_raw_os_error(e)),
+        }
+    }
 }
 
 /// Damage found in an image: which structure, where (inode, block, byte offset, as far as
@@ -269,6 +293,26 @@ fn kind_errno(kind: std::io::ErrorKind) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errnos_map_back_to_the_errors_that_give_them() {
+        for e in [
+            libc::ENOENT,
+            libc::EEXIST,
+            libc::ENOTEMPTY,
+            libc::EBUSY,
+            libc::ENOSPC,
+            libc::EXDEV,
+            libc::EOPNOTSUPP,
+            libc::EIO,
+        ] {
+            assert_eq!(Error::from_errno(e, "m").errno(), e);
+        }
+        assert!(matches!(
+            Error::from_errno(libc::ENOENT, ""),
+            Error::NotFound
+        ));
+    }
 
     #[test]
     fn io_errors_without_an_errno_map_by_kind() {

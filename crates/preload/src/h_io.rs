@@ -1,8 +1,8 @@
 //! Data calls on descriptors: the read family (by memcpy from the image mapping through
 //! usfs_vfs::read_file), lseek, mmap of virtual descriptors (a private copy), sendfile
 //! and splice into a pipe (emulated: written to the destination straight from the image
-//! mapping), copy_file_range (the kernel's EXDEV/EINVAL), the terminal queries (ENOTTY),
-//! and the calls that would change a file (EBADF: virtual descriptors are read-only).
+//! mapping), copy_file_range (the kernel's EXDEV/EINVAL) and the terminal queries
+//! (ENOTTY). The calls that change a file through a descriptor are in h_write.
 
 use crate::state::{state, State};
 use crate::sys::{call_real, hooked, ret, set_errno};
@@ -200,48 +200,11 @@ macro_rules! fixed_fd_hooks {
     )*};
 }
 
-// Calls that write or change a file: EBADF on a virtual descriptor (it is open for
-// reading only; mounts are read-only).
+// Calls that are harmless no-ops on an image: 0. (The writing calls are in h_write.)
 fixed_fd_hooks! {
-    "Refused on virtual descriptors (read-only); passed to libc otherwise.",
-    ret(Err(libc::EBADF));
-    write(buf: *const c_void, n: size_t) -> ssize_t;
-    pwrite(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
-    pwrite64(buf: *const c_void, n: size_t, off: off_t) -> ssize_t;
-    writev(iov: *const iovec, cnt: c_int) -> ssize_t;
-    pwritev(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
-    pwritev64(iov: *const iovec, cnt: c_int, off: off_t) -> ssize_t;
-    fallocate(mode: c_int, off: off_t, len: off_t) -> c_int;
-    fallocate64(mode: c_int, off: off_t, len: off_t) -> c_int;
-}
-
-// ftruncate on a descriptor not open for writing: EINVAL, as the kernel says.
-fixed_fd_hooks! {
-    "ftruncate(2): EINVAL on virtual descriptors (open for reading only).",
-    ret(Err(libc::EINVAL));
-    ftruncate(len: off_t) -> c_int;
-    ftruncate64(len: off_t) -> c_int;
-}
-
-// Calls that change attributes through a descriptor: EROFS on virtual descriptors.
-fixed_fd_hooks! {
-    "Refused on virtual descriptors (read-only file system).",
-    ret(Err(libc::EROFS));
-    fchmod(mode: libc::mode_t) -> c_int;
-    fchown(uid: libc::uid_t, gid: libc::gid_t) -> c_int;
-    futimens(times: *const libc::timespec) -> c_int;
-    fsetxattr(name: *const libc::c_char, value: *const c_void, size: size_t, flags: c_int) -> c_int;
-    fremovexattr(name: *const libc::c_char) -> c_int;
-}
-
-// Calls that are harmless no-ops on a read-only file: 0.
-fixed_fd_hooks! {
-    "A no-op on virtual descriptors (nothing to sync, advise or lock on a read-only \
-     image); passed to libc otherwise.",
+    "A no-op on virtual descriptors (nothing to advise or lock: one owner serialises \
+     every change); passed to libc otherwise.",
     0;
-    fsync() -> c_int;
-    fdatasync() -> c_int;
-    syncfs() -> c_int;
     flock(op: c_int) -> c_int;
     posix_fadvise(off: off_t, len: off_t, advice: c_int) -> c_int;
     posix_fadvise64(off: off_t, len: off_t, advice: c_int) -> c_int;
@@ -427,7 +390,7 @@ fn mmap_virtual(
     if p == libc::MAP_FAILED {
         return p;
     }
-    let size = f.node.meta.size;
+    let size = f.node.attrs().map_or(0, |m| m.size);
     let want = (size.saturating_sub(off as u64)).min(len as u64) as usize;
     if want > 0 {
         if let Err(e) = usfs_vfs::read_file(&*f.node.fs, f.ino(), off as u64, slice(p, want)) {
@@ -484,7 +447,10 @@ pub(crate) fn copy_out(
         },
     };
     let len = len.min(1 << 20);
-    let size = f.node.meta.size;
+    let size = match f.node.attrs() {
+        Ok(m) => m.size,
+        Err(e) => return ret(Err(e)),
+    };
     let len = (size.saturating_sub(start)).min(len as u64) as usize;
     if len == 0 {
         return 0;

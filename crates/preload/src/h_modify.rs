@@ -17,11 +17,13 @@
 //! `..` (the kernel's working directory is not the virtual one). glibc's mkstemp family
 //! creates its file with an internal open we cannot see, so those are hooked here too.
 
+use crate::apply::{self, Op, Place};
 use crate::state::{empty_path_target, is_empty, State, Target};
 use crate::sys::{call_real, hooked, ret};
 use libc::{c_char, c_int, c_uint, c_void, size_t};
 use std::ffi::{CStr, CString};
-use usfs_fs::FileType;
+use usfs_fs::{FileType, Timestamp};
+use usfs_vfs::change::TimeSet;
 use usfs_vfs::VPath;
 
 /// The last component of a path, as the kernel's path walk classes it.
@@ -37,14 +39,27 @@ enum Spot {
     /// On the host: call libc with the caller's path (`None`) or this absolute one.
     Host(Option<CString>),
     /// In mount `mount`: the named entry (`None`: there is none, but its parent directory
-    /// exists there).
+    /// exists there), and where a new entry of that name would go (its directory, `None`
+    /// for a mount's root, and the name).
     Mount {
         mount: usize,
         entry: Option<VPath>,
         last: Last,
+        parent: Option<VPath>,
+        name: Vec<u8>,
     },
     /// Looking the path (or its parent) up failed with this errno.
     Fail(i32),
+}
+
+/// The last component of `p` without trailing slashes.
+fn last_name(p: &[u8]) -> Vec<u8> {
+    let mut end = p.len();
+    while end > 1 && p[end - 1] == b'/' {
+        end -= 1;
+    }
+    let p = &p[..end];
+    p[p.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1)..].to_vec()
 }
 
 /// Splits `p` (no NUL) into its parent directory and the class of its last component,
@@ -78,10 +93,19 @@ fn spot(st: &State, dirfd: c_int, path: *const c_char, follow: bool) -> Spot {
         Ok(Target::Virt(vp)) => {
             // SAFETY: classify found a non-null, NUL-terminated path.
             let p = unsafe { CStr::from_ptr(path) }.to_bytes();
+            let (parent, name) = if vp.stack.len() > 1 {
+                let mut dir = vp.clone();
+                let (_, name) = dir.stack.pop().expect("longer than one");
+                (Some(dir), name)
+            } else {
+                (None, Vec::new())
+            };
             Spot::Mount {
                 mount: vp.mount,
                 last: split_last(p).1,
                 entry: Some(vp),
+                parent,
+                name,
             }
         }
         Err(libc::ENOENT) => {
@@ -97,6 +121,8 @@ fn spot(st: &State, dirfd: c_int, path: *const c_char, follow: bool) -> Spot {
                         mount: dir.mount,
                         entry: None,
                         last,
+                        name: last_name(p),
+                        parent: Some(dir),
                     },
                     Ok(_) => Spot::Fail(libc::ENOTDIR),
                     Err(e) => Spot::Fail(e),
@@ -122,6 +148,53 @@ pub(crate) fn create_errno(st: &State, dirfd: c_int, path: *const c_char) -> i32
         Spot::Fail(e) => e,
         Spot::Host(_) => libc::ENOENT,
     }
+}
+
+/// open(O_CREAT) of `path` (relative to `dirfd`), which the lookup following symbolic
+/// links did not find in a mount: in a read-write mount the file is made (with `mode`)
+/// and opened, as the kernel's creating open; otherwise [`create_errno`].
+pub(crate) fn create_file(
+    st: &State,
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> Result<c_int, i32> {
+    let s = spot(st, dirfd, path, false);
+    let (
+        Spot::Mount {
+            mount,
+            entry: None,
+            last: Last::Normal,
+            parent: Some(dir),
+            name,
+        },
+        Some(w),
+    ) = (&s, mount_of(&s).ok().flatten().and_then(|m| st.writer(m)))
+    else {
+        return Err(create_errno(st, dirfd, path));
+    };
+    // SAFETY: classify found a non-null, NUL-terminated path.
+    if unsafe { CStr::from_ptr(path) }.to_bytes().ends_with(b"/") {
+        return Err(libc::EISDIR);
+    }
+    let place = Place {
+        entry: None,
+        parent: Some(dir),
+        name,
+    };
+    let m = apply::create(
+        st,
+        &**w,
+        &place,
+        Op::Mknod(libc::S_IFREG | (mode & 0o7777), 0),
+    )?;
+    let mut vp = dir.clone();
+    vp.stack.push((m.ino, name.clone()));
+    debug_assert_eq!(vp.mount, *mount);
+    // The new file is empty and ours: no O_EXCL or O_TRUNC left to apply, and the
+    // permission check is skipped as the kernel skips it for the creator.
+    st.open_new(vp, flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC))
 }
 
 /// What a modifying call does to the name it is given.
@@ -173,88 +246,193 @@ impl Change {
     }
 }
 
-/// A one-path modifying call: refused when `path` (relative to `dirfd`) lands in a mount,
-/// else `real(dirfd, path)`, with AT_FDCWD and an absolute path when it was rewritten. A
-/// null path (utimensat, futimesat), or "" with AT_EMPTY_PATH in `flags`, names `dirfd`
-/// itself: refused when that is a virtual descriptor or, for AT_FDCWD, a virtual working
-/// directory.
-fn one_path(
+/// A change landing in a mount: the kernel's errno for it on a read-only mount, unless
+/// that errno is EROFS (every earlier check passed) and the mount is read-write: then
+/// `op` is carried out there.
+fn land<'a>(st: &State, change: Change, s: &Spot, op: impl FnOnce() -> Op<'a>) -> c_int {
+    let Spot::Mount {
+        mount,
+        entry,
+        last,
+        parent,
+        name,
+    } = s
+    else {
+        return ret(Err(libc::EINVAL));
+    };
+    let e = change.errno(st, entry.as_ref(), *last);
+    match st.writer(*mount) {
+        Some(w) if e == libc::EROFS => {
+            let place = Place {
+                entry: entry.as_ref(),
+                parent: parent.as_ref(),
+                name,
+            };
+            ret(apply::apply(st, w, place, op()).map(|()| 0))
+        }
+        _ => ret(Err(e)),
+    }
+}
+
+/// A one-path modifying call: carried out or refused (as [`land`] says) when `path`
+/// (relative to `dirfd`) lands in a mount, else `real(dirfd, path)`, with AT_FDCWD and an
+/// absolute path when it was rewritten. A null path (utimensat, futimesat), or "" with
+/// AT_EMPTY_PATH in `flags`, names `dirfd` itself: a virtual descriptor's file or, for
+/// AT_FDCWD, a virtual working directory.
+fn one_path<'a>(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
     follow: bool,
     change: Change,
+    op: impl FnOnce() -> Op<'a>,
     real: impl Fn(c_int, *const c_char) -> c_int,
 ) -> c_int {
     let r = hooked(-1, |st| {
         let itself = path.is_null() || (flags & libc::AT_EMPTY_PATH != 0 && is_empty(path));
         if itself && dirfd != libc::AT_FDCWD {
-            return st.fds.is_virtual(dirfd).then(|| ret(Err(libc::EROFS)));
+            let f = st.fds.get(dirfd)?;
+            let s = Spot::Mount {
+                mount: f.vpath.mount,
+                entry: Some(f.vpath.clone()),
+                last: Last::Normal,
+                parent: None,
+                name: Vec::new(),
+            };
+            return Some(land(st, change, &s, op));
         }
         match spot(st, dirfd, empty_path_target(dirfd, path, flags), follow) {
             Spot::Host(None) => None,
             Spot::Host(Some(abs)) => Some(real(libc::AT_FDCWD, abs.as_ptr())),
-            Spot::Mount { entry, last, .. } => {
-                Some(ret(Err(change.errno(st, entry.as_ref(), last))))
-            }
             Spot::Fail(e) => Some(ret(Err(e))),
+            s => Some(land(st, change, &s, op)),
         }
     });
     r.unwrap_or_else(|| real(dirfd, path))
 }
 
+/// An ID argument of chown: -1 leaves it alone.
+fn id(v: u32) -> Option<u32> {
+    (v != u32::MAX).then_some(v)
+}
+
+/// A C string argument's bytes (empty for null).
+fn cbytes<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: a non-null string argument is NUL-terminated.
+    unsafe { CStr::from_ptr(p) }.to_bytes()
+}
+
+/// A buffer argument (`n` bytes at `v`).
+fn buf<'a>(v: *const c_void, n: size_t) -> &'a [u8] {
+    if v.is_null() || n == 0 {
+        return &[];
+    }
+    // SAFETY: the caller passes `n` readable bytes at `v`.
+    unsafe { std::slice::from_raw_parts(v.cast(), n) }
+}
+
+/// Times of utime(2) (null: now).
+fn utimbuf_times(t: *const libc::utimbuf) -> (TimeSet, TimeSet) {
+    if t.is_null() {
+        return (TimeSet::Now, TimeSet::Now);
+    }
+    // SAFETY: a non-null utimbuf argument points to one.
+    let t = unsafe { &*t };
+    let at = |s| TimeSet::At(Timestamp { sec: s, nsec: 0 });
+    (at(t.actime), at(t.modtime))
+}
+
+/// Times of utimes(2) and futimesat: two timevals (null: now).
+pub(crate) fn timeval_times(t: *const libc::timeval) -> (TimeSet, TimeSet) {
+    if t.is_null() {
+        return (TimeSet::Now, TimeSet::Now);
+    }
+    // SAFETY: a non-null argument points to two timevals.
+    let t = unsafe { std::slice::from_raw_parts(t, 2) };
+    let at = |v: &libc::timeval| {
+        TimeSet::At(Timestamp {
+            sec: v.tv_sec,
+            nsec: (v.tv_usec.clamp(0, 999_999) * 1000) as u32,
+        })
+    };
+    (at(&t[0]), at(&t[1]))
+}
+
+/// Times of utimensat and futimens: two timespecs with UTIME_NOW and UTIME_OMIT (null:
+/// now); EINVAL for nanoseconds out of range.
+pub(crate) fn timespec_times(t: *const libc::timespec) -> Result<(TimeSet, TimeSet), i32> {
+    if t.is_null() {
+        return Ok((TimeSet::Now, TimeSet::Now));
+    }
+    // SAFETY: a non-null argument points to two timespecs.
+    let t = unsafe { std::slice::from_raw_parts(t, 2) };
+    let one = |v: &libc::timespec| match v.tv_nsec {
+        libc::UTIME_NOW => Ok(TimeSet::Now),
+        libc::UTIME_OMIT => Ok(TimeSet::Omit),
+        n if (0..1_000_000_000).contains(&n) => Ok(TimeSet::At(Timestamp {
+            sec: v.tv_sec,
+            nsec: n as u32,
+        })),
+        _ => Err(libc::EINVAL),
+    };
+    Ok((one(&t[0])?, one(&t[1])?))
+}
+
 /// Hooks for one-path calls without a directory descriptor: (name, change, follow).
 macro_rules! path_hooks {
-    ($($name:ident($p:ident $(, $a:ident: $t:ty)*) => $change:ident, $follow:expr;)*) => {$(
-        /// Refused inside mounts (read-only file system, with the kernel's errno); passed
-        /// to libc otherwise.
+    ($($name:ident($p:ident $(, $a:ident: $t:ty)*) => $change:ident, $follow:expr, $op:expr;)*) => {$(
+        /// Carried out in read-write mounts, refused in read-only ones (with the kernel's
+        /// errno); passed to libc outside mounts.
         #[no_mangle]
         pub(crate) unsafe extern "C" fn $name($p: *const c_char $(, $a: $t)*) -> c_int {
-            one_path(libc::AT_FDCWD, $p, 0, $follow, Change::$change, |_, p| {
+            one_path(libc::AT_FDCWD, $p, 0, $follow, Change::$change, || $op, |_, p| {
                 call_real!($name: unsafe extern "C" fn(*const c_char $(, $t)*) -> c_int, -1; p $(, $a)*)
             })
         }
     )*};
 }
 path_hooks! {
-    mkdir(path, mode: libc::mode_t) => Create, false;
-    mknod(path, mode: libc::mode_t, dev: libc::dev_t) => Create, false;
-    mkfifo(path, mode: libc::mode_t) => Create, false;
-    rmdir(path) => Rmdir, false;
-    unlink(path) => Unlink, false;
-    chmod(path, mode: libc::mode_t) => Attr, true;
-    lchmod(path, mode: libc::mode_t) => ChmodLink, false;
-    chown(path, uid: libc::uid_t, gid: libc::gid_t) => Attr, true;
-    lchown(path, uid: libc::uid_t, gid: libc::gid_t) => Attr, false;
-    utime(path, t: *const libc::utimbuf) => Attr, true;
-    utimes(path, t: *const libc::timeval) => Attr, true;
-    lutimes(path, t: *const libc::timeval) => Attr, false;
-    truncate(path, len: libc::off_t) => Truncate, true;
-    truncate64(path, len: libc::off64_t) => Truncate, true;
-    setxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) => Attr, true;
-    lsetxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) => Attr, false;
-    removexattr(path, name: *const c_char) => Attr, true;
-    lremovexattr(path, name: *const c_char) => Attr, false;
+    mkdir(path, mode: libc::mode_t) => Create, false, Op::Mkdir(mode);
+    mknod(path, mode: libc::mode_t, dev: libc::dev_t) => Create, false, Op::Mknod(mode, dev);
+    mkfifo(path, mode: libc::mode_t) => Create, false, Op::Mknod(libc::S_IFIFO | (mode & 0o7777), 0);
+    rmdir(path) => Rmdir, false, Op::Rmdir;
+    unlink(path) => Unlink, false, Op::Unlink;
+    chmod(path, mode: libc::mode_t) => Attr, true, Op::Chmod(mode);
+    lchmod(path, mode: libc::mode_t) => ChmodLink, false, Op::Chmod(mode);
+    chown(path, uid: libc::uid_t, gid: libc::gid_t) => Attr, true, Op::Chown(id(uid), id(gid));
+    lchown(path, uid: libc::uid_t, gid: libc::gid_t) => Attr, false, Op::Chown(id(uid), id(gid));
+    utime(path, t: *const libc::utimbuf) => Attr, true, { let (a, m) = utimbuf_times(t); Op::Times(a, m) };
+    utimes(path, t: *const libc::timeval) => Attr, true, { let (a, m) = timeval_times(t); Op::Times(a, m) };
+    lutimes(path, t: *const libc::timeval) => Attr, false, { let (a, m) = timeval_times(t); Op::Times(a, m) };
+    truncate(path, len: libc::off_t) => Truncate, true, Op::Truncate(len);
+    truncate64(path, len: libc::off64_t) => Truncate, true, Op::Truncate(len);
+    setxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) => Attr, true, Op::SetXattr(cbytes(name), buf(v, n), fl);
+    lsetxattr(path, name: *const c_char, v: *const c_void, n: size_t, fl: c_int) => Attr, false, Op::SetXattr(cbytes(name), buf(v, n), fl);
+    removexattr(path, name: *const c_char) => Attr, true, Op::RemoveXattr(cbytes(name));
+    lremovexattr(path, name: *const c_char) => Attr, false, Op::RemoveXattr(cbytes(name));
 }
 
 /// Hooks for one-path `*at` calls: (name, change, follow unless this flag is set).
 macro_rules! at_hooks {
-    ($($name:ident($d:ident, $p:ident $(, $a:ident: $t:ty)*) => $change:ident, $follow:expr;)*) => {$(
-        /// Refused inside mounts (read-only file system, with the kernel's errno); passed
-        /// to libc otherwise.
+    ($($name:ident($d:ident, $p:ident $(, $a:ident: $t:ty)*) => $change:ident, $follow:expr, $op:expr;)*) => {$(
+        /// Carried out in read-write mounts, refused in read-only ones (with the kernel's
+        /// errno); passed to libc outside mounts.
         #[no_mangle]
         pub(crate) unsafe extern "C" fn $name($d: c_int, $p: *const c_char $(, $a: $t)*) -> c_int {
-            one_path($d, $p, 0, $follow, Change::$change, |d, p| {
+            one_path($d, $p, 0, $follow, Change::$change, || $op, |d, p| {
                 call_real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> c_int, -1; d, p $(, $a)*)
             })
         }
     )*};
 }
 at_hooks! {
-    mkdirat(d, path, mode: libc::mode_t) => Create, false;
-    mknodat(d, path, mode: libc::mode_t, dev: libc::dev_t) => Create, false;
-    mkfifoat(d, path, mode: libc::mode_t) => Create, false;
-    futimesat(d, path, t: *const libc::timeval) => Attr, true;
+    mkdirat(d, path, mode: libc::mode_t) => Create, false, Op::Mkdir(mode);
+    mknodat(d, path, mode: libc::mode_t, dev: libc::dev_t) => Create, false, Op::Mknod(mode, dev);
+    mkfifoat(d, path, mode: libc::mode_t) => Create, false, Op::Mknod(libc::S_IFIFO | (mode & 0o7777), 0);
+    futimesat(d, path, t: *const libc::timeval) => Attr, true, { let (a, m) = timeval_times(t); Op::Times(a, m) };
 }
 
 /// Pre-2.33 mknod entry points (`__xmknod(version, path, mode, &dev)`).
@@ -265,12 +443,15 @@ pub(crate) unsafe extern "C" fn __xmknod(
     mode: libc::mode_t,
     dev: *mut libc::dev_t,
 ) -> c_int {
+    // SAFETY: a non-null device argument points to a dev_t.
+    let d = if dev.is_null() { 0 } else { unsafe { *dev } };
     one_path(
         libc::AT_FDCWD,
         path,
         0,
         false,
         Change::Create,
+        || Op::Mknod(mode, d),
         |_, p| call_real!(__xmknod: unsafe extern "C" fn(c_int, *const c_char, libc::mode_t, *mut libc::dev_t) -> c_int, -1; ver, p, mode, dev),
     )
 }
@@ -284,12 +465,15 @@ pub(crate) unsafe extern "C" fn __xmknodat(
     mode: libc::mode_t,
     dev: *mut libc::dev_t,
 ) -> c_int {
+    // SAFETY: a non-null device argument points to a dev_t.
+    let rdev = if dev.is_null() { 0 } else { unsafe { *dev } };
     one_path(
         dirfd,
         path,
         0,
         false,
         Change::Create,
+        || Op::Mknod(mode, rdev),
         |d, p| call_real!(__xmknodat: unsafe extern "C" fn(c_int, c_int, *const c_char, libc::mode_t, *mut libc::dev_t) -> c_int, -1; ver, d, p, mode, dev),
     )
 }
@@ -305,15 +489,23 @@ pub(crate) unsafe extern "C" fn remove(path: *const c_char) -> c_int {
         Spot::Host(Some(abs)) => {
             Some(call_real!(remove: unsafe extern "C" fn(*const c_char) -> c_int, -1; abs.as_ptr()))
         }
-        Spot::Mount { entry, last, .. } => {
-            let change = if last == Last::Normal {
-                Change::Unlink
-            } else {
-                Change::Rmdir
-            };
-            Some(ret(Err(change.errno(st, entry.as_ref(), last))))
-        }
         Spot::Fail(e) => Some(ret(Err(e))),
+        s => {
+            let Spot::Mount { entry, last, .. } = &s else {
+                return None;
+            };
+            let is_dir = *last != Last::Normal
+                || entry.as_ref().is_some_and(|vp| {
+                    st.meta(vp)
+                        .is_ok_and(|m| m.file_type == FileType::Directory)
+                });
+            let (change, op) = if is_dir {
+                (Change::Rmdir, Op::Rmdir)
+            } else {
+                (Change::Unlink, Op::Unlink)
+            };
+            Some(land(st, change, &s, || op))
+        }
     });
     r.unwrap_or_else(|| call_real!(remove: unsafe extern "C" fn(*const c_char) -> c_int, -1; path))
 }
@@ -321,10 +513,10 @@ pub(crate) unsafe extern "C" fn remove(path: *const c_char) -> c_int {
 /// unlinkat(2): rmdir with AT_REMOVEDIR, else unlink.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    let change = if flags & libc::AT_REMOVEDIR != 0 {
-        Change::Rmdir
+    let (change, op) = if flags & libc::AT_REMOVEDIR != 0 {
+        (Change::Rmdir, Op::Rmdir)
     } else {
-        Change::Unlink
+        (Change::Unlink, Op::Unlink)
     };
     one_path(
         dirfd,
@@ -332,6 +524,7 @@ pub(crate) unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flag
         0,
         false,
         change,
+        || op,
         |d, p| call_real!(unlinkat: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int, -1; d, p, flags),
     )
 }
@@ -356,6 +549,7 @@ pub(crate) unsafe extern "C" fn fchmodat(
         flags,
         follow,
         change,
+        || Op::Chmod(mode),
         |d, p| call_real!(fchmodat: unsafe extern "C" fn(c_int, *const c_char, libc::mode_t, c_int) -> c_int, -1; d, p, mode, flags),
     )
 }
@@ -376,6 +570,7 @@ pub(crate) unsafe extern "C" fn fchownat(
         flags,
         follow,
         Change::Attr,
+        || Op::Chown(id(uid), id(gid)),
         |d, p| call_real!(fchownat: unsafe extern "C" fn(c_int, *const c_char, libc::uid_t, libc::gid_t, c_int) -> c_int, -1; d, p, uid, gid, flags),
     )
 }
@@ -389,12 +584,18 @@ pub(crate) unsafe extern "C" fn utimensat(
     flags: c_int,
 ) -> c_int {
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    // The kernel checks the times before the path (EINVAL), wherever it leads.
+    let (at, mt) = match timespec_times(times) {
+        Ok(t) => t,
+        Err(e) => return ret(Err(e)),
+    };
     one_path(
         dirfd,
         path,
         flags,
         follow,
         Change::Attr,
+        || Op::Times(at, mt),
         |d, p| call_real!(utimensat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int, -1; d, p, times, flags),
     )
 }
@@ -408,6 +609,7 @@ pub(crate) unsafe extern "C" fn symlink(target: *const c_char, path: *const c_ch
         0,
         false,
         Change::Create,
+        || Op::Symlink(cbytes(target)),
         |_, p| call_real!(symlink: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int, -1; target, p),
     )
 }
@@ -425,6 +627,7 @@ pub(crate) unsafe extern "C" fn symlinkat(
         0,
         false,
         Change::Create,
+        || Op::Symlink(cbytes(target)),
         |d, p| call_real!(symlinkat: unsafe extern "C" fn(*const c_char, c_int, *const c_char) -> c_int, -1; target, d, p),
     )
 }
@@ -458,15 +661,33 @@ fn host_pair(
     (ra || rb).then(|| real(da, pa, db, pb))
 }
 
+/// The [`Place`] of a spot in a mount.
+fn place(s: &Spot) -> Option<Place<'_>> {
+    match s {
+        Spot::Mount {
+            entry,
+            parent,
+            name,
+            ..
+        } => Some(Place {
+            entry: entry.as_ref(),
+            parent: parent.as_ref(),
+            name,
+        }),
+        _ => None,
+    }
+}
+
 /// rename(2) and friends: both names are looked up first; names on different mounts (a
 /// mount and the host, or two images) are EXDEV; "." or ".." as either last component
-/// EBUSY; anything else in a mount EROFS. Both on the host: libc, paths rewritten as
-/// needed.
+/// EBUSY; anything else in a read-only mount EROFS, in a read-write one the rename
+/// (renameat2's `flags`). Both on the host: libc, paths rewritten as needed.
 fn rename_common(
     d1: c_int,
     from: *const c_char,
     d2: c_int,
     to: *const c_char,
+    flags: u32,
     real: impl Fn(c_int, *const c_char, c_int, *const c_char) -> c_int,
 ) -> c_int {
     let r = hooked(-1, |st| {
@@ -480,12 +701,16 @@ fn rename_common(
         }
         if ma.is_some() {
             let dots = |s: &Spot| matches!(s, Spot::Mount { last, .. } if *last != Last::Normal);
-            let e = if dots(&a) || dots(&b) {
-                libc::EBUSY
-            } else {
-                libc::EROFS
+            if dots(&a) || dots(&b) {
+                return Some(ret(Err(libc::EBUSY)));
+            }
+            let (Some(pa), Some(pb), Some(m)) = (place(&a), place(&b), ma) else {
+                return Some(ret(Err(libc::EROFS)));
             };
-            return Some(ret(Err(e)));
+            return Some(ret(match st.writer(m) {
+                Some(w) => apply::rename(st, w, pa, pb, flags).map(|()| 0),
+                None => Err(libc::EROFS),
+            }));
         }
         host_pair(&a, d1, from, &b, d2, to, &real)
     });
@@ -500,6 +725,7 @@ pub(crate) unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -
         from,
         libc::AT_FDCWD,
         to,
+        0,
         |d1, p1, d2, p2| call_real!(renameat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int, -1; d1, p1, d2, p2),
     )
 }
@@ -517,6 +743,7 @@ pub(crate) unsafe extern "C" fn renameat(
         from,
         d2,
         to,
+        0,
         |d1, p1, d2, p2| call_real!(renameat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int, -1; d1, p1, d2, p2),
     )
 }
@@ -535,6 +762,7 @@ pub(crate) unsafe extern "C" fn renameat2(
         from,
         d2,
         to,
+        flags,
         |d1, p1, d2, p2| call_real!(renameat2: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int, -1; d1, p1, d2, p2, flags),
     )
 }
@@ -560,8 +788,30 @@ fn link_common(
         let b = spot(st, d2, to, false);
         match &b {
             Spot::Fail(e) => return Some(ret(Err(*e))),
-            Spot::Mount { entry, last, .. } => {
-                return Some(ret(Err(Change::Create.errno(st, entry.as_ref(), *last))))
+            Spot::Mount {
+                mount, entry, last, ..
+            } => {
+                let e = Change::Create.errno(st, entry.as_ref(), *last);
+                let w = st.writer(*mount);
+                return Some(ret(match (&a, place(&b), w) {
+                    (
+                        Spot::Mount {
+                            mount: ma,
+                            entry: Some(old),
+                            ..
+                        },
+                        Some(to),
+                        Some(w),
+                    ) if e == libc::EROFS => {
+                        if ma != mount {
+                            Err(libc::EXDEV)
+                        } else {
+                            apply::link(st, w, old, to).map(|()| 0)
+                        }
+                    }
+                    (Spot::Host(_), _, Some(_)) if e == libc::EROFS => Err(libc::EXDEV),
+                    _ => Err(e),
+                }));
             }
             Spot::Host(_) => {}
         }
@@ -625,6 +875,7 @@ fn temp_in(
     template: *mut c_char,
     suffix: c_int,
     real: impl Fn(*mut c_char) -> c_int,
+    make: impl Fn(&State, *const c_char) -> c_int,
 ) -> Option<c_int> {
     if template.is_null() {
         return None;
@@ -641,6 +892,9 @@ fn temp_in(
         let dir_c = CString::new(dir).ok()?;
         match st.classify(libc::AT_FDCWD, dir_c.as_ptr(), true) {
             Ok(Target::Pass) => None,
+            Ok(Target::Virt(vp)) if st.writer(vp.mount).is_some() => {
+                Some(temp_in_mount(st, template, xs, &make))
+            }
             Ok(Target::Virt(_)) => Some(ret(Err(libc::EROFS))),
             Err(e) => Some(ret(Err(e))),
             Ok(Target::HostAbs(abs_dir)) => {
@@ -671,26 +925,58 @@ fn temp_in(
     })
 }
 
+/// A name for the template (six X's at `xs`) made in a read-write mount by `make`, tried
+/// with new random letters while the name exists, as glibc's loop (at most 62^3 tries
+/// there; 100 here, each a round trip to the owner). The template holds the name made.
+fn temp_in_mount(
+    st: &State,
+    template: *mut c_char,
+    xs: usize,
+    make: &dyn Fn(&State, *const c_char) -> c_int,
+) -> c_int {
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for _ in 0..100 {
+        let mut r = [0u8; 6];
+        // SAFETY: getrandom writes at most 6 bytes into our buffer.
+        unsafe { libc::getrandom(r.as_mut_ptr().cast(), 6, 0) };
+        for (i, b) in r.iter().enumerate() {
+            // SAFETY: the template has six X's at `xs` (checked by the caller).
+            unsafe { *template.add(xs + i) = LETTERS[*b as usize % LETTERS.len()] as c_char };
+        }
+        let fd = make(st, template);
+        if fd >= 0 || crate::sys::errno() != libc::EEXIST {
+            return fd;
+        }
+    }
+    ret(Err(libc::EEXIST))
+}
+
 /// mkstemp(3) and friends: the file is made with glibc's internal open.
 macro_rules! mkstemp_hooks {
-    ($($name:ident($($a:ident: $t:ty),*) => $suffix:expr;)*) => {$(
-        /// Refused in mounts (EROFS); passed to libc otherwise.
+    ($($name:ident($($a:ident: $t:ty),*) => $suffix:expr, $flags:expr;)*) => {$(
+        /// Made in read-write mounts, refused in read-only ones (EROFS); passed to libc
+        /// otherwise.
         #[no_mangle]
         pub(crate) unsafe extern "C" fn $name(template: *mut c_char $(, $a: $t)*) -> c_int {
             let real = |t: *mut c_char| call_real!($name: unsafe extern "C" fn(*mut c_char $(, $t)*) -> c_int, -1; t $(, $a)*);
-            temp_in(template, $suffix, real).unwrap_or_else(|| real(template))
+            let extra: c_int = $flags;
+            let make = |st: &State, t: *const c_char| {
+                let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (extra & !libc::O_ACCMODE);
+                crate::h_open::open_in(st, libc::AT_FDCWD, t, flags, 0o600).unwrap_or(-1)
+            };
+            temp_in(template, $suffix, real, make).unwrap_or_else(|| real(template))
         }
     )*};
 }
 mkstemp_hooks! {
-    mkstemp() => 0;
-    mkstemp64() => 0;
-    mkostemp(flags: c_int) => 0;
-    mkostemp64(flags: c_int) => 0;
-    mkstemps(suffix: c_int) => suffix;
-    mkstemps64(suffix: c_int) => suffix;
-    mkostemps(suffix: c_int, flags: c_int) => suffix;
-    mkostemps64(suffix: c_int, flags: c_int) => suffix;
+    mkstemp() => 0, 0;
+    mkstemp64() => 0, 0;
+    mkostemp(flags: c_int) => 0, flags;
+    mkostemp64(flags: c_int) => 0, flags;
+    mkstemps(suffix: c_int) => suffix, 0;
+    mkstemps64(suffix: c_int) => suffix, 0;
+    mkostemps(suffix: c_int, flags: c_int) => suffix, flags;
+    mkostemps64(suffix: c_int, flags: c_int) => suffix, flags;
 }
 
 /// mkdtemp(3): the directory is made with glibc's internal mkdir.
@@ -704,7 +990,11 @@ pub(crate) unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
             0
         }
     };
-    match temp_in(template, 0, real) {
+    let make = |st: &State, t: *const c_char| {
+        let s = spot(st, libc::AT_FDCWD, t, false);
+        land(st, Change::Create, &s, || Op::Mkdir(0o700))
+    };
+    match temp_in(template, 0, real, make) {
         Some(0) => template,
         Some(_) => std::ptr::null_mut(),
         None => {

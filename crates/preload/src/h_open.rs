@@ -22,7 +22,18 @@ fn flags_errno(flags: c_int) -> Option<i32> {
 
 /// The common body of every open: `None` when the call is not ours.
 fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> Option<c_int> {
-    hooked(-1, |st| {
+    hooked(-1, |st| open_in(st, dirfd, path, flags, mode))
+}
+
+/// [`open_common`] inside a hook: `None` when the call is not ours.
+pub(crate) fn open_in(
+    st: &crate::state::State,
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> Option<c_int> {
+    {
         let excl = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
         let r = st.classify(dirfd, path, follow);
@@ -36,14 +47,18 @@ fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) ->
             Ok(Target::HostAbs(p)) => {
                 Some(call_real!(openat: OpenAtFn, -1; libc::AT_FDCWD, p.as_ptr(), flags, mode))
             }
-            Ok(Target::Virt(vp)) => Some(ret(st.open_virtual(vp, flags))),
-            // A name to create: EROFS when its directory exists, else that lookup's error.
+            Ok(Target::Virt(vp)) => Some(ret(st.open_virtual(vp, flags).inspect(|&fd| {
+                crate::h_stdio::retarget_std(st, fd);
+            }))),
+            // A name to create: made in a read-write mount; in a read-only one EROFS when
+            // its directory exists, else that lookup's error.
             Err(libc::ENOENT) if flags & libc::O_CREAT != 0 => {
-                Some(ret(Err(crate::h_modify::create_errno(st, dirfd, path))))
+                let r = crate::h_modify::create_file(st, dirfd, path, flags, mode);
+                Some(ret(r.inspect(|&fd| crate::h_stdio::retarget_std(st, fd))))
             }
             Err(e) => Some(ret(Err(e))),
         }
-    })
+    }
 }
 
 macro_rules! open_hooks {
@@ -127,6 +142,7 @@ pub(crate) unsafe extern "C" fn close(fd: c_int) -> c_int {
             st.forget_internal_fds(fd as u32, fd as u32);
             return None;
         }
+        crate::h_stdio::retarget_std(st, fd);
         Some(sys_close(fd))
     });
     match r {
@@ -187,6 +203,7 @@ fn dup_to(old: c_int, new: c_int, real: impl Fn() -> c_int) -> c_int {
                     st.fds.remove(new);
                 }
             }
+            crate::h_stdio::retarget_std(st, new);
         }
         Some(r)
     });
@@ -267,7 +284,11 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
                 }
                 // SAFETY: for these commands the argument is a struct flock pointer.
                 let t = unsafe { (*(arg as *const libc::flock)).l_type } as c_int;
-                if t == libc::F_WRLCK {
+                // A write lock needs a descriptor open for writing. Locks are granted, not
+                // kept: processes of one `usfs run` do not exclude each other yet.
+                let writes =
+                    f.node.writer.is_some() && f.flags() & libc::O_ACCMODE != libc::O_RDONLY;
+                if t == libc::F_WRLCK && !writes {
                     ret(Err(libc::EBADF))
                 } else {
                     0

@@ -68,7 +68,10 @@ stat_hooks!(false; lstat, lstat64);
 
 fn fstat_virtual(fd: c_int, buf: *mut libc::stat) -> Option<c_int> {
     on_vfile(fd, -1, |_, f| {
-        ret(put(buf, fill_stat(&f.node.meta, f.node.mount)))
+        ret(f
+            .node
+            .attrs()
+            .and_then(|m| put(buf, fill_stat(&m, f.node.mount))))
     })
 }
 
@@ -172,7 +175,10 @@ pub(crate) unsafe extern "C" fn statx(
 ) -> c_int {
     if flags & libc::AT_EMPTY_PATH != 0 && is_empty(path) {
         if let Some(r) = on_vfile(dirfd, -1, |_, f| {
-            ret(put(buf, fill_statx(&f.node.meta, f.node.mount)))
+            ret(f
+                .node
+                .attrs()
+                .and_then(|m| put(buf, fill_statx(&m, f.node.mount))))
         }) {
             return r;
         }

@@ -4,6 +4,13 @@
 //! whatever that number names, as glibc's file streams do: a virtual descriptor through
 //! the image, any other (after freopen onto a host file, or a dup2 onto the number)
 //! through the kernel. freopen lives in h_freopen.
+//!
+//! glibc writes stdout and stderr with an internal write we cannot see, so while
+//! descriptor 1 or 2 is a file of a read-write mount (a shell's `> file`, or a program
+//! started with its output there), `stdout`/`stderr` are write streams of ours over the
+//! descriptor ([`retarget_std`]); the original streams come back when the descriptor
+//! leaves the mount. Such a stream borrows its descriptor (the [`BORROWED`] bit of its
+//! cookie): closing the stream leaves the descriptor to its owner.
 
 use crate::state::{lock, sys_close, State, Target};
 use crate::sys::{call_real, hooked, set_errno};
@@ -24,9 +31,17 @@ struct CookieIo {
     close: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
 }
 
+/// A cookie bit: the stream does not own its descriptor (closing it closes nothing).
+const BORROWED: usize = 1 << 40;
+
+/// The descriptor of a cookie.
+fn cookie_fd(cookie: *mut c_void) -> c_int {
+    (cookie as usize & !BORROWED) as c_int
+}
+
 /// The cookie's read: through the image for a virtual descriptor, else read(2).
 unsafe extern "C" fn ck_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
-    let fd = cookie as usize as c_int;
+    let fd = cookie_fd(cookie);
     let r = hooked(-1, |st| {
         let f = st.fds.get(fd)?;
         // SAFETY: glibc hands us its buffer of n bytes.
@@ -37,9 +52,25 @@ unsafe extern "C" fn ck_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -
     r.unwrap_or_else(|| unsafe { libc::syscall(libc::SYS_read, fd, buf, n) as ssize_t })
 }
 
+/// The cookie's write: through the image for a virtual descriptor, else write(2).
+unsafe extern "C" fn ck_write(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    let fd = cookie_fd(cookie);
+    let r = hooked(-1, |st| {
+        let f = st.fds.get(fd)?;
+        // SAFETY: glibc hands us n bytes of its buffer.
+        let b = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) };
+        let c = st.actor().caller;
+        Some(crate::sys::ret(
+            f.write_fd(fd, b, (c.uid, c.gid)).map(|n| n as ssize_t),
+        ))
+    });
+    // SAFETY: write(2) of glibc's n bytes (raw system call).
+    r.unwrap_or_else(|| unsafe { libc::syscall(libc::SYS_write, fd, buf, n) as ssize_t })
+}
+
 /// The cookie's seek: through the image for a virtual descriptor, else lseek(2).
 unsafe extern "C" fn ck_seek(cookie: *mut c_void, pos: *mut Off64, whence: c_int) -> c_int {
-    let fd = cookie as usize as c_int;
+    let fd = cookie_fd(cookie);
     // SAFETY: glibc passes a valid position pointer.
     let p = unsafe { &mut *pos };
     let r = hooked(Err(libc::EIO), |st| {
@@ -69,7 +100,10 @@ unsafe extern "C" fn ck_seek(cookie: *mut c_void, pos: *mut Off64, whence: c_int
 /// The cookie's close: closes the descriptor (and forgets it if virtual), as fclose of a
 /// file stream closes its descriptor.
 unsafe extern "C" fn ck_close(cookie: *mut c_void) -> c_int {
-    let fd = cookie as usize as c_int;
+    if cookie as usize & BORROWED != 0 {
+        return 0;
+    }
+    let fd = cookie_fd(cookie);
     hooked(-1, |st| {
         if st.fds.remove(fd).is_none() {
             st.forget_internal_fds(fd as u32, fd as u32);
@@ -79,25 +113,89 @@ unsafe extern "C" fn ck_close(cookie: *mut c_void) -> c_int {
     .unwrap_or_else(|| sys_close(fd))
 }
 
-/// A read-only FILE over virtual descriptor `fd` (which it owns from now on).
+/// A FILE over virtual descriptor `fd` (which it owns from now on), reading or writing
+/// as `mode` says.
 pub(crate) fn cookie_file(st: &State, fd: c_int, mode: *const c_char) -> *mut FILE {
+    let fp = new_cookie(st, fd as usize, mode);
+    if fp.is_null() {
+        st.fds.remove(fd);
+        sys_close(fd);
+    }
+    fp
+}
+
+/// fopencookie over descriptor `cookie` (with [`BORROWED`] set: not closed with the
+/// stream), registered as a stream of ours.
+fn new_cookie(st: &State, cookie: usize, mode: *const c_char) -> *mut FILE {
     let funcs = CookieIo {
         read: Some(ck_read),
-        write: None,
+        write: Some(ck_write),
         seek: Some(ck_seek),
         close: Some(ck_close),
     };
     type FopencookieFn = unsafe extern "C" fn(*mut c_void, *const c_char, CookieIo) -> *mut FILE;
-    let fp =
-        call_real!(fopencookie: FopencookieFn, null_mut(); fd as usize as *mut c_void, mode, funcs);
+    let fp = call_real!(fopencookie: FopencookieFn, null_mut(); cookie as *mut c_void, mode, funcs);
     if fp.is_null() {
-        st.fds.remove(fd);
-        sys_close(fd);
         return fp;
     }
+    let fd = (cookie & !BORROWED) as c_int;
     lock(&st.streams).insert(fp as usize, fd);
     st.n_streams.fetch_add(1, Ordering::Relaxed);
     fp
+}
+
+extern "C" {
+    static mut stdout: *mut FILE;
+    static mut stderr: *mut FILE;
+}
+
+/// Descriptor `fd` changed (opened, dup'd onto, closed): when it is 1 or 2, `stdout` or
+/// `stderr` becomes a write stream of ours while the descriptor is a file open for
+/// writing in a read-write mount, and the original stream again when it is not.
+pub(crate) fn retarget_std(st: &State, fd: c_int) {
+    if fd != 1 && fd != 2 {
+        return;
+    }
+    let ours = st
+        .fds
+        .get(fd)
+        .is_some_and(|f| f.node.writer.is_some() && f.flags() & libc::O_ACCMODE != libc::O_RDONLY);
+    let mut slots = lock(&st.std_streams);
+    let slot = &mut slots[fd as usize];
+    // SAFETY: reading and replacing the process's stdout/stderr pointers, as freopen
+    // does; the hooks serialise through the slot lock.
+    unsafe {
+        let global = if fd == 1 {
+            &raw mut stdout
+        } else {
+            &raw mut stderr
+        };
+        match (ours, *slot) {
+            (true, None) => {
+                let fp = new_cookie(st, fd as usize | BORROWED, c"w".as_ptr());
+                if fp.is_null() {
+                    return;
+                }
+                if fd == 2 {
+                    libc::setvbuf(fp, null_mut(), libc::_IONBF, 0);
+                }
+                libc::fflush(*global);
+                *slot = Some((*global as usize, fp as usize));
+                *global = fp;
+            }
+            (false, Some((orig, fp))) => {
+                *slot = None;
+                let fp = fp as *mut FILE;
+                if *global == fp {
+                    *global = orig as *mut FILE;
+                }
+                drop(slots);
+                // Flushes what is left and frees the stream; the descriptor is borrowed.
+                fclose(fp);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What an fopen mode string asks for (glibc's parse: `r`, `w` or `a`, then up to six
@@ -195,8 +293,50 @@ pub(crate) fn parse_mode(mode: *const c_char) -> Result<Mode, c_int> {
 
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
 
+/// The open(2) flags of a writing fopen mode, as glibc's fopen makes them.
+fn write_flags(m: &Mode, mode: *const c_char) -> c_int {
+    // SAFETY: parse_mode accepted `mode`, a NUL-terminated string.
+    let b = unsafe { CStr::from_ptr(mode) }.to_bytes();
+    let first = b[0];
+    let plus = b[1..]
+        .iter()
+        .take(6)
+        .take_while(|&&c| c != b',')
+        .any(|&c| c == b'+');
+    let mut f = if plus { libc::O_RDWR } else { libc::O_WRONLY };
+    match first {
+        b'w' => f |= libc::O_CREAT | libc::O_TRUNC,
+        b'a' => f |= libc::O_CREAT | libc::O_APPEND,
+        _ => {}
+    }
+    if m.excl {
+        f |= libc::O_EXCL;
+    }
+    if m.cloexec {
+        f |= libc::O_CLOEXEC;
+    }
+    f
+}
+
+/// A writing fopen of `path` when some mount is read-write: the stream of the open
+/// the open hooks make (`None`: not in a mount, or no mount is read-write).
+fn fopen_writing(st: &State, path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
+    let m = parse_mode(mode).ok().filter(|m| m.writes)?;
+    if !(0..st.table.len()).any(|i| st.table.get(i).writable()) {
+        return None;
+    }
+    let fd = crate::h_open::open_in(st, libc::AT_FDCWD, path, write_flags(&m, mode), 0o666)?;
+    if fd < 0 {
+        return Some(null_mut());
+    }
+    Some(cookie_file(st, fd, mode))
+}
+
 fn fopen_common(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
     hooked(null_mut(), |st| {
+        if let Some(r) = fopen_writing(st, path, mode) {
+            return Some(r);
+        }
         match st.classify(libc::AT_FDCWD, path, true) {
             Ok(Target::Pass) => None,
             Ok(Target::HostAbs(c)) => {
@@ -251,9 +391,11 @@ fopen_hooks!(fopen, fopen64);
 /// fdopen(3).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
-    let r = crate::h_io::on_vfile(fd, null_mut(), |st, _| {
-        // A mode glibc rejects, or one that writes (the descriptor is read-only): EINVAL.
-        if parse_mode(mode).map_or(true, |m| m.writes) {
+    let r = crate::h_io::on_vfile(fd, null_mut(), |st, f| {
+        // A mode glibc rejects, or one that writes on a descriptor open for reading only:
+        // EINVAL.
+        let read_only = f.node.writer.is_none() || f.flags() & libc::O_ACCMODE == libc::O_RDONLY;
+        if parse_mode(mode).map_or(true, |m| m.writes && read_only) {
             set_errno(libc::EINVAL);
             return null_mut();
         }

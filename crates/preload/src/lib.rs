@@ -27,6 +27,7 @@
 // they stand in for.
 #![allow(clippy::missing_safety_doc)]
 
+mod apply;
 mod copy;
 mod exec_path;
 mod h_cwd;
@@ -45,6 +46,7 @@ mod h_shell;
 mod h_stat;
 mod h_stdio;
 mod h_walk;
+mod h_write;
 mod state;
 mod sys;
 
@@ -55,6 +57,8 @@ extern "C" fn on_load() {
     sys::quiet_panics();
     let _ = sys::hooked((), |st| {
         h_exec::restore_handover(st);
+        h_stdio::retarget_std(st, 1);
+        h_stdio::retarget_std(st, 2);
         if st.fds.is_virtual(0) {
             let fp = h_stdio::cookie_file(st, 0, c"r".as_ptr());
             if !fp.is_null() {

@@ -47,6 +47,9 @@ pub(crate) struct State {
     /// Running system() calls and open popen streams (for h_shell; fork holds the popen
     /// lock).
     pub shell: shell::Shell,
+    /// For descriptors 1 and 2 while they are files of a read-write mount: the original
+    /// `stdout`/`stderr` and the stream of ours standing in for it (h_stdio).
+    pub std_streams: Mutex<[Option<(usize, usize)>; 3]>,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -58,12 +61,13 @@ pub(crate) fn state() -> Option<&'static State> {
 
 fn init() -> Option<State> {
     let spec = std::env::var(MountTable::ENV).ok()?;
-    let table = MountTable::parse(&spec).ok()?;
+    let owners = std::env::var(MountTable::OWNERS_ENV).unwrap_or_default();
+    let table = MountTable::parse_with_owners(&spec, &owners).ok()?;
     if table.is_empty() {
         return None;
     }
     let mut env_keep = Vec::new();
-    for k in [MountTable::ENV, "LD_PRELOAD"] {
+    for k in [MountTable::ENV, MountTable::OWNERS_ENV, "LD_PRELOAD"] {
         if let Some(v) = std::env::var_os(k) {
             let mut s = k.as_bytes().to_vec();
             s.push(b'=');
@@ -84,6 +88,7 @@ fn init() -> Option<State> {
         env_keep,
         creds: creds(),
         shell: Default::default(),
+        std_streams: Mutex::new([None; 3]),
     })
 }
 
@@ -281,6 +286,27 @@ impl State {
         fs.getattr(vp.ino()).map_err(|e| e.errno())
     }
 
+    /// Opens a file this process just created (no permission check: the creator may
+    /// open its new file with any access, as the kernel lets it).
+    pub(crate) fn open_new(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
+        let mount = self.table.get(vp.mount);
+        let fs = Arc::clone(mount.fs().map_err(|(e, _)| e)?);
+        let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
+        let writer = mount.remote().cloned();
+        let node = self
+            .paths
+            .get_or_insert(vp.mount, vp.ino(), &fs, meta, None, writer);
+        self.install(node, vp, flags)
+    }
+
+    /// A new descriptor for an open of `node` at `vp`.
+    fn install(&self, node: Arc<usfs_vfs::Node>, vp: VPath, flags: c_int) -> Result<c_int, i32> {
+        let file = Arc::new(OpenFile::new(node, vp, flags & !libc::O_CLOEXEC));
+        let fd = placeholder(flags & libc::O_CLOEXEC != 0)?;
+        self.fds.insert(fd, file);
+        Ok(fd)
+    }
+
     /// Opens a place in a mount as a new virtual descriptor: the open-file description,
     /// a placeholder kernel descriptor holding the number, and the table entry.
     pub(crate) fn open_virtual(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
@@ -294,10 +320,17 @@ impl State {
         if flags & libc::O_DIRECTORY != 0 && !is_dir {
             return Err(libc::ENOTDIR);
         }
+        let mount = self.table.get(vp.mount);
+        let writable = mount.writable();
         if flags & TMPFILE_BIT != 0 {
             // An unnamed file in a directory of a read-only mount: refused once the
-            // directory is found (O_TMPFILE carries O_DIRECTORY, checked above).
-            return Err(libc::EROFS);
+            // directory is found (O_TMPFILE carries O_DIRECTORY, checked above); not
+            // made in read-write ones yet.
+            return Err(if writable {
+                libc::EOPNOTSUPP
+            } else {
+                libc::EROFS
+            });
         }
         if flags & libc::O_CREAT != 0 && is_dir {
             return Err(libc::EISDIR);
@@ -309,25 +342,31 @@ impl State {
             if is_dir && (acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0) {
                 return Err(libc::EISDIR);
             }
-            if acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            let writes = acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+            if writes && !writable {
                 return Err(libc::EROFS);
             }
-            if self
-                .creds
-                .as_ref()
-                .is_some_and(|c| !c.may(&meta, usfs_vfs::creds::MAY_READ))
-            {
+            let mut want = 0;
+            if acc != libc::O_WRONLY {
+                want |= usfs_vfs::creds::MAY_READ;
+            }
+            if writes {
+                want |= usfs_vfs::creds::MAY_WRITE;
+            }
+            if self.creds.as_ref().is_some_and(|c| !c.may(&meta, want)) {
                 return Err(libc::EACCES);
             }
+            if flags & libc::O_TRUNC != 0 && meta.file_type == FileType::Regular && meta.size > 0 {
+                let w = mount.remote().ok_or(libc::EIO)?;
+                usfs_vfs::change::truncate(&**w, vp.ino(), self.actor(), 0)?;
+            }
         }
-        let bulk = self.table.get(vp.mount).bulk();
+        let bulk = mount.bulk();
+        let writer = mount.remote().cloned();
         let node = self
             .paths
-            .get_or_insert(vp.mount, vp.ino(), &fs, meta, bulk);
-        let file = Arc::new(OpenFile::new(node, vp, flags & !libc::O_CLOEXEC));
-        let fd = placeholder(flags & libc::O_CLOEXEC != 0)?;
-        self.fds.insert(fd, file);
-        Ok(fd)
+            .get_or_insert(vp.mount, vp.ino(), &fs, meta, bulk, writer);
+        self.install(node, vp, flags)
     }
 
     /// The program closes or replaces descriptors `first..=last`: the bulk readers of the
@@ -337,7 +376,36 @@ impl State {
             if let Some(b) = self.table.get(i).bulk() {
                 b.forget_in(first, last);
             }
+            if let Some(r) = self.table.get(i).remote() {
+                r.forget_in(first, last);
+            }
         }
+    }
+
+    /// The caller of a change: effective IDs now (raw system calls) and the credentials
+    /// permission checks use.
+    pub(crate) fn actor(&self) -> usfs_vfs::change::Actor<'_> {
+        // SAFETY: no arguments that can be invalid.
+        let (uid, gid) = unsafe {
+            (
+                libc::syscall(libc::SYS_geteuid) as u32,
+                libc::syscall(libc::SYS_getegid) as u32,
+            )
+        };
+        usfs_vfs::change::Actor {
+            caller: usfs_vfs::attrs::Caller { uid, gid },
+            creds: self.creds.as_ref(),
+        }
+    }
+
+    /// The owner of mount `i` when it is read-write (opening it on first use).
+    pub(crate) fn writer(&self, i: usize) -> Option<&Arc<usfs_vfs::channel::Remote>> {
+        let m = self.table.get(i);
+        if !m.writable() {
+            return None;
+        }
+        m.fs().ok()?;
+        m.remote()
     }
 
     /// The descriptor number of one of our stdio streams (fopencookie FILEs), looked up

@@ -112,10 +112,77 @@ impl OpenFile {
             FileKind::Other => return Err(libc::EINVAL),
             FileKind::File => {}
         }
-        if self.flags() & libc::O_PATH != 0 {
+        if self.flags() & libc::O_PATH != 0 || self.flags() & libc::O_ACCMODE == libc::O_WRONLY {
             return Err(libc::EBADF);
         }
-        self.node.data.pread(&self.reads, buf, offset)
+        match &self.node.writer {
+            // Other processes change the file: no cached size or runs, the owner reads.
+            Some(w) => w.read_at(self.node.ino, offset, buf).map_err(|e| e.errno()),
+            None => self.node.data.pread(&self.reads, buf, offset),
+        }
+    }
+
+    /// The owner that takes this description's writes: EBADF unless it was opened for
+    /// writing (which only a read-write mount allows).
+    fn writer(&self) -> Result<&crate::channel::Remote, Errno> {
+        let f = self.flags();
+        if f & libc::O_PATH != 0 || f & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(libc::EBADF);
+        }
+        match (&self.node.writer, self.kind) {
+            (Some(w), FileKind::File) => Ok(w),
+            (Some(_), _) => Err(libc::EISDIR),
+            (None, _) => Err(libc::EBADF),
+        }
+    }
+
+    /// pwrite(2) by `by` (uid, gid): at `offset`, or at the end with O_APPEND (as Linux
+    /// does); the file offset is left alone.
+    pub fn pwrite(&self, buf: &[u8], offset: u64, by: (u32, u32)) -> Result<usize, Errno> {
+        let w = self.writer()?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let r = if self.flags() & libc::O_APPEND != 0 {
+            w.append(self.node.ino, buf, by).map(|(_, n)| n)
+        } else {
+            offset
+                .checked_add(buf.len() as u64)
+                .filter(|&end| end <= i64::MAX as u64)
+                .ok_or(libc::EFBIG)?;
+            w.write_by(self.node.ino, offset, buf, by)
+        };
+        r.map_err(|e| e.errno())
+    }
+
+    /// write(2) by `by`: at the offset (at the end with O_APPEND, atomically against
+    /// other appends), which moves past the bytes written.
+    pub fn write(&self, buf: &[u8], by: (u32, u32)) -> Result<usize, Errno> {
+        let mut off = self.lock_offset();
+        let (at, n) = self.write_at_offset(*off, buf, by)?;
+        *off = at + n as u64;
+        Ok(n)
+    }
+
+    /// A write at `off` (or appended): where it landed and how much was written.
+    fn write_at_offset(&self, off: u64, buf: &[u8], by: (u32, u32)) -> Result<(u64, usize), Errno> {
+        let w = self.writer()?;
+        if self.flags() & libc::O_APPEND != 0 {
+            if buf.is_empty() {
+                return Ok((self.node.attrs()?.size, 0));
+            }
+            return w.append(self.node.ino, buf, by).map_err(|e| e.errno());
+        }
+        if buf.is_empty() {
+            return Ok((off, 0));
+        }
+        off.checked_add(buf.len() as u64)
+            .filter(|&end| end <= i64::MAX as u64)
+            .ok_or(libc::EFBIG)?;
+        let n = w
+            .write_by(self.node.ino, off, buf, by)
+            .map_err(|e| e.errno())?;
+        Ok((off, n))
     }
 }
 
@@ -157,6 +224,18 @@ impl OpenFile {
         Ok(n)
     }
 
+    /// [`Self::write`] through descriptor `fd`: at the kernel's offset when it keeps it.
+    pub fn write_fd(&self, fd: i32, buf: &[u8], by: (u32, u32)) -> Result<usize, Errno> {
+        if !self.offset_in_kernel() {
+            return self.write(buf, by);
+        }
+        let _g = self.lock_offset();
+        let off = crate::sysio::lseek(fd, 0, libc::SEEK_CUR)?;
+        let (at, n) = self.write_at_offset(off, buf, by)?;
+        crate::sysio::lseek(fd, (at + n as u64) as i64, libc::SEEK_SET)?;
+        Ok(n)
+    }
+
     /// [`Self::seek`] through descriptor `fd`: moves the kernel's offset when it keeps it.
     pub fn seek_fd(&self, fd: i32, off: i64, whence: i32) -> Result<u64, Errno> {
         if !self.offset_in_kernel() {
@@ -177,7 +256,10 @@ impl OpenFile {
 
     /// [`Self::seek`] with the offset locked (`cur`).
     fn seek_locked(&self, cur: &mut u64, off: i64, whence: i32) -> Result<u64, Errno> {
-        let size = self.node.meta.size;
+        let size = match self.kind {
+            FileKind::File => self.node.attrs()?.size,
+            _ => self.node.meta.size,
+        };
         let new: i128 = match (self.kind, whence) {
             (FileKind::Dir, libc::SEEK_SET) => off as i128,
             (FileKind::Dir, libc::SEEK_CUR) if off == 0 => *cur as i128,

@@ -33,6 +33,8 @@
 //!   writing).
 
 pub mod attrs;
+pub mod change;
+pub mod channel;
 pub mod creds;
 pub mod data;
 mod fdtable;

@@ -4,7 +4,12 @@
 //! [`MountTable::ENV`], one `PREFIX=IMAGE` line per mount (absolute paths; a prefix holds
 //! no `=` and neither path a newline). Images are opened on first use, so a process that
 //! never touches a mount pays nothing but parsing the variable.
+//!
+//! A read-write mount (`usfs run --rw`) is one whose image has an owner: the variable
+//! [`MountTable::OWNERS_ENV`] holds `PREFIX=SOCKET` lines, and such a mount's file system
+//! is a [`Remote`] of the owner listening at SOCKET instead of the image opened here.
 
+use crate::channel::Remote;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use usfs_fs::FileSystem;
@@ -16,6 +21,8 @@ pub struct MountSpec {
     pub prefix: Vec<u8>,
     /// Absolute path of the image file.
     pub image: PathBuf,
+    /// The socket of the image's owner, for a read-write mount.
+    pub owner: Option<PathBuf>,
 }
 
 impl MountSpec {
@@ -39,6 +46,7 @@ impl MountSpec {
         Ok(MountSpec {
             prefix,
             image: PathBuf::from(image),
+            owner: None,
         })
     }
 
@@ -60,6 +68,8 @@ pub struct Mount {
     fs: OnceLock<Result<Arc<dyn FileSystem>, (i32, String)>>,
     /// pread access to the image for large reads (set when the image is opened mapped).
     bulk: OnceLock<Option<Arc<crate::data::bulk::BulkImage>>>,
+    /// The connection to the owner of a read-write mount, once made.
+    remote: OnceLock<Arc<Remote>>,
 }
 
 impl Mount {
@@ -69,6 +79,7 @@ impl Mount {
             spec,
             fs: OnceLock::new(),
             bulk: OnceLock::new(),
+            remote: OnceLock::new(),
         }
     }
 
@@ -83,9 +94,19 @@ impl Mount {
     /// (missing, corrupt, unsupported) gives EIO (or the open's own errno) for every
     /// path under the prefix, and the message for whoever wants to report it.
     pub fn fs(&self) -> Result<&Arc<dyn FileSystem>, (i32, &str)> {
-        let r = self
-            .fs
-            .get_or_init(|| match crate::open_image_mapped(&self.spec.image) {
+        let r = self.fs.get_or_init(|| {
+            if let Some(sock) = &self.spec.owner {
+                return match Remote::connect(sock) {
+                    Ok(r) => {
+                        let r = Arc::new(r);
+                        let _ = self.bulk.set(None);
+                        let _ = self.remote.set(Arc::clone(&r));
+                        Ok(r as Arc<dyn FileSystem>)
+                    }
+                    Err(e) => Err((libc::EIO, format!("{}: {e}", self.spec.image.display()))),
+                };
+            }
+            match crate::open_image_mapped(&self.spec.image) {
                 Ok((fs, map)) => {
                     let bulk = map.and_then(|(base, len)| {
                         crate::data::bulk::BulkImage::new(&self.spec.image, base, len).map(Arc::new)
@@ -105,7 +126,8 @@ impl Mount {
                     };
                     Err((errno, format!("{}: {e}", self.spec.image.display())))
                 }
-            });
+            }
+        });
         match r {
             Ok(fs) => Ok(fs),
             Err((errno, msg)) => Err((*errno, msg.as_str())),
@@ -117,9 +139,15 @@ impl Mount {
         self.bulk.get().cloned().flatten()
     }
 
-    /// Mounts are read-only in this slice of usfs.
+    /// True for a read-write mount (one with an owner).
     pub fn writable(&self) -> bool {
-        false
+        self.spec.owner.is_some()
+    }
+
+    /// The owner's connection of a read-write mount (`None`: read-only, or not opened
+    /// yet: [`Self::fs`] opens it).
+    pub fn remote(&self) -> Option<&Arc<Remote>> {
+        self.remote.get()
     }
 }
 
@@ -132,6 +160,10 @@ pub struct MountTable {
 impl MountTable {
     /// The environment variable `usfs run` passes the table in.
     pub const ENV: &'static str = "USFS_MOUNTS";
+
+    /// The environment variable naming the owners of read-write mounts: one
+    /// `PREFIX=SOCKET` per line.
+    pub const OWNERS_ENV: &'static str = "USFS_OWNERS";
 
     /// Builds a table; rejects nested or duplicate prefixes.
     pub fn new(mounts: Vec<Mount>) -> Result<MountTable, String> {
@@ -153,12 +185,44 @@ impl MountTable {
 
     /// Parses the [`ENV`](Self::ENV) form: one `PREFIX=IMAGE` per line.
     pub fn parse(s: &str) -> Result<MountTable, String> {
-        let specs = s
+        MountTable::parse_with_owners(s, "")
+    }
+
+    /// Parses the [`ENV`](Self::ENV) and [`OWNERS_ENV`](Self::OWNERS_ENV) forms.
+    pub fn parse_with_owners(s: &str, owners: &str) -> Result<MountTable, String> {
+        let mut specs = s
             .lines()
             .filter(|l| !l.is_empty())
             .map(MountSpec::parse)
             .collect::<Result<Vec<_>, _>>()?;
+        for l in owners.lines().filter(|l| !l.is_empty()) {
+            let (prefix, sock) = l
+                .split_once('=')
+                .ok_or_else(|| format!("owner `{l}`: expected PREFIX=SOCKET"))?;
+            let prefix = normalize_abs(prefix.as_bytes());
+            let spec = specs
+                .iter_mut()
+                .find(|s| s.prefix == prefix)
+                .ok_or_else(|| format!("owner `{l}`: no such mount"))?;
+            spec.owner = Some(PathBuf::from(sock));
+        }
         MountTable::new(specs.into_iter().map(Mount::new).collect())
+    }
+
+    /// The [`OWNERS_ENV`](Self::OWNERS_ENV) form of a list of specs.
+    pub fn owners_value(specs: &[MountSpec]) -> String {
+        specs
+            .iter()
+            .filter_map(|s| {
+                let o = s.owner.as_ref()?;
+                Some(format!(
+                    "{}={}",
+                    String::from_utf8_lossy(&s.prefix),
+                    o.display()
+                ))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The [`ENV`](Self::ENV) form of a list of specs.
@@ -252,6 +316,19 @@ mod tests {
     fn nested_prefixes_are_rejected() {
         assert!(MountTable::parse("/a=/i1\n/a/b=/i2").is_err());
         assert!(MountTable::parse("/a=/i1\n/ab=/i2").is_ok());
+    }
+
+    #[test]
+    fn owners_make_mounts_writable() {
+        let t = MountTable::parse_with_owners("/a=/i1\n/b=/i2", "/b/=/run/s").unwrap();
+        assert!(!t.get(0).writable());
+        assert!(t.get(1).writable());
+        assert_eq!(t.get(1).spec.owner, Some(PathBuf::from("/run/s")));
+        assert!(MountTable::parse_with_owners("/a=/i1", "/c=/s").is_err());
+        let mut specs = vec![t.get(0).spec.clone(), t.get(1).spec.clone()];
+        assert_eq!(MountTable::owners_value(&specs), "/b=/run/s");
+        specs[1].owner = None;
+        assert_eq!(MountTable::owners_value(&specs), "");
     }
 
     #[test]

@@ -3,15 +3,19 @@
 //! share too). Open-file descriptions hold a strong reference; the table holds weak ones,
 //! so a file's object lives exactly as long as something has it open.
 //!
-//! Read-only today; per-file write state (staging, size, dirty ranges) will live in
-//! [`Node`] (its data part beside [`DataPath`], in [`crate::data`]) so every descriptor
-//! of a file sees the same data.
+//! A file of a read-write mount has a writer: the owner's connection. Its object tells
+//! the owner the file is open (so an unlink keeps it until the last close) and asks it
+//! for attributes each time, as other processes change them. Per-file write state
+//! (staging, dirty ranges) will live here too, so every descriptor of a file sees the
+//! same data.
 
+use crate::channel::Remote;
 use crate::data::bulk::BulkImage;
 use crate::data::DataPath;
+use crate::resolve::Errno;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use usfs_fs::{FileSystem, Ino, Metadata};
+use usfs_fs::{FileSystem, FileSystemWrite, Ino, Metadata};
 
 /// One open file, shared by every open-file description of it.
 pub struct Node {
@@ -21,10 +25,31 @@ pub struct Node {
     pub ino: Ino,
     /// Its file system.
     pub fs: Arc<dyn FileSystem>,
-    /// Attributes at first open (the image is read-only, so they stay true).
+    /// Attributes at first open: true for as long as it is open on a read-only mount;
+    /// on a read-write one only its type stays true ([`Node::attrs`] asks).
     pub meta: Metadata,
     /// How reads of the file get their bytes (runs in the image mapping, caches).
     pub data: DataPath,
+    /// The owner of a read-write mount, which takes the file's changes.
+    pub writer: Option<Arc<Remote>>,
+}
+
+impl Node {
+    /// The file's attributes now.
+    pub fn attrs(&self) -> Result<Metadata, Errno> {
+        match &self.writer {
+            Some(w) => w.getattr(self.ino).map_err(|e| e.errno()),
+            None => Ok(self.meta.clone()),
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(w) = &self.writer {
+            let _ = w.release_file(self.ino);
+        }
+    }
 }
 
 /// All open files of a process, by (mount, inode).
@@ -34,8 +59,8 @@ pub struct PathTable {
 }
 
 impl PathTable {
-    /// The shared object for `ino` on mount `mount`, made (with `meta` and the mount's
-    /// `bulk` reader) if nobody has the file open.
+    /// The shared object for `ino` on mount `mount`, made (with `meta`, the mount's
+    /// `bulk` reader and its `writer`) if nobody has the file open.
     pub fn get_or_insert(
         &self,
         mount: usize,
@@ -43,6 +68,7 @@ impl PathTable {
         fs: &Arc<dyn FileSystem>,
         meta: Metadata,
         bulk: Option<Arc<BulkImage>>,
+        writer: Option<Arc<Remote>>,
     ) -> Arc<Node> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = map.get(&(mount, ino)).and_then(Weak::upgrade) {
@@ -53,12 +79,14 @@ impl PathTable {
         if map.len() >= 64 && map.len().is_power_of_two() {
             map.retain(|_, w| w.strong_count() > 0);
         }
+        let writer = writer.filter(|w| w.open_file(ino).is_ok());
         let node = Arc::new(Node {
             mount,
             ino,
             fs: Arc::clone(fs),
             data: DataPath::new(Arc::clone(fs), ino, meta.size, bulk),
             meta,
+            writer,
         });
         map.insert((mount, ino), Arc::downgrade(&node));
         node

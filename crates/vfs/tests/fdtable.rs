@@ -28,7 +28,7 @@ fn cached_lookups_follow_every_change() {
         let root = fs.root();
         let ino = fs.lookup(root, name.as_bytes()).unwrap();
         let meta = fs.getattr(ino).unwrap();
-        let node = paths.get_or_insert(0, ino, &fs, meta, None);
+        let node = paths.get_or_insert(0, ino, &fs, meta, None, None);
         let mut vp = VPath::root(0, root);
         vp.stack.push((ino, name.as_bytes().to_vec()));
         Arc::new(OpenFile::new(node, vp, libc::O_RDONLY))

@@ -14,7 +14,7 @@ use usfs_testkit::exercise::{run_ops, Options as ExerciseOptions};
 use usfs_testkit::{compare, CmpOptions};
 
 /// The workload: every kind of change real programs make.
-const WORKLOAD: &str = r#"
+pub(crate) const WORKLOAD: &str = r#"
 set -e
 umask 022
 export GIT_AUTHOR_DATE=@1000000000 GIT_COMMITTER_DATE=@1000000000 GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t

@@ -1,0 +1,174 @@
+//! `usfs run --rw` against the kernel: the workload of `usfs mount -o rw`'s tests (tar,
+//! cp -a, make, git, sqlite3, python, ACLs, renames, hard links, 3000-entry directories,
+//! what writes and chown take away, a process that changed its user writing through
+//! inherited descriptors) runs under `usfs run --rw` on one copy of an image and on a
+//! kernel loop mount of another: the trees must be equal, `e2fsck -fn` clean, and the
+//! kernel must keep writing the usfs-written image with e2fsck clean after. Then the
+//! refusals: an EROFS image, a second writer, and what a read-only `usfs run` still says.
+
+mod common;
+
+use common::fuse_rw::{fsck_clean, level_times, make_tarball, WORKLOAD};
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use usfs_testkit::{compare, CmpOptions};
+
+/// Runs the workload under `usfs run --rw --mode MODE`, the image at `prefix`.
+fn run_workload_rw(img: &Path, prefix: &Path, tarball: &Path, mode: &str) {
+    let script = format!("cd '{}' || exit 99\n{WORKLOAD}", prefix.display());
+    let (code, out, err) = run_limited(
+        Command::new(usfs())
+            .args(["run", "--rw", "--mode", mode, "-m"])
+            .arg(format!("{}={}", prefix.display(), img.display()))
+            .args(["--", "bash", "-c", &script])
+            .env("TARBALL", tarball),
+        Duration::from_secs(600),
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "workload under usfs run --rw failed:\n{}\n{}",
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&err)
+    );
+}
+
+fn check(name: &str, args: &[&str], mode: &str) {
+    let s = Scratch::new(&format!("run-rw-{name}"));
+    let tarball = make_tarball(&s.0);
+    let a = s.path("usfs.img");
+    mke2fs(&a, "128M", args, None);
+    let b = s.path("kernel.img");
+    std::fs::copy(&a, &b).unwrap();
+    run_workload_rw(&a, &s.path("prefix"), &tarball, mode);
+    fsck_clean(&a, &format!("{name}: after usfs run --rw"));
+    {
+        let m = Mount::new(&b, &s.path("mb"), "ext4", "");
+        let (code, out, err) = run_limited(
+            Command::new("bash")
+                .arg("-c")
+                .arg(WORKLOAD)
+                .current_dir(&m.dir)
+                .env("TARBALL", &tarball),
+            Duration::from_secs(300),
+        );
+        assert_eq!(
+            code,
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&err)
+        );
+    }
+    level_times(&a, &s.path("la"));
+    level_times(&b, &s.path("lb"));
+    {
+        let ma = Mount::new(&a, &s.path("ca"), "ext4", "ro");
+        let mb = Mount::new(&b, &s.path("cb"), "ext4", "ro");
+        let opts = CmpOptions {
+            atime: false,
+            system_xattrs: true,
+            ..Default::default()
+        };
+        if let Err(d) = compare(&ma.dir, &mb.dir, &opts) {
+            panic!("{name}: usfs run --rw and the kernel differ: {d}");
+        }
+    }
+    {
+        let m = Mount::new(&a, &s.path("more"), "ext4", "");
+        sh(&format!(
+            "cd '{}' && rm -rf w/tree && cp -r w/proj w/proj2 && for i in $(seq 1 100); do echo $i > w/k$i; done && sync",
+            m.dir.display()
+        ));
+    }
+    fsck_clean(&a, &format!("{name}: the kernel kept writing"));
+}
+
+fn ready(test: &str) -> bool {
+    common::fuse_rw::ready(test)
+}
+
+#[test]
+fn run_rw_matches_the_kernel_ext4() {
+    if ready("run_rw ext4") {
+        check("ext4", &["-t", "ext4", "-b", "4096"], "posix");
+    }
+}
+
+#[test]
+fn run_rw_sync_mode_matches_the_kernel_1k_nocsum() {
+    if ready("run_rw sync") {
+        check(
+            "sync-1k",
+            &["-t", "ext4", "-b", "1024", "-O", "^metadata_csum"],
+            "sync",
+        );
+    }
+}
+
+/// `usfs run` with CMD's arguments, returning (exit code, stdout, stderr).
+fn usfs_run(args: &[&str]) -> (Option<i32>, String, String) {
+    let (code, out, err) = run_limited(
+        Command::new(usfs()).arg("run").args(args),
+        Duration::from_secs(60),
+    );
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+#[test]
+fn run_rw_refuses_what_it_cannot_change() {
+    if !need_tool("run_rw refusals", "mke2fs") {
+        return;
+    }
+    let s = Scratch::new("run-rw-refuse");
+    let img = s.path("a.img");
+    mke2fs(&img, "16M", &["-t", "ext4"], None);
+    let mnt = format!("{}={}", s.path("p").display(), img.display());
+    let p = s.path("p");
+    // A second writer while the first runs: refused by name, the image unchanged.
+    let script = format!(
+        "echo x > '{p}/f' && '{u}' mkdir '{i}:/second'; echo \"second=$?\"",
+        p = p.display(),
+        u = usfs().display(),
+        i = img.display()
+    );
+    let (code, out, err) = usfs_run(&["--rw", "-m", &mnt, "--", "sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        !out.contains("second=0"),
+        "a second writer was let in: {out}{err}"
+    );
+    assert!(err.contains("in use by another usfs writer"), "{err}");
+    let (_, ls, _) = usfs_run(&["-m", &mnt, "--", "ls", &p.display().to_string()]);
+    assert_eq!(ls, "f\nlost+found\n");
+    // The exit status is CMD's.
+    let (code, _, _) = usfs_run(&["--rw", "-m", &mnt, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code, Some(7));
+    // Read-only as before without --rw.
+    let (code, out, _) = usfs_run(&[
+        "-m",
+        &mnt,
+        "--",
+        "sh",
+        "-c",
+        &format!("echo y > '{}/g'; echo $?", p.display()),
+    ]);
+    assert_eq!(code, Some(0));
+    assert_ne!(out.trim(), "0", "a read-only run wrote");
+    // An EROFS image cannot be opened for writing.
+    let erofs = s.path("e.img");
+    let src = s.path("src");
+    std::fs::create_dir_all(&src).unwrap();
+    run_ok(Command::new(usfs()).arg("mkfs.erofs").arg(&erofs).arg(&src));
+    let emnt = format!("{}={}", p.display(), erofs.display());
+    let (code, _, err) = usfs_run(&["--rw", "-m", &emnt, "--", "true"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("only ext4 images can be changed"), "{err}");
+    fsck_clean(&img, "after the refusals");
+}

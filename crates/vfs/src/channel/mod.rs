@@ -1,0 +1,29 @@
+//! The channel between the image's owner and the processes of `usfs run --rw` (SplitFS's
+//! split, in user space: DESIGN.md "The image owner"). The owner ([`Owner`]) is the one
+//! process holding the image read-write (the volume, its allocator and journal); every
+//! other process reaches the image through a [`Remote`], a file system whose calls are
+//! requests over a Unix stream socket.
+//!
+//! - `wire.rs`: the byte encoding (never panics on malformed input);
+//! - `proto.rs`: the requests, one per file-system call;
+//! - `frame.rs`: length-prefixed frames over raw socket system calls;
+//! - `server.rs` and `client.rs`: the two ends.
+//!
+//! In this first form file data crosses the channel too: reads and writes are requests
+//! of at most [`CHUNK`] bytes each. Data by memcpy through the image mapping, staging
+//! extents and relinking (the rest of SplitFS's design) replace that later.
+
+mod client;
+mod frame;
+mod proto;
+mod server;
+mod wire;
+
+pub use client::Remote;
+pub use server::Owner;
+
+/// The most file data one request or reply carries.
+pub const CHUNK: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests;

@@ -56,6 +56,12 @@ impl Owners {
                 UnixListener::bind(&sock).map_err(|e| CliError::at(sock.display(), e))?;
             std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666))
                 .map_err(|e| CliError::at(sock.display(), e))?;
+            let locks = usfs_vfs::channel::lock_path(&sock);
+            std::fs::File::create(&locks)
+                .and_then(|_| {
+                    std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o666))
+                })
+                .map_err(|e| CliError::at(locks.display(), e))?;
             let fs: Arc<dyn FileSystemWrite> = owned.fs.clone();
             let owner = Owner::new(fs, mode == Mode::Sync);
             owner.listen(listener);

@@ -172,3 +172,54 @@ fn run_rw_refuses_what_it_cannot_change() {
     assert!(err.contains("only ext4 images can be changed"), "{err}");
     fsck_clean(&img, "after the refusals");
 }
+
+/// Between processes under one `usfs run --rw`: record locks exclude (fcntl, as sqlite
+/// and lockf use them), O_APPEND writes from two processes never tear or overwrite each
+/// other, and a file unlinked while open keeps its data until closed.
+#[test]
+fn run_rw_processes_lock_and_append_as_on_the_kernel() {
+    if !need_tool("run_rw processes", "mke2fs") || !need_tool("run_rw processes", "python3") {
+        return;
+    }
+    let s = Scratch::new("run-rw-procs");
+    let img = s.path("a.img");
+    mke2fs(&img, "64M", &["-t", "ext4"], None);
+    let p = s.path("p");
+    let script = r#"
+import fcntl, os, sys, subprocess
+os.chdir(sys.argv[1])
+with open('locked', 'w') as f:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    probe = "import fcntl\nf = open('locked', 'r+')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('got')\nexcept OSError:\n    print('busy')\n"
+    held = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True).stdout.strip()
+    fcntl.lockf(f, fcntl.LOCK_UN)
+    free = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True).stdout.strip()
+print('lock', held, free)
+writer = "import os, sys\nfd = os.open('log', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\nfor i in range(300):\n    os.write(fd, (sys.argv[1] * 99 + '\\n').encode())\n"
+procs = [subprocess.Popen([sys.executable, '-c', writer, c]) for c in 'ab']
+for q in procs:
+    q.wait()
+lines = open('log').read().split('\n')[:-1]
+print('append', len(lines), all(len(l) == 99 and len(set(l)) == 1 for l in lines))
+fd = os.open('gone', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b'still here')
+os.unlink('gone')
+print('unlinked', os.pread(fd, 10, 0).decode(), os.path.exists('gone'))
+os.close(fd)
+"#;
+    let (code, out, err) = usfs_run(&[
+        "--rw",
+        "-m",
+        &format!("{}={}", p.display(), img.display()),
+        "--",
+        "python3",
+        "-c",
+        script,
+        &p.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("lock busy got"), "{out}{err}");
+    assert!(out.contains("append 600 True"), "{out}{err}");
+    assert!(out.contains("unlinked still here False"), "{out}{err}");
+    fsck_clean(&img, "after locks and appends");
+}

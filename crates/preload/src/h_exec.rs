@@ -112,6 +112,10 @@ pub(crate) unsafe extern "C" fn fork() -> pid_t {
         let _streams = lock(&st.streams);
         let _vcwd = st.vcwd.write().unwrap_or_else(|e| e.into_inner());
         let _cwd = st.host_cwd.write().unwrap_or_else(|e| e.into_inner());
+        let _std = lock(&st.std_streams);
+        let _owners: Vec<_> = (0..st.table.len())
+            .filter_map(|i| st.table.get(i).remote().map(|r| r.hold()))
+            .collect();
         Some(call_real!(fork: unsafe extern "C" fn() -> pid_t, -1;))
     });
     match r {

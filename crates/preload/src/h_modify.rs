@@ -183,12 +183,18 @@ pub(crate) fn create_file(
         parent: Some(dir),
         name,
     };
-    let m = apply::create(
-        st,
-        &**w,
-        &place,
-        Op::Mknod(libc::S_IFREG | (mode & 0o7777), 0),
-    )?;
+    let file = Op::Mknod(libc::S_IFREG | (mode & 0o7777), 0);
+    let m = match apply::create(st, &**w, &place, file) {
+        // Another process made it since the lookup: without O_EXCL, open theirs.
+        Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => {
+            let follow = flags & libc::O_NOFOLLOW == 0;
+            return match st.classify(dirfd, path, follow)? {
+                Target::Virt(vp) => st.open_virtual(vp, flags),
+                _ => Err(libc::EEXIST),
+            };
+        }
+        r => r?,
+    };
     let mut vp = dir.clone();
     vp.stack.push((m.ino, name.clone()));
     debug_assert_eq!(vp.mount, *mount);

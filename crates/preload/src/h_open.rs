@@ -270,6 +270,21 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
                 f.set_status_flags(arg as c_int);
                 0
             }
+            libc::F_GETLK
+            | libc::F_OFD_GETLK
+            | libc::F_SETLK
+            | libc::F_SETLKW
+            | libc::F_OFD_SETLK
+            | libc::F_OFD_SETLKW
+                if f.node.writer.is_some() =>
+            {
+                if arg == 0 {
+                    return Some(ret(Err(libc::EFAULT)));
+                }
+                // SAFETY: for these commands the argument is a struct flock pointer.
+                let lk = unsafe { &mut *(arg as *mut libc::flock) };
+                ret(record_lock(&f, fd, cmd, lk))
+            }
             libc::F_GETLK | libc::F_OFD_GETLK => {
                 if arg == 0 {
                     return Some(ret(Err(libc::EFAULT)));
@@ -284,11 +299,9 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
                 }
                 // SAFETY: for these commands the argument is a struct flock pointer.
                 let t = unsafe { (*(arg as *const libc::flock)).l_type } as c_int;
-                // A write lock needs a descriptor open for writing. Locks are granted, not
-                // kept: processes of one `usfs run` do not exclude each other yet.
-                let writes =
-                    f.node.writer.is_some() && f.flags() & libc::O_ACCMODE != libc::O_RDONLY;
-                if t == libc::F_WRLCK && !writes {
+                // A read-only mount: nobody writes, so read locks never conflict; a write
+                // lock needs a descriptor open for writing.
+                if t == libc::F_WRLCK {
                     ret(Err(libc::EBADF))
                 } else {
                     0
@@ -297,6 +310,32 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
             _ => ret(Err(libc::EINVAL)),
         })
     })
+}
+
+/// A record lock on a file of a read-write mount, kept in its owner's lock file (the
+/// access mode must allow the lock's type: EBADF).
+fn record_lock(
+    f: &usfs_vfs::OpenFile,
+    fd: c_int,
+    cmd: c_int,
+    lk: &mut libc::flock,
+) -> Result<c_int, i32> {
+    let w = f.node.writer.as_ref().ok_or(libc::EBADF)?;
+    let acc = f.flags() & libc::O_ACCMODE;
+    let setting = !matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK);
+    match lk.l_type as c_int {
+        libc::F_WRLCK if setting && acc == libc::O_RDONLY => return Err(libc::EBADF),
+        libc::F_RDLCK if setting && acc == libc::O_WRONLY => return Err(libc::EBADF),
+        libc::F_RDLCK | libc::F_WRLCK | libc::F_UNLCK => {}
+        _ => return Err(libc::EINVAL),
+    }
+    let cur = f.offset_fd(fd)?;
+    let size = if lk.l_whence as c_int == libc::SEEK_END {
+        f.node.attrs()?.size
+    } else {
+        0
+    };
+    w.locks().fcntl(f.ino(), cmd, lk, cur, size)
 }
 
 macro_rules! fcntl_hooks {

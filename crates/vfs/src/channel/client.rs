@@ -31,6 +31,7 @@ struct Conn {
 /// A file system served by the owner listening at a socket.
 pub struct Remote {
     socket: PathBuf,
+    locks: super::LockFile,
     conn: Mutex<Option<Conn>>,
     root: Ino,
     format: &'static str,
@@ -45,6 +46,7 @@ impl Remote {
     pub fn connect(socket: &Path) -> Result<Remote> {
         let mut r = Remote {
             socket: socket.to_path_buf(),
+            locks: super::LockFile::new(socket),
             conn: Mutex::new(None),
             root: 0,
             format: "ext4",
@@ -60,9 +62,21 @@ impl Remote {
         Ok(r)
     }
 
+    /// The record locks of the files this owner serves.
+    pub fn locks(&self) -> &super::LockFile {
+        &self.locks
+    }
+
+    /// Holds the connection's lock (around fork: a child never inherits it held by a
+    /// thread that does not exist there).
+    pub fn hold(&self) -> impl Drop + '_ {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The program closes or replaces descriptors `first..=last`: if the connection's is
     /// among them it is no longer ours (the next call connects again).
     pub fn forget_in(&self, first: u32, last: u32) {
+        self.locks.forget_in(first, last);
         let mut g = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if g.as_ref()
             .is_some_and(|c| (c.fd as u32) >= first && (c.fd as u32) <= last)

@@ -7,7 +7,8 @@
 //! - `wire.rs`: the byte encoding (never panics on malformed input);
 //! - `proto.rs`: the requests, one per file-system call;
 //! - `frame.rs`: length-prefixed frames over raw socket system calls;
-//! - `server.rs` and `client.rs`: the two ends.
+//! - `server.rs` and `client.rs`: the two ends;
+//! - `locks.rs`: record locks between the clients, kept by the kernel in a lock file.
 //!
 //! In this first form file data crosses the channel too: reads and writes are requests
 //! of at most [`CHUNK`] bytes each. Data by memcpy through the image mapping, staging
@@ -15,11 +16,13 @@
 
 mod client;
 mod frame;
+mod locks;
 mod proto;
 mod server;
 mod wire;
 
 pub use client::Remote;
+pub use locks::{lock_path, LockFile};
 pub use server::Owner;
 
 /// The most file data one request or reply carries.

@@ -14,6 +14,8 @@
 # FUSE over io_uring is switched on for the bench (bench/uring.sh; URING=0 does not): the
 # usfs methods then take requests on per-CPU io_uring queues.
 #   fuse2fs      Debian's fuse2fs 1.47 (never writes its journal: a crash may lose data)
+#   usfs-run     usfs run --rw: no mount; each command runs under `usfs run --rw -m
+#                MNT=IMG`, whose end (commit and close of the image) is in the timing
 # Workloads (WORKLOADS):
 #   data  bench/writer.c: THREADS (1 4) threads, each its own file, write BS (BSS: 1K 4K
 #         64K 1M) blocks: append (O_APPEND to a new file), fill (a new file written at
@@ -44,7 +46,9 @@
 # from the writer, mount or tool) is FAIL in the table and exits 1 too.
 # Targets checked: usfs mount -o rw (both modes) vs fuse2fs >= 3x on every metadata
 # workload and >= 2x on data writes; usfs vs kernel on data writes >= 0.5x; usfs cp -r vs
-# e2cp >= 10x.
+# e2cp >= 10x; usfs run --rw (issue 16, the SplitFS and PLFS seeds): >= 2x fuse2fs on
+# every data case, >= 5x usfs -o direct_io on 4K appends, >= 1x the kernel on buffered 4K
+# appends and overwrites, and metadata workloads in <= 1.15x the kernel's time.
 # Running DAMON page-out kdamonds are paused meanwhile (bench/damon.sh; KEEP_DAMON=1).
 # QUICK=1: one round, 4K and 1M only, 20000 files (a smoke run of a few minutes).
 # Usage: bench/write-paths.sh   (root: loop and FUSE mounts; env SIZE_MB, FSYNC_MB, SECS,
@@ -72,7 +76,7 @@ edit_files=${EDIT_FILES:-40}
 img_mb=${IMG_MB:-2048}
 mkfs_opts=${MKFS_OPTS:-}
 usfs_threads=${USFS_THREADS:-2}
-methods=${METHODS:-"kernel usfs usfs-direct fuse2fs"}
+methods=${METHODS:-"kernel usfs usfs-direct fuse2fs usfs-run"}
 workloads=${WORKLOADS:-"data meta edit"}
 if [ -z "${USFS_BIN:-}" ]; then nice -n 10 cargo build --release -q -p usfs-cli; fi
 usfs=${USFS_BIN:-$PWD/target/release/usfs}
@@ -114,8 +118,17 @@ fresh_image() { cp --sparse=always "$work/base.img" "$img"; }
 now() { date +%s.%N; }
 elapsed() { printf "%.3f" "$(echo "$(now) - $1" | bc -l)"; }
 
+# Runs a command of method $1 on the image: under `usfs run --rw` for usfs-run, else as
+# it is (on the mount at $mnt).
+in_method() { # method cmd...
+    local m=$1
+    shift
+    if [ "$m" = usfs-run ]; then "$usfs" run --rw -m "$mnt=$img" -- "$@"; else "$@"; fi
+}
+
 mount_method() { # method -> 0 when mounted
     case $1 in
+        usfs-run) ;;
         kernel)
             loopdev=$(losetup --find --show "$img")
             mount -t ext4 "$loopdev" "$mnt"
@@ -137,6 +150,7 @@ mount_method() { # method -> 0 when mounted
 
 unmount_method() { # method: returns once the image is durable and closed
     case $1 in
+        usfs-run) ;;
         kernel)
             umount "$mnt"
             losetup -d "$loopdev"
@@ -195,7 +209,7 @@ data_method() { # method: one mount, every case, one figure each
         return
     fi
     for t_ in $thread_counts; do # the files over-* overwrite (not timed)
-        "$work/writer" "$mnt" "o$t_" prep 1048576 "$t_" $((size_mb << 20)) 0 0 || ok=
+        in_method "$m" "$work/writer" "$mnt" "o$t_" prep 1048576 "$t_" $((size_mb << 20)) 0 0 || ok=
     done
     for c in $(case_list); do
         IFS=, read -r mode bs t f <<<"$c"
@@ -203,13 +217,13 @@ data_method() { # method: one mount, every case, one figure each
         [ "$f" = 1 ] && bytes=$((fsync_mb << 20)) lim=$fsync_secs
         local name=n
         case $mode in over-*) name=o$t ;; esac
-        if [ -n "$ok" ] && r=$("$work/writer" "$mnt" "$name" "$mode" "$bs" "$t" "$bytes" "$lim" "$f" 2>"$work/err"); then
+        if [ -n "$ok" ] && r=$(in_method "$m" "$work/writer" "$mnt" "$name" "$mode" "$bs" "$t" "$bytes" "$lim" "$f" 2>"$work/err"); then
             add "data,$m,$c" "${r%% *}"
         else
             echo "  $m $c failed: ${ok:+$(head -c 300 "$work/err")}${ok:-the files to overwrite could not be made}" >&2
             add "data,$m,$c" FAIL
         fi
-        if [ "$name" = n ]; then rm -f "$mnt"/n.* || true; fi
+        if [ "$name" = n ]; then in_method "$m" sh -c 'rm -f "$1"/n.*' _ "$mnt" || true; fi
     done
     unmount_method "$m"
     if ! check_image "$m data writes" >/dev/null; then
@@ -222,7 +236,7 @@ meta_step() { # method key expected-inodes-or-"" cmd...
     local m=$1 key=$2 expect=$3 t0 s used
     shift 3
     t0=$(now)
-    if ! "$@" >"$work/out" 2>&1; then
+    if ! in_method "$m" "$@" >"$work/out" 2>&1; then
         echo "  $m $key failed: $(tail -c 300 "$work/out")" >&2
         unmount_method "$m" || true
         add "meta,$m,$key" FAIL
@@ -391,6 +405,16 @@ if [[ " $workloads " = *" data "* ]]; then
             read -r w r x <<<"$l"
             check_target "$w" "$r" "$x" quiet
         done
+        if has usfs-run; then
+            u=$(median "${vals[data,usfs-run,$c]:-}")
+            rf=$(ratio "$u" "$(median "${vals[data,fuse2fs,$c]:-}")")
+            rk=$(ratio "$u" "$(median "${vals[data,kernel,$c]:-}")")
+            rd=$(ratio "$u" "$(median "${vals[data,usfs-direct,$c]:-}")")
+            printf '  run: /f2fs %s /kern %s /direct %s' "$rf" "$rk" "$rd"
+            check_target run/f2fs "$rf" 2 quiet
+            if [ "$bs" = 4096 ] && [ "$f" = 0 ] && [ "$mode" != fill ]; then check_target run/kern "$rk" 1 quiet; fi
+            if [ "$bs" = 4096 ] && [ "$mode" = append ]; then check_target run/direct "$rd" 5 quiet; fi
+        fi
         [ -n "$row_missed" ] && printf '  missed:%s' "$row_missed"
         echo
     done
@@ -416,6 +440,11 @@ if [[ " $workloads " = *" meta "* ]]; then
             rs+=("$m $r")
         done
         echo
+        if has usfs-run; then
+            r=$(ratio "$(median "${vals[meta,kernel,$w]:-}")" "$(median "${vals[meta,usfs-run,$w]:-}")")
+            echo "  usfs run --rw speed vs the kernel on $w: ${r}x (target >= 0.87: at most 1.15x its time)"
+            check_target "usfs run --rw vs kernel speed on $w" "$r" 0.87
+        fi
         for l in "${rs[@]}"; do
             read -r m r <<<"$l"
             check_target "$m/fuse2fs speed on $w" "$r" 3

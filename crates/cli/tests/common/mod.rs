@@ -4,6 +4,7 @@
 
 pub(crate) mod erofs;
 pub(crate) mod fuse_rw;
+pub(crate) mod kill;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -115,7 +115,7 @@ pub(crate) fn recover_and_check(s: &Scratch, img: &Path, files: &[(u64, usize)],
             .arg("mkdir")
             .arg(format!("{}:/after", img.display())),
     );
-    let (code, out) = e2fsck(&["-fn"], &img);
+    let (code, out) = e2fsck(&["-fn"], img);
     assert_eq!(code, 0, "{name}: after usfs's replay:\n{out}");
     check_files(img, files, &format!("{name}, usfs's replay"));
 

@@ -17,6 +17,16 @@ pub use types::format_uuid;
 pub use types::{DirEntry, FileType, Ino, Metadata, StatFs, Timestamp};
 pub use write::{Fallocate, FileSystemWrite, NewNode, RenameFlags, SetAttr};
 
+/// What [`FileSystem::step_attrs`] finds.
+#[derive(Debug)]
+pub struct StepAttrs {
+    /// The directory's attributes.
+    pub dir: Metadata,
+    /// `None` when the directory is not one; else the lookup: the inode and, when asked
+    /// for, its attributes.
+    pub found: Option<Result<(Ino, Option<Metadata>)>>,
+}
+
 /// Read access to a mounted image. All methods take `&self` and may be called from many
 /// threads at once.
 ///
@@ -34,6 +44,32 @@ pub trait FileSystem: Send + Sync {
 
     /// Attributes of an inode.
     fn getattr(&self, ino: Ino) -> Result<Metadata>;
+
+    /// One step of a path walk in one call (one round trip for a file system served by
+    /// another process): the attributes of `dir` and, when it is a directory, the lookup
+    /// of `name` in it, with the attributes of what it names when `child_attrs` is set
+    /// (or the back end has them at no cost). The default makes the separate calls.
+    fn step_attrs(&self, dir: Ino, name: &[u8], child_attrs: bool) -> Result<StepAttrs> {
+        let dir_meta = self.getattr(dir)?;
+        if dir_meta.file_type != FileType::Directory {
+            return Ok(StepAttrs {
+                dir: dir_meta,
+                found: None,
+            });
+        }
+        let found = self.lookup(dir, name).and_then(|ino| {
+            let m = if child_attrs {
+                Some(self.getattr(ino)?)
+            } else {
+                None
+            };
+            Ok((ino, m))
+        });
+        Ok(StepAttrs {
+            dir: dir_meta,
+            found: Some(found),
+        })
+    }
 
     /// Lists directory `dir` from position `cookie` (0 = start), without `.` and `..`, in
     /// the order the kernel's driver for the format lists it. `f` receives each entry and

@@ -38,18 +38,23 @@ pub fn step(
     links: &mut usize,
     may_search: &dyn Fn(&Metadata) -> bool,
 ) -> Result<Step> {
-    let meta = fs.getattr(dir)?;
-    if meta.file_type != FileType::Directory {
+    let s = fs.step_attrs(dir, name, follow)?;
+    let Some(found) = s.found else {
         return Err(Error::NotDir);
-    }
-    if !may_search(&meta) {
+    };
+    if !may_search(&s.dir) {
         return Err(Error::Access);
     }
     if name.len() > NAME_MAX {
         return Err(Error::NameTooLong);
     }
-    let ino = fs.lookup(dir, name)?;
-    if !follow || fs.getattr(ino)?.file_type != FileType::Symlink {
+    let (ino, child) = found?;
+    let is_link = follow
+        && match child {
+            Some(m) => m.file_type == FileType::Symlink,
+            None => fs.getattr(ino)?.file_type == FileType::Symlink,
+        };
+    if !is_link {
         return Ok(Step::Node(ino));
     }
     *links += 1;
@@ -112,7 +117,13 @@ mod tests {
 
     /// A tiny image: `/a/f` (file), `/a/rel -> ../a/f`, `/a/abs -> /a/f`,
     /// `/a/esc -> ../../../a/f`, `/loop -> loop`, `/empty -> ""`, `/locked/` (mode 0).
-    struct Tree;
+    /// A small tree; `eager`: its step_attrs always gives the child's attributes, as a
+    /// file system served by another process does.
+    struct Tree {
+        eager: bool,
+    }
+
+    const TREE: Tree = Tree { eager: false };
 
     const ROOT: Ino = 1;
     const NODES: &[(Ino, Ino, &str, FileType, &str)] = &[
@@ -141,6 +152,17 @@ mod tests {
                 .find(|n| n.1 == dir && n.2.as_bytes() == name)
                 .map(|n| n.0)
                 .ok_or(Error::NotFound)
+        }
+        fn step_attrs(&self, dir: Ino, name: &[u8], child: bool) -> Result<crate::StepAttrs> {
+            let d = self.getattr(dir)?;
+            let found = (d.file_type == FileType::Directory).then(|| {
+                let ino = self.lookup(dir, name)?;
+                let m = (child || self.eager)
+                    .then(|| self.getattr(ino))
+                    .transpose()?;
+                Ok((ino, m))
+            });
+            Ok(crate::StepAttrs { dir: d, found })
         }
         fn getattr(&self, ino: Ino) -> Result<Metadata> {
             let (file_type, perm) = match NODES.iter().find(|n| n.0 == ino) {
@@ -181,7 +203,14 @@ mod tests {
     }
 
     fn r(path: &str, follow: bool) -> Result<Ino> {
-        resolve(&Tree, path.as_bytes(), follow)
+        let plain = resolve(&TREE, path.as_bytes(), follow);
+        let eager = resolve(&Tree { eager: true }, path.as_bytes(), follow);
+        assert_eq!(
+            format!("{plain:?}"),
+            format!("{eager:?}"),
+            "{path}: the walk depends on whether step_attrs gives the child's attributes"
+        );
+        plain
     }
 
     #[test]
@@ -212,14 +241,14 @@ mod tests {
     fn step_asks_the_front_end_for_search_permission() {
         let mut links = 0;
         let deny_mode_0 = |m: &Metadata| m.perm != 0;
-        let got = step(&Tree, 9, b"g", true, &mut links, &deny_mode_0);
+        let got = step(&TREE, 9, b"g", true, &mut links, &deny_mode_0);
         assert!(matches!(got, Err(Error::Access)));
         assert_eq!(
-            step(&Tree, 9, b"g", true, &mut links, &|_| true).unwrap(),
+            step(&TREE, 9, b"g", true, &mut links, &|_| true).unwrap(),
             Step::Node(10)
         );
         assert_eq!(
-            step(&Tree, 2, b"rel", true, &mut links, &|_| true).unwrap(),
+            step(&TREE, 2, b"rel", true, &mut links, &|_| true).unwrap(),
             Step::Link(b"../a/f".to_vec())
         );
         assert_eq!(links, 1);

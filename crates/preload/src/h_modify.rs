@@ -200,7 +200,11 @@ pub(crate) fn create_file(
     debug_assert_eq!(vp.mount, *mount);
     // The new file is empty and ours: no O_EXCL or O_TRUNC left to apply, and the
     // permission check is skipped as the kernel skips it for the creator.
-    st.open_new(vp, flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC))
+    st.open_new(
+        vp,
+        m,
+        flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC),
+    )
 }
 
 /// What a modifying call does to the name it is given.

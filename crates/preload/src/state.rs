@@ -288,10 +288,9 @@ impl State {
 
     /// Opens a file this process just created (no permission check: the creator may
     /// open its new file with any access, as the kernel lets it).
-    pub(crate) fn open_new(&self, vp: VPath, flags: c_int) -> Result<c_int, i32> {
+    pub(crate) fn open_new(&self, vp: VPath, meta: Metadata, flags: c_int) -> Result<c_int, i32> {
         let mount = self.table.get(vp.mount);
         let fs = Arc::clone(mount.fs().map_err(|(e, _)| e)?);
-        let meta = fs.getattr(vp.ino()).map_err(|e| e.errno())?;
         let writer = mount.remote().cloned();
         let node = self
             .paths

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use usfs_fs::{
     DirEntry, Error, Fallocate, FileSystem, FileSystemWrite, Ino, Metadata, NewNode, RenameFlags,
-    Result, SetAttr, StatFs,
+    Result, SetAttr, StatFs, StepAttrs,
 };
 
 /// The lowest descriptor number a connection uses, out of the way of the small numbers
@@ -295,6 +295,25 @@ impl FileSystem for Remote {
 
     fn getattr(&self, ino: Ino) -> Result<Metadata> {
         self.meta_of(&Req::Getattr { ino })
+    }
+
+    fn step_attrs(&self, dir: Ino, name: &[u8], _child_attrs: bool) -> Result<StepAttrs> {
+        let b = self.call(&Req::Step { dir, name })?;
+        let mut d = Dec(&b);
+        let dir = d.meta().ok_or_else(proto_err)?;
+        let found = match d.u8().ok_or_else(proto_err)? {
+            0 => None,
+            1 => {
+                let ino = d.u64().ok_or_else(proto_err)?;
+                Some(Ok((ino, Some(d.meta().ok_or_else(proto_err)?))))
+            }
+            _ => {
+                let errno = d.u32().ok_or_else(proto_err)? as i32;
+                let msg = String::from_utf8_lossy(d.bytes().unwrap_or_default()).into_owned();
+                Some(Err(Error::from_errno(errno, &msg)))
+            }
+        };
+        Ok(StepAttrs { dir, found })
     }
 
     fn readdir(

@@ -32,6 +32,11 @@ pub(crate) enum Req<'a> {
     Readlink {
         ino: Ino,
     },
+    /// One step of a path walk (FileSystem::step_attrs).
+    Step {
+        dir: Ino,
+        name: &'a [u8],
+    },
     ListXattrs {
         ino: Ino,
     },
@@ -211,6 +216,7 @@ impl<'a> Req<'a> {
             Req::Sync => e.u8(25),
             Req::Open { ino } => e.u8(26).u64(ino),
             Req::Release { ino } => e.u8(27).u64(ino),
+            Req::Step { dir, name } => e.u8(28).u64(dir).bytes(name),
         };
         e.0
     }
@@ -332,6 +338,10 @@ impl<'a> Req<'a> {
             25 => Req::Sync,
             26 => Req::Open { ino: d.u64()? },
             27 => Req::Release { ino: d.u64()? },
+            28 => Req::Step {
+                dir: d.u64()?,
+                name: d.bytes()?,
+            },
             _ => return None,
         };
         d.done().then_some(r)

@@ -121,6 +121,27 @@ impl Owner {
             Req::Getattr { ino } => {
                 e.meta(&fs.getattr(ino)?);
             }
+            Req::Step { dir, name } => {
+                let s = fs.step_attrs(dir, name, true)?;
+                e.meta(&s.dir);
+                match s.found {
+                    None => {
+                        e.u8(0);
+                    }
+                    Some(Ok((ino, m))) => {
+                        let m = match m {
+                            Some(m) => m,
+                            None => fs.getattr(ino)?,
+                        };
+                        e.u8(1).u64(ino).meta(&m);
+                    }
+                    Some(Err(err)) => {
+                        e.u8(2)
+                            .u32(err.errno() as u32)
+                            .bytes(err.to_string().as_bytes());
+                    }
+                }
+            }
             Req::Readdir { dir, pos, dots } => self.readdir(dir, pos, dots, &mut e)?,
             Req::Read { ino, off, len } => {
                 let mut buf = vec![0u8; (len as usize).min(super::CHUNK)];

@@ -223,3 +223,49 @@ os.close(fd)
     assert!(out.contains("unlinked still here False"), "{out}{err}");
     fsck_clean(&img, "after locks and appends");
 }
+
+/// The seeded random-operation exerciser (usfs-exercise: creates, writes with holes,
+/// appends, truncates, fallocate modes, renames, links, unlinks, directories, symbolic
+/// links, xattrs, chmod, utimens, fsync; several threads, files shared between them)
+/// runs inside `usfs run --rw`, every result checked against its model, then the whole
+/// tree; the image is e2fsck clean after. (The binary is built by `cargo build
+/// --workspace`, as scripts/test.sh does first.)
+#[test]
+fn run_rw_exerciser_matches_its_model() {
+    let ex = usfs().with_file_name("usfs-exercise");
+    if !ex.is_file() {
+        eprintln!("SKIP run_rw exerciser: {} not built", ex.display());
+        return;
+    }
+    if !need_tool("run_rw exerciser", "mke2fs") {
+        return;
+    }
+    for (seed, threads, mode, mkfs) in [
+        (1, "2", "posix", &["-t", "ext4"][..]),
+        (2, "3", "posix", &["-t", "ext4", "-b", "4096"][..]),
+        (3, "2", "sync", &["-t", "ext4", "-O", "^metadata_csum"][..]),
+    ] {
+        let s = Scratch::new(&format!("run-rw-exercise-{seed}"));
+        let img = s.path("a.img");
+        mke2fs(&img, "256M", mkfs, None);
+        let p = s.path("p");
+        let (code, out, err) = usfs_run(&[
+            "--rw",
+            "--mode",
+            mode,
+            "-m",
+            &format!("{}={}", p.display(), img.display()),
+            "--",
+            &ex.display().to_string(),
+            "--seed",
+            &seed.to_string(),
+            "-t",
+            threads,
+            "-n",
+            "800",
+            &p.display().to_string(),
+        ]);
+        assert_eq!(code, Some(0), "seed {seed}: {out}{err}");
+        fsck_clean(&img, &format!("after the exerciser, seed {seed}"));
+    }
+}

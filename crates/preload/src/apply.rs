@@ -191,6 +191,17 @@ pub(crate) fn rename(
         to.parent.ok_or(libc::EBUSY)?,
     );
     let sm = w.getattr(src.ino()).map_err(errno)?;
+    // The kernel's lock_rename traps come before any type check: the source may not be
+    // an ancestor of the target's directory (EINVAL), the target not one of the
+    // source's (ENOTEMPTY).
+    if dp.stack.iter().any(|(i, _)| *i == src.ino()) {
+        return Err(libc::EINVAL);
+    }
+    if let Some(dst) = to.entry {
+        if dst.ino() != src.ino() && sp.stack.iter().any(|(i, _)| *i == dst.ino()) {
+            return Err(libc::ENOTEMPTY);
+        }
+    }
     if let Some(dst) = to.entry {
         if flags.noreplace {
             return Err(libc::EEXIST);
@@ -216,10 +227,6 @@ pub(crate) fn rename(
         sticky_ok(st, &ddm, &dm)?;
     } else if flags.exchange {
         return Err(libc::ENOENT);
-    }
-    // A directory cannot move below itself.
-    if sm.file_type == FileType::Directory && dp.stack.iter().any(|(i, _)| *i == src.ino()) {
-        return Err(libc::EINVAL);
     }
     let spm = w.getattr(sp.ino()).map_err(errno)?;
     may_change_dir(st, &spm)?;

@@ -85,8 +85,21 @@ impl Remote {
         }
     }
 
-    /// Sends `req` and returns the reply's payload (or the owner's error).
+    /// Sends `req` and returns the reply's payload (or the owner's error). errno is left
+    /// as it was: the lock and the socket calls may set it (a contended lock's futex wait
+    /// says EAGAIN), and callers such as readdir(3) must not change it on success.
     fn call(&self, req: &Req<'_>) -> Result<Vec<u8>> {
+        // SAFETY: __errno_location returns this thread's errno slot.
+        let errno = unsafe { libc::__errno_location() };
+        // SAFETY: as above; reading and writing our own thread's slot.
+        let saved = unsafe { *errno };
+        let r = self.call_inner(req);
+        // SAFETY: as above.
+        unsafe { *errno = saved };
+        r
+    }
+
+    fn call_inner(&self, req: &Req<'_>) -> Result<Vec<u8>> {
         let msg = req.encode();
         let mut g = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: getpid has no preconditions.

@@ -99,3 +99,48 @@ fn kill_9_of_usfs_run_rw_sync_loses_no_returned_call() {
         kill_points("sync");
     }
 }
+
+/// sync(1) inside `usfs run --rw` (posix mode) makes every change durable: after a kill
+/// -9 of the whole tree the file written before it is there, with its data, in a process
+/// that never touched the image but to sync.
+#[test]
+fn sync_inside_usfs_run_rw_survives_a_kill() {
+    if !need_tool("run_rw sync(1)", "e2fsck") {
+        return;
+    }
+    let s = Scratch::new("run-rw-sync1");
+    let img = s.path("img");
+    mke2fs(&img, "32M", &["-t", "ext4"], None);
+    let p = s.path("p");
+    let flag = s.path("synced");
+    let script = format!(
+        "echo durable > '{p}/f' && sync && touch '{flag}' && sleep 60",
+        p = p.display(),
+        flag = flag.display()
+    );
+    let mut child = Command::new(usfs())
+        .args(["run", "--rw", "-m"])
+        .arg(format!("{}={}", p.display(), img.display()))
+        .args(["--", "sh", "-c", &script])
+        .env("TMPDIR", &s.0)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !flag.exists() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) of the process group we made.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.wait();
+    assert!(flag.exists(), "sync did not return");
+    let out = run_ok(Command::new(usfs()).arg("cat").arg(&img).arg("/f"));
+    assert_eq!(out.stdout, b"durable\n");
+    run_ok(
+        Command::new(usfs())
+            .arg("mkdir")
+            .arg(format!("{}:/after", img.display())),
+    );
+    let (code, out) = e2fsck(&["-fn"], &img);
+    assert_eq!(code, 0, "{out}");
+}

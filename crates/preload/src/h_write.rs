@@ -1,6 +1,6 @@
 //! Calls that change a file through a descriptor: the write family, fallocate and
 //! posix_fallocate, ftruncate, fchmod, fchown, futimens, fsetxattr and fremovexattr, and
-//! the sync calls.
+//! the sync calls (sync(2) commits every read-write mount too).
 //!
 //! A virtual descriptor of a read-write mount (`usfs run --rw`) sends them to the image's
 //! owner (usfs_vfs::OpenFile's write methods, usfs_vfs::change's rules). On a read-only
@@ -346,4 +346,18 @@ pub(crate) unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
         Some(r) => r,
         None => call_real!(syncfs: unsafe extern "C" fn(c_int) -> c_int, -1; fd),
     }
+}
+
+/// sync(2): every read-write mount's image is committed too.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn sync() {
+    let _ = crate::sys::hooked((), |st| {
+        for i in 0..st.table.len() {
+            if let Some(w) = st.writer(i) {
+                let _ = w.sync();
+            }
+        }
+        None::<()>
+    });
+    call_real!(sync: unsafe extern "C" fn(), (););
 }

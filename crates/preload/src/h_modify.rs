@@ -183,7 +183,7 @@ pub(crate) fn create_file(
         parent: Some(dir),
         name,
     };
-    let file = Op::Mknod(libc::S_IFREG | (mode & 0o7777), 0);
+    let file = apply::NewKind::Node(libc::S_IFREG | (mode & 0o7777), 0);
     let m = match apply::create(st, &**w, &place, file) {
         // Another process made it since the lookup: without O_EXCL, open theirs.
         Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => {
@@ -718,7 +718,7 @@ fn rename_common(
                 return Some(ret(Err(libc::EROFS)));
             };
             return Some(ret(match st.writer(m) {
-                Some(w) => apply::rename(st, w, pa, pb, flags).map(|()| 0),
+                Some(w) => apply::names::rename(&**w, st.actor(), pa, pb, flags).map(|()| 0),
                 None => Err(libc::EROFS),
             }));
         }
@@ -816,7 +816,7 @@ fn link_common(
                         if ma != mount {
                             Err(libc::EXDEV)
                         } else {
-                            apply::link(st, w, old, to).map(|()| 0)
+                            apply::names::link(&**w, st.actor(), old, to).map(|()| 0)
                         }
                     }
                     (Spot::Host(_), _, Some(_)) if e == libc::EROFS => Err(libc::EXDEV),

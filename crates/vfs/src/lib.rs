@@ -40,6 +40,7 @@ pub mod data;
 mod fdtable;
 mod file;
 mod mounts;
+pub mod names;
 mod node;
 mod open;
 pub mod owner;

@@ -39,15 +39,37 @@ fn errno(e: usfs_fs::Error) -> i32 {
     e.errno()
 }
 
-/// The process's umask (read from /proc, which does not change it, unlike umask(2)).
-fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
+/// The process's umask: as the umask hook last set it, else read once from /proc (which,
+/// unlike umask(2), does not change it).
+fn process_umask(st: &State) -> u32 {
+    use std::sync::atomic::Ordering;
+    let known = st.umask.load(Ordering::Relaxed);
+    if known != u32::MAX {
+        return known;
+    }
+    let m = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             let l = s.lines().find(|l| l.starts_with("Umask:"))?;
             u32::from_str_radix(l[6..].trim(), 8).ok()
         })
-        .unwrap_or(0o022)
+        .unwrap_or(0o022);
+    // A concurrent umask(2) wins: it stored the newer value.
+    let _ = st
+        .umask
+        .compare_exchange(u32::MAX, m, Ordering::Relaxed, Ordering::Relaxed);
+    st.umask.load(Ordering::Relaxed)
+}
+
+/// umask(2): the new mask is remembered for the files made in read-write mounts.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn umask(mask: libc::mode_t) -> libc::mode_t {
+    let old = crate::sys::call_real!(umask: unsafe extern "C" fn(libc::mode_t) -> libc::mode_t, 0o022; mask);
+    if let Some(st) = crate::state::state() {
+        st.umask
+            .store(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
+    }
+    old
 }
 
 /// Carries out `op` at `p` with the owner `w`.
@@ -85,5 +107,5 @@ pub(crate) fn create(
     p: &Place<'_>,
     kind: NewKind<'_>,
 ) -> Result<Metadata, i32> {
-    names::create(w, st.actor(), p, kind, umask())
+    names::create(w, st.actor(), p, kind, process_umask(st))
 }

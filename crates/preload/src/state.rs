@@ -50,6 +50,8 @@ pub(crate) struct State {
     /// For descriptors 1 and 2 while they are files of a read-write mount: the original
     /// `stdout`/`stderr` and the stream of ours standing in for it (h_stdio).
     pub std_streams: Mutex<[Option<(usize, usize)>; 3]>,
+    /// The process's umask as the umask hook last set it (`u32::MAX`: not known yet).
+    pub umask: std::sync::atomic::AtomicU32,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -89,6 +91,7 @@ fn init() -> Option<State> {
         creds: creds(),
         shell: Default::default(),
         std_streams: Mutex::new([None; 3]),
+        umask: std::sync::atomic::AtomicU32::new(u32::MAX),
     })
 }
 

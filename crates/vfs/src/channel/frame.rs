@@ -40,18 +40,55 @@ pub(crate) fn send(fd: i32, payload: &[u8]) -> Result<(), Errno> {
 }
 
 /// Receives one frame; `Ok(None)` when the peer closed the connection between frames.
+/// A small frame takes one system call: the first read asks for up to 4 KiB, header and
+/// payload together. That never takes bytes of a next frame, because the channel keeps
+/// at most one frame in flight each way (a request, then its reply).
 pub(crate) fn recv(fd: i32) -> Result<Option<Vec<u8>>, Errno> {
-    let mut len = [0u8; 4];
-    if !fill(fd, &mut len, true)? {
+    let mut head = [0u8; 4096];
+    let mut got = read_some(fd, &mut head)?;
+    if got == 0 {
         return Ok(None);
     }
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
+    while got < 4 {
+        let n = read_some(fd, &mut head[got..4])?;
+        if n == 0 {
+            return Err(libc::ECONNRESET);
+        }
+        got += n;
+    }
+    let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    if len > MAX_FRAME || got > 4 + len {
         return Err(libc::EPROTO);
     }
     let mut buf = vec![0u8; len];
-    fill(fd, &mut buf, false)?;
+    buf[..got - 4].copy_from_slice(&head[4..got]);
+    fill(fd, &mut buf[got - 4..], false)?;
     Ok(Some(buf))
+}
+
+/// One recvfrom into `buf`: the bytes read (0: the peer closed).
+fn read_some(fd: i32, buf: &mut [u8]) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: recvfrom writes at most `buf.len()` bytes into our buffer.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                fd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                0,
+                std::ptr::null_mut::<libc::sockaddr>(),
+                std::ptr::null_mut::<libc::socklen_t>(),
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
 }
 
 /// Fills `buf`; false when the peer closed before the first byte and `eof_ok`.
@@ -104,10 +141,19 @@ mod tests {
     #[test]
     fn frames_cross_a_socket_and_a_closed_peer_is_seen() {
         let (a, b) = UnixStream::pair().unwrap();
+        // One frame in flight at a time, as the channel keeps it.
         send(a.as_raw_fd(), b"hello").unwrap();
-        send(a.as_raw_fd(), b"").unwrap();
         assert_eq!(recv(b.as_raw_fd()).unwrap().unwrap(), b"hello");
+        send(a.as_raw_fd(), b"").unwrap();
         assert_eq!(recv(b.as_raw_fd()).unwrap().unwrap(), b"");
+        let big: Vec<u8> = (0..100_000).map(|i| i as u8).collect();
+        let t = std::thread::spawn(move || {
+            send(a.as_raw_fd(), &big).unwrap();
+            a
+        });
+        let got = recv(b.as_raw_fd()).unwrap().unwrap();
+        assert!(got.len() == 100_000 && got.iter().enumerate().all(|(i, &x)| x == i as u8));
+        let a = t.join().unwrap();
         drop(a);
         assert_eq!(recv(b.as_raw_fd()).unwrap(), None);
         assert_eq!(send(b.as_raw_fd(), b"x"), Err(libc::EPIPE));

@@ -63,7 +63,7 @@ impl Owners {
                 })
                 .map_err(|e| CliError::at(locks.display(), e))?;
             let fs: Arc<dyn FileSystemWrite> = owned.fs.clone();
-            let owner = Owner::new(fs, mode == Mode::Sync);
+            let owner = Owner::new(fs, mode == Mode::Sync, &sock);
             owner.listen(listener);
             spec.owner = Some(sock);
             me.served.push((spec.image.clone(), owned, owner));

@@ -269,3 +269,70 @@ fn run_rw_exerciser_matches_its_model() {
         fsck_clean(&img, &format!("after the exerciser, seed {seed}"));
     }
 }
+
+/// Shared writable mappings under `usfs run --rw`: two processes mapping one file see
+/// each other's stores, what they changed reaches the image at msync, munmap and exit
+/// (and only what they changed), and sqlite in WAL mode (its index is such a mapping)
+/// keeps every row with two writers at once.
+#[test]
+fn run_rw_shared_mappings_and_sqlite_wal() {
+    if !need_tool("run_rw mmap", "mke2fs") || !need_tool("run_rw mmap", "sqlite3") {
+        return;
+    }
+    let s = Scratch::new("run-rw-mmap");
+    let img = s.path("a.img");
+    mke2fs(&img, "64M", &["-t", "ext4"], None);
+    let p = s.path("p");
+    let script = r#"
+import mmap, os, subprocess, sys
+os.chdir(sys.argv[1])
+fd = os.open('m.bin', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b'a' * 10000)
+m = mmap.mmap(fd, 8192)
+m[100:105] = b'HELLO'
+m.flush()
+# Another process maps the same file: it sees the store, and its own store is seen here.
+other = "import mmap, os\nfd = os.open('m.bin', os.O_RDWR)\nm = mmap.mmap(fd, 8192)\nprint(m[100:105].decode())\nm[200:203] = b'abc'\n"
+seen = subprocess.run([sys.executable, '-c', other], capture_output=True, text=True).stdout.strip()
+print('other saw', seen, 'here', m[200:203].decode())
+# A plain write past the mapped bytes, then more stores: the write is kept.
+os.pwrite(fd, b'W', 9000)
+m[5000:5003] = b'xyz'
+m.close()
+os.close(fd)
+d = open('m.bin', 'rb').read()
+print('file', len(d), d[100:105].decode(), d[200:203].decode(), d[5000:5003].decode(), d[9000:9001].decode())
+"#;
+    let mnt = format!("{}={}", p.display(), img.display());
+    let (code, out, err) = usfs_run(&[
+        "--rw",
+        "-m",
+        &mnt,
+        "--",
+        "python3",
+        "-c",
+        script,
+        &p.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("other saw HELLO here abc"), "{out}{err}");
+    assert!(out.contains("file 10000 HELLO abc xyz W"), "{out}{err}");
+    let wal = format!(
+        "cd '{p}' && sqlite3 w.db 'pragma journal_mode=wal; create table t(a);' >/dev/null && \
+         for w in 1 2; do (for i in $(seq 1 60); do sqlite3 -cmd '.timeout 5000' w.db \"insert into t values($w$i);\" || exit 1; done) & done; wait && \
+         sqlite3 w.db 'select count(*) from t'",
+        p = p.display()
+    );
+    let (code, out, err) = usfs_run(&["--rw", "-m", &mnt, "--", "sh", "-c", &wal]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "120", "{err}");
+    fsck_clean(&img, "after shared mappings and sqlite WAL");
+    // Read-only, as a kernel read-only mount reads it: a WAL database needs its index
+    // file written unless opened immutable (the last writer checkpointed it).
+    let rows = run_ok(Command::new("sh").arg("-c").arg(format!(
+        "'{}' run -m '{mnt}' -- sqlite3 'file:{}/w.db?immutable=1' 'select count(*) from t'",
+        usfs().display(),
+        p.display()
+    )));
+    assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "120");
+}

@@ -356,6 +356,7 @@ const MAP_TYPE: c_int = 0x0f;
 /// writable: its pages are copy-on-write in the kernel, here they are ours from the start,
 /// and writes never reach the image either way.
 fn mmap_virtual(
+    st: &State,
     f: &OpenFile,
     addr: *mut c_void,
     len: size_t,
@@ -379,11 +380,11 @@ fn mmap_virtual(
         libc::MAP_PRIVATE => false,
         _ => return fail(libc::EINVAL),
     };
-    if shared && prot & libc::PROT_WRITE != 0 {
-        return fail(libc::EACCES);
-    }
     if f.kind != usfs_vfs::FileKind::File {
         return fail(libc::ENODEV);
+    }
+    if shared && prot & libc::PROT_WRITE != 0 {
+        return crate::h_mmap::map_shared(st, f, addr, len, prot, flags, off);
     }
     let anon_flags = (flags & !MAP_TYPE) | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let p = call_real!(mmap: MmapFn, libc::MAP_FAILED; addr, len, libc::PROT_READ | libc::PROT_WRITE, anon_flags, -1, 0);
@@ -417,7 +418,7 @@ macro_rules! mmap_hooks {
         #[no_mangle]
         pub(crate) unsafe extern "C" fn $name(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
             if flags & libc::MAP_ANONYMOUS == 0 {
-                if let Some(r) = on_vfile(fd, libc::MAP_FAILED, |_, f| mmap_virtual(&f, addr, len, prot, flags, off)) {
+                if let Some(r) = on_vfile(fd, libc::MAP_FAILED, |st, f| mmap_virtual(st, &f, addr, len, prot, flags, off)) {
                     return r;
                 }
             }

@@ -161,6 +161,15 @@ pub(crate) fn create_file(
     mode: c_uint,
 ) -> Result<c_int, i32> {
     let s = spot(st, dirfd, path, false);
+    let writable = mount_of(&s)
+        .ok()
+        .flatten()
+        .and_then(|m| st.writer(m))
+        .is_some();
+    if let (Spot::Mount { entry: Some(_), .. }, true) = (&s, writable) {
+        // Another process made it since the caller's lookup: without O_EXCL, open it.
+        return existing(st, dirfd, path, flags);
+    }
     let (
         Spot::Mount {
             mount,
@@ -186,13 +195,7 @@ pub(crate) fn create_file(
     let file = apply::NewKind::Node(libc::S_IFREG | (mode & 0o7777), 0);
     let m = match apply::create(st, &**w, &place, file) {
         // Another process made it since the lookup: without O_EXCL, open theirs.
-        Err(libc::EEXIST) if flags & libc::O_EXCL == 0 => {
-            let follow = flags & libc::O_NOFOLLOW == 0;
-            return match st.classify(dirfd, path, follow)? {
-                Target::Virt(vp) => st.open_virtual(vp, flags),
-                _ => Err(libc::EEXIST),
-            };
-        }
+        Err(libc::EEXIST) => return existing(st, dirfd, path, flags),
         r => r?,
     };
     let mut vp = dir.clone();
@@ -205,6 +208,19 @@ pub(crate) fn create_file(
         m,
         flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC),
     )
+}
+
+/// A creating open of `path` that another process made first: EEXIST with O_EXCL, else
+/// the open of that file.
+fn existing(st: &State, dirfd: c_int, path: *const c_char, flags: c_int) -> Result<c_int, i32> {
+    if flags & libc::O_EXCL != 0 {
+        return Err(libc::EEXIST);
+    }
+    let follow = flags & libc::O_NOFOLLOW == 0;
+    match st.classify(dirfd, path, follow)? {
+        Target::Virt(vp) => st.open_virtual(vp, flags),
+        _ => Err(libc::EEXIST),
+    }
 }
 
 /// What a modifying call does to the name it is given.

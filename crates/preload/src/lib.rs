@@ -40,6 +40,7 @@ mod h_execl;
 mod h_freopen;
 mod h_fts;
 mod h_io;
+mod h_mmap;
 mod h_modify;
 mod h_open;
 mod h_shell;
@@ -78,3 +79,16 @@ extern "C" {
 #[used]
 #[link_section = ".init_array"]
 static ON_LOAD: extern "C" fn() = on_load;
+
+/// Runs when the process exits normally: what its shared writable mappings of files in
+/// read-write mounts changed reaches the image (h_mmap).
+extern "C" fn on_exit() {
+    let _ = sys::hooked((), |st| {
+        h_mmap::settle_all(st);
+        Some(())
+    });
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static ON_EXIT: extern "C" fn() = on_exit;

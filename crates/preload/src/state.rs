@@ -52,6 +52,8 @@ pub(crate) struct State {
     pub std_streams: Mutex<[Option<(usize, usize)>; 3]>,
     /// The process's umask as the umask hook last set it (`u32::MAX`: not known yet).
     pub umask: std::sync::atomic::AtomicU32,
+    /// Shared writable mappings of files in read-write mounts (h_mmap).
+    pub shared_maps: Mutex<Vec<crate::h_mmap::SharedMap>>,
 }
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
@@ -92,6 +94,7 @@ fn init() -> Option<State> {
         shell: Default::default(),
         std_streams: Mutex::new([None; 3]),
         umask: std::sync::atomic::AtomicU32::new(u32::MAX),
+        shared_maps: Mutex::new(Vec::new()),
     })
 }
 

@@ -62,6 +62,11 @@ impl Remote {
         Ok(r)
     }
 
+    /// The mirror through which processes share writable mappings of file `ino`.
+    pub fn mirror_path(&self, ino: Ino) -> PathBuf {
+        super::mirror_path(&self.socket, ino)
+    }
+
     /// The record locks of the files this owner serves.
     pub fn locks(&self) -> &super::LockFile {
         &self.locks

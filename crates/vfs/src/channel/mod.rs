@@ -28,5 +28,14 @@ pub use server::Owner;
 /// The most file data one request or reply carries.
 pub const CHUNK: usize = 1 << 20;
 
+/// The mirror through which the processes of the owner at `socket` share writable
+/// mappings of file `ino` (made by the preload library; the owner keeps it in step with
+/// writes, truncates and punches of the file).
+pub fn mirror_path(socket: &std::path::Path, ino: usfs_fs::Ino) -> std::path::PathBuf {
+    let mut p = socket.as_os_str().to_owned();
+    p.push(format!(".map-{ino}"));
+    std::path::PathBuf::from(p)
+}
+
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use super::wire::Enc;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use usfs_fs::{Error, FileSystemWrite, Ino, Result};
 
@@ -29,6 +30,8 @@ const DIR_BATCH: usize = 512;
 /// Serves one image to the processes that connect.
 pub struct Owner {
     fs: Arc<dyn FileSystemWrite>,
+    /// The socket it listens at (the mirrors of shared mappings lie beside it).
+    socket: PathBuf,
     /// Every change is made durable before its reply (`usfs run --mode sync`).
     durable: bool,
     /// Held across an append's size lookup and write.
@@ -41,9 +44,10 @@ pub struct Owner {
 impl Owner {
     /// An owner of the volume `fs`; `durable`: every change is committed before it is
     /// answered (else at fsync, sync, and when the volume closes).
-    pub fn new(fs: Arc<dyn FileSystemWrite>, durable: bool) -> Arc<Owner> {
+    pub fn new(fs: Arc<dyn FileSystemWrite>, durable: bool, socket: &Path) -> Arc<Owner> {
         Arc::new(Owner {
             fs,
+            socket: socket.to_path_buf(),
             durable,
             appends: Mutex::new(()),
             live: Mutex::new(0),
@@ -207,7 +211,11 @@ impl Owner {
             Req::Link { ino, dir, name } => {
                 e.meta(&fs.link(ino, dir, name)?);
             }
-            Req::Unlink { dir, name } => fs.unlink(dir, name)?,
+            Req::Unlink { dir, name } => {
+                let gone = fs.lookup(dir, name).ok();
+                fs.unlink(dir, name)?;
+                self.forget_mirror(gone);
+            }
             Req::Rmdir { dir, name } => fs.rmdir(dir, name)?,
             Req::Rename {
                 dir,
@@ -215,26 +223,44 @@ impl Owner {
                 new_dir,
                 new_name,
                 flags,
-            } => fs.rename(dir, name, new_dir, new_name, flags)?,
+            } => {
+                let replaced = fs.lookup(new_dir, new_name).ok();
+                fs.rename(dir, name, new_dir, new_name, flags)?;
+                if !flags.exchange {
+                    self.forget_mirror(replaced);
+                }
+            }
             Req::Write { ino, off, data, by } => {
                 before_write(fs, ino, by)?;
-                e.u64(fs.write_at(ino, off, data)? as u64);
+                let n = fs.write_at(ino, off, data)?;
+                self.mirror(ino, |m| m.write(off, &data[..n]));
+                e.u64(n as u64);
             }
             Req::Append { ino, data, by } => {
                 before_write(fs, ino, by)?;
                 let _g = self.appends.lock().unwrap_or_else(|p| p.into_inner());
                 let at = fs.getattr(ino)?.size;
-                e.u64(at).u64(fs.write_at(ino, at, data)? as u64);
+                let n = fs.write_at(ino, at, data)?;
+                self.mirror(ino, |m| m.write(at, &data[..n]));
+                e.u64(at).u64(n as u64);
             }
             Req::Setattr { ino, attr } => {
                 e.meta(&fs.setattr(ino, attr)?);
+                if let Some(size) = attr.size {
+                    self.mirror(ino, |m| m.cut(size));
+                }
             }
             Req::Fallocate {
                 ino,
                 mode,
                 off,
                 len,
-            } => fs.fallocate(ino, mode, off, len)?,
+            } => {
+                fs.fallocate(ino, mode, off, len)?;
+                if !matches!(mode, usfs_fs::Fallocate::Allocate { .. }) {
+                    self.mirror(ino, |m| m.write(off, &vec![0u8; len.min(m.len()) as usize]));
+                }
+            }
             Req::SetXattr { ino, name, value } => fs.set_xattr(ino, name, value)?,
             Req::RemoveXattr { ino, name } => fs.remove_xattr(ino, name)?,
             Req::Fsync { ino, datasync } => fs.fsync(ino, datasync)?,
@@ -257,6 +283,27 @@ impl Owner {
             fs.sync()?;
         }
         Ok(e)
+    }
+
+    /// Keeps the mirror of a shared mapping of `ino`, if processes made one, in step with
+    /// a change of the file (`f` gets it open).
+    fn mirror(&self, ino: Ino, f: impl FnOnce(&Mirror)) {
+        if let Ok(file) = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(super::mirror_path(&self.socket, ino))
+        {
+            f(&Mirror(file));
+        }
+    }
+
+    /// A name of `ino` went: once the file has no name left, its mirror goes too (the
+    /// inode number may come back as another file; mappings made keep the old mirror).
+    fn forget_mirror(&self, ino: Option<Ino>) {
+        let Some(ino) = ino else { return };
+        if self.fs.getattr(ino).map_or(true, |m| m.nlink == 0) {
+            let _ = std::fs::remove_file(super::mirror_path(&self.socket, ino));
+        }
     }
 
     /// A batch of directory entries from `pos`: (entry, next position) pairs, then whether
@@ -283,5 +330,32 @@ impl Owner {
         }
         e.u8(more as u8);
         Ok(())
+    }
+}
+
+/// The mirror file of a shared mapping: it holds the file's first `len()` bytes.
+struct Mirror(std::fs::File);
+
+impl Mirror {
+    fn len(&self) -> u64 {
+        self.0.metadata().map_or(0, |m| m.len())
+    }
+
+    /// The file's bytes at `off` changed to `data`: the part the mirror holds follows.
+    fn write(&self, off: u64, data: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        let len = self.len();
+        if off < len {
+            let n = ((len - off) as usize).min(data.len());
+            let _ = self.0.write_all_at(&data[..n], off);
+        }
+    }
+
+    /// The file was cut to `size`: so is the mirror (mapped bytes past the end are gone,
+    /// as the kernel drops them).
+    fn cut(&self, size: u64) {
+        if self.len() > size {
+            let _ = self.0.set_len(size);
+        }
     }
 }

@@ -22,7 +22,7 @@ fn served() -> (Arc<Owner>, Arc<Ext4Rw>, std::path::PathBuf) {
     let _ = std::fs::create_dir_all(&dir);
     let sock = dir.join(format!("{:?}.sock", std::thread::current().id()).replace(['(', ')'], ""));
     let _ = std::fs::remove_file(&sock);
-    let owner = Owner::new(fs.clone(), false);
+    let owner = Owner::new(fs.clone(), false, &sock);
     owner.listen(UnixListener::bind(&sock).unwrap());
     (owner, fs, sock)
 }

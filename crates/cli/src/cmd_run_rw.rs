@@ -74,14 +74,16 @@ impl Owners {
     /// Runs `cmd`, serves until it and every connected process are done, then closes the
     /// images; the exit status is the command's (128 + N when signal N killed it).
     pub(crate) fn run(self, mut cmd: std::process::Command, name: &str) -> CliResult {
-        let mut child = cmd.spawn().map_err(|e| CliError::at(name, e))?;
-        // SAFETY: setting dispositions to SIG_IGN; the child already has its own.
-        unsafe {
-            libc::signal(libc::SIGINT, libc::SIG_IGN);
-            libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        }
-        let status = child.wait().map_err(|e| CliError::at(name, e))?;
-        let mut failed = None;
+        // A command that cannot be started still leaves the images closed cleanly.
+        let status = cmd.spawn().and_then(|mut child| {
+            // SAFETY: setting dispositions to SIG_IGN; the child already has its own.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+            }
+            child.wait()
+        });
+        let mut failed = status.as_ref().err().map(|e| CliError::at(name, e));
         for (image, owned, owner) in &self.served {
             owner.wait_idle();
             if let Err(e) = owned.fs.shutdown() {
@@ -91,16 +93,25 @@ impl Owners {
                 ));
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let status = match (status, failed) {
+            (Ok(s), None) => s,
+            (_, Some(e)) => return Err(e),
+            (Err(e), None) => return Err(CliError::at(name, e)),
+        };
         let code = match (status.code(), status.signal()) {
             (Some(c), _) => c,
             (None, Some(sig)) => 128 + sig,
             _ => 1,
         };
         Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    }
+}
+
+impl Drop for Owners {
+    /// The sockets, lock files and mirrors go with the owners (also when starting failed
+    /// half way).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

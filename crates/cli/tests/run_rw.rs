@@ -167,9 +167,27 @@ fn run_rw_refuses_what_it_cannot_change() {
     std::fs::create_dir_all(&src).unwrap();
     run_ok(Command::new(usfs()).arg("mkfs.erofs").arg(&erofs).arg(&src));
     let emnt = format!("{}={}", p.display(), erofs.display());
-    let (code, _, err) = usfs_run(&["--rw", "-m", &emnt, "--", "true"]);
-    assert_ne!(code, Some(0));
+    let o = Command::new(usfs())
+        .args(["run", "--rw", "-m", &emnt, "--", "true"])
+        .env("TMPDIR", &s.0)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0));
     assert!(err.contains("only ext4 images can be changed"), "{err}");
+    // A command that cannot start: an error, the image closed clean, nothing left behind.
+    let o = Command::new(usfs())
+        .args(["run", "--rw", "-m", &mnt, "--", "/nonexistent/cmd"])
+        .env("TMPDIR", &s.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let left: Vec<_> = std::fs::read_dir(&s.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("usfs-run-"))
+        .collect();
+    assert!(left.is_empty(), "socket directories left behind: {left:?}");
     fsck_clean(&img, "after the refusals");
 }
 

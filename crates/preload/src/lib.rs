@@ -18,10 +18,14 @@
 //! panic as a last line.
 //!
 //! Modules: [`sys`] (the C boundary), [`state`] (the process state), and one per family
-//! of calls: h_open, h_io, h_stat, h_modify (calls that would change a mount), h_dir,
-//! h_cwd, h_stdio (with h_freopen), h_exec (with exec_path: PATH lookups, and h_execl: the
-//! variadic execl family, whose bodies are C in csrc/execl.c), h_shell (system, popen),
-//! h_walk (glob, nftw, ftw), h_fts, h_dl (dlopen).
+//! of calls: h_open, h_io, h_write (changes through descriptors), h_mmap (shared writable
+//! mappings), h_stat, h_modify (path calls that change a mount, carried out by apply in a
+//! read-write one), h_dir, h_cwd, h_stdio (with h_freopen), h_exec (with exec_path: PATH
+//! lookups, and h_execl: the variadic execl family, whose bodies are C in csrc/execl.c),
+//! h_shell (system, popen), h_walk (glob, nftw, ftw), h_fts, h_dl (dlopen).
+//!
+//! In a read-write mount (`usfs run --rw`) every change goes to the image's owner
+//! (usfs_vfs::channel) after the POSIX checks of usfs_vfs::names and usfs_vfs::change.
 
 // The hooks are the C ABI: their safety contract is libc's, documented by the functions
 // they stand in for.

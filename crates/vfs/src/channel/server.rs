@@ -60,7 +60,11 @@ impl Owner {
         let me = Arc::clone(self);
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
+                let Ok(conn) = conn else {
+                    // Out of descriptors or memory: let the clients finish, then retry.
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                };
                 *me.live.lock().unwrap_or_else(|p| p.into_inner()) += 1;
                 let me = Arc::clone(&me);
                 std::thread::spawn(move || me.connection(conn.into()));

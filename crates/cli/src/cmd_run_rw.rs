@@ -74,6 +74,10 @@ impl Owners {
     /// Runs `cmd`, serves until it and every connected process are done, then closes the
     /// images; the exit status is the command's (128 + N when signal N killed it).
     pub(crate) fn run(self, mut cmd: std::process::Command, name: &str) -> CliResult {
+        // Orphaned descendants become ours, so the images stay open until every process
+        // CMD started has exited, not only those connected now.
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         // A command that cannot be started still leaves the images closed cleanly.
         let status = cmd.spawn().and_then(|mut child| {
             // SAFETY: setting dispositions to SIG_IGN; the child already has its own.
@@ -81,7 +85,9 @@ impl Owners {
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
                 libc::signal(libc::SIGQUIT, libc::SIG_IGN);
             }
-            child.wait()
+            let st = child.wait()?;
+            reap_descendants();
+            Ok(st)
         });
         let mut failed = status.as_ref().err().map(|e| CliError::at(name, e));
         for (image, owned, owner) in &self.served {
@@ -104,6 +110,19 @@ impl Owners {
             _ => 1,
         };
         Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    }
+}
+
+/// Waits for every remaining descendant (they were reparented to us as they lost their
+/// parents).
+fn reap_descendants() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
     }
 }
 

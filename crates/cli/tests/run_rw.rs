@@ -354,3 +354,92 @@ print('file', len(d), d[100:105].decode(), d[200:203].decode(), d[5000:5003].dec
     )));
     assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "120");
 }
+
+/// Descriptors and stdio across exec, dup and fclose under `usfs run --rw`: an exec'd
+/// program keeps writing a file the shell opened with `>` without truncating it again;
+/// `close(1)` then `dup` sends stdio to the image; `fclose(stdout)` then `dup2` onto 1
+/// is not a double free; a failing `freopen` for writing leaves the file's bytes alone;
+/// and a background job that outlives CMD still writes before the image closes.
+#[test]
+fn run_rw_descriptors_across_exec_dup_and_fclose() {
+    if !need_tool("run_rw descriptors", "mke2fs") || !need_tool("run_rw descriptors", "gcc") {
+        return;
+    }
+    let s = Scratch::new("run-rw-fds");
+    let img = s.path("a.img");
+    mke2fs(&img, "32M", &["-t", "ext4"], None);
+    let p = s.path("p");
+    let prog = s.path("fds");
+    std::fs::write(
+        s.path("fds.c"),
+        r#"#include <stdio.h>
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (chdir(argv[1])) return 2;
+    /* close(1) + dup: stdio follows into the image. */
+    int fd = open("dup.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int saved = dup(1);
+    close(1);
+    if (dup(fd) != 1) return 3;
+    printf("via dup\n");
+    fflush(stdout);
+    /* fclose(stdout), then a new file onto 1. */
+    fclose(stdout);
+    int g = open("after.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(g, 1);
+    dup2(saved, 1);
+    /* freopen for writing over a file with data: it may fail, it must not empty it. */
+    int k = open("keep.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    write(k, "kept\n", 5);
+    close(k);
+    FILE *f = freopen("keep.txt", "w", stderr);
+    (void)f;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    run_ok(
+        Command::new("gcc")
+            .arg("-o")
+            .arg(&prog)
+            .arg(s.path("fds.c")),
+    );
+    let mnt = format!("{}={}", p.display(), img.display());
+    let script = format!(
+        "cd '{p}' && echo old-and-long > log && sh -c 'exec > log; echo start; /bin/true; echo end' && \
+         '{prog}' '{p}' || exit 1; \
+         (cd /; sleep 0.5; echo late > '{p}/late') & exit 0",
+        p = p.display(),
+        prog = prog.display()
+    );
+    let (code, out, err) = usfs_run(&["--rw", "-m", &mnt, "--", "sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let cat = |f: &str| {
+        let o = Command::new(usfs())
+            .arg("cat")
+            .arg(&img)
+            .arg(f)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(
+        cat("/log"),
+        "start\nend\n",
+        "exec truncated the shell's file again"
+    );
+    assert_eq!(cat("/dup.txt"), "via dup\n");
+    assert_eq!(
+        cat("/keep.txt"),
+        "kept\n",
+        "a failed freopen emptied the file"
+    );
+    assert_eq!(
+        cat("/late"),
+        "late\n",
+        "the image closed before a background job ended"
+    );
+    fsck_clean(&img, "after the descriptor cases");
+}

@@ -113,6 +113,7 @@ pub(crate) unsafe extern "C" fn fork() -> pid_t {
         let _vcwd = st.vcwd.write().unwrap_or_else(|e| e.into_inner());
         let _cwd = st.host_cwd.write().unwrap_or_else(|e| e.into_inner());
         let _std = lock(&st.std_streams);
+        let _maps = lock(&st.shared_maps);
         let _owners: Vec<_> = (0..st.table.len())
             .filter_map(|i| st.table.get(i).remote().map(|r| r.hold()))
             .collect();

@@ -417,6 +417,10 @@ macro_rules! mmap_hooks {
         /// mmap(2): virtual descriptors get a private copy of the file's bytes.
         #[no_mangle]
         pub(crate) unsafe extern "C" fn $name(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+            if flags & libc::MAP_FIXED != 0 {
+                // Whatever is mapped there goes: a shared mapping of ours is settled first.
+                crate::h_mmap::replaced(addr as usize, len);
+            }
             if flags & libc::MAP_ANONYMOUS == 0 {
                 if let Some(r) = on_vfile(fd, libc::MAP_FAILED, |st, f| mmap_virtual(st, &f, addr, len, prot, flags, off)) {
                     return r;

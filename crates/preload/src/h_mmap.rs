@@ -18,6 +18,10 @@ use std::os::unix::ffi::OsStrExt;
 use usfs_fs::{FileSystem, Ino};
 use usfs_vfs::OpenFile;
 
+/// The largest shared writable mapping made (and mirror growth at once): its bytes are
+/// copied to tell what changed.
+const MAX_MAP: usize = 1 << 30;
+
 /// A shared writable mapping of ours.
 pub(crate) struct SharedMap {
     addr: usize,
@@ -112,7 +116,12 @@ fn fill_and_map(
             return Err(errno());
         }
         let have = sb.st_size as u64;
-        let need = off + len as u64;
+        let need = off.checked_add(len as u64).ok_or(libc::EOVERFLOW)?;
+        // The mirror is filled and the mapping copied in memory: bounded.
+        if len > MAX_MAP || need.saturating_sub(have) > MAX_MAP as u64 {
+            libc::syscall(libc::SYS_flock, fd, libc::LOCK_UN);
+            return Err(libc::ENOMEM);
+        }
         if have < need {
             let mut buf = vec![0u8; (need - have) as usize];
             let _ = f.node.fs.read_at(f.ino(), have, &mut buf);
@@ -168,7 +177,10 @@ fn write_back(st: &State, m: &mut SharedMap, from: usize, to: usize) {
         let end = (m.off + (base + i) as u64).min(size);
         if pos < end {
             let piece = &now[start..start + (end - pos) as usize];
-            let _ = w.write_by(m.ino, pos, piece, by);
+            if w.write_by(m.ino, pos, piece, by).is_err() {
+                // Not written: kept as changed, so a later msync or munmap tries again.
+                continue;
+            }
         }
         m.shadow[base + start..base + i].copy_from_slice(&now[start..i]);
     }
@@ -215,6 +227,31 @@ fn settle(st: &State, addr: usize, len: usize, forget: bool) {
         }
     }
     *maps = kept;
+}
+
+/// A new mapping replaces `[addr, addr + len)` (MAP_FIXED): our mappings there are
+/// written back and forgotten.
+pub(crate) fn replaced(addr: usize, len: usize) {
+    let _ = hooked((), |st| {
+        if !lock(&st.shared_maps).is_empty() {
+            settle(st, addr, len, true);
+        }
+        None::<()>
+    });
+}
+
+/// mremap(2): a mapping of ours that moves or changes size is written back and no longer
+/// tracked (what changes in it afterwards stays in the mirror).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    replaced(old as usize, old_len);
+    call_real!(mremap: unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, ...) -> *mut c_void, libc::MAP_FAILED; old, old_len, new_len, flags, new_addr)
 }
 
 /// Writes back every shared writable mapping (the process is exiting).

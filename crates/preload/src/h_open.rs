@@ -173,6 +173,7 @@ pub(crate) unsafe extern "C" fn dup(fd: c_int) -> c_int {
         let new = call_real!(dup: unsafe extern "C" fn(c_int) -> c_int, -1; fd);
         if new >= 0 {
             st.fds.insert(new, f);
+            crate::h_stdio::retarget_std(st, new);
         }
         Some(new)
     });
@@ -261,6 +262,7 @@ fn fcntl_virtual(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
                 let new = call_real!(fcntl: FcntlFn, -1; fd, cmd, arg);
                 if new >= 0 {
                     st.fds.insert(new, Arc::clone(&f));
+                    crate::h_stdio::retarget_std(st, new);
                 }
                 new
             }

@@ -247,10 +247,12 @@ pub(crate) fn refused_errno(
     found: Result<usfs_vfs::VPath, i32>,
 ) -> i32 {
     match found {
-        Ok(vp) => match st.open_virtual(vp, m.open_flags()) {
+        // A probe: it must not truncate (in a read-write mount the open succeeds).
+        Ok(vp) => match st.open_virtual(vp, m.open_flags() & !libc::O_TRUNC) {
             Err(e) => e,
             Ok(fd) => {
-                // Never happens for a writing open of a read-only mount; undo it anyway.
+                // A read-write mount (freopen of a writing stream there is not made yet);
+                // never for a read-only one.
                 st.fds.remove(fd);
                 crate::state::sys_close(fd);
                 libc::EROFS
@@ -449,6 +451,13 @@ pub(crate) unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
             && lock(&st.streams).remove(&(fp as usize)).is_some()
         {
             st.n_streams.fetch_sub(1, Ordering::Relaxed);
+        }
+        // Our stand-in for stdout or stderr closed by the program: it is gone, so it is
+        // no longer ours to replace or free.
+        for slot in lock(&st.std_streams).iter_mut() {
+            if slot.is_some_and(|(_, ours)| ours == fp as usize) {
+                *slot = None;
+            }
         }
         None::<c_int>
     });

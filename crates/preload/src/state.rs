@@ -306,7 +306,10 @@ impl State {
 
     /// A new descriptor for an open of `node` at `vp`.
     fn install(&self, node: Arc<usfs_vfs::Node>, vp: VPath, flags: c_int) -> Result<c_int, i32> {
-        let file = Arc::new(OpenFile::new(node, vp, flags & !libc::O_CLOEXEC));
+        // Creation flags act once: a description handed over by exec is reopened with
+        // the stored flags, which must not truncate or create again.
+        let once = libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC;
+        let file = Arc::new(OpenFile::new(node, vp, flags & !once));
         let fd = placeholder(flags & libc::O_CLOEXEC != 0)?;
         self.fds.insert(fd, file);
         Ok(fd)

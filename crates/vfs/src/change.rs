@@ -63,7 +63,8 @@ pub fn chown(
     let m = w.getattr(ino).map_err(errno)?;
     if a.creds.is_some() {
         let uid_ok = uid.is_none_or(|u| u == m.uid && a.owns(&m));
-        let gid_ok = gid.is_none_or(|g| g == m.gid || (a.owns(&m) && a.in_group(g)));
+        // Giving a group, even the same one, takes the owner (chgrp_ok).
+        let gid_ok = gid.is_none_or(|g| a.owns(&m) && (g == m.gid || a.in_group(g)));
         if !uid_ok || !gid_ok {
             return Err(libc::EPERM);
         }

@@ -78,11 +78,12 @@ pub fn create(
             if ft == FileType::Directory || ft == FileType::Symlink {
                 return Err(libc::EINVAL);
             }
-            let dev = if matches!(ft, FileType::CharDevice | FileType::BlockDevice) {
-                dev
-            } else {
-                0
-            };
+            let device = matches!(ft, FileType::CharDevice | FileType::BlockDevice);
+            if device && a.creds.is_some() {
+                // Devices take CAP_MKNOD.
+                return Err(libc::EPERM);
+            }
+            let dev = if device { dev } else { 0 };
             (ft, mode, dev)
         }
         NewKind::Symlink(_) => (FileType::Symlink, 0o777, 0),

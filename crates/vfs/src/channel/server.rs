@@ -83,6 +83,8 @@ impl Owner {
     /// Serves one process until it disconnects (or sends something malformed); then
     /// releases what it left open.
     fn connection(&self, fd: OwnedFd) {
+        // Counted out even if serving it panics, so the owner still closes the image.
+        let _live = Live(self);
         let mut opens: HashMap<Ino, u32> = HashMap::new();
         while let Ok(Some(msg)) = frame::recv(fd.as_raw_fd()) {
             let Some(req) = Req::decode(&msg) else { break };
@@ -107,11 +109,6 @@ impl Owner {
             for _ in 0..n {
                 let _ = self.fs.release_file(ino);
             }
-        }
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        *live -= 1;
-        if *live == 0 {
-            self.idle.notify_all();
         }
     }
 
@@ -334,6 +331,19 @@ impl Owner {
         }
         e.u8(more as u8);
         Ok(())
+    }
+}
+
+/// A connection being served: counted out of [`Owner::live`] when dropped.
+struct Live<'a>(&'a Owner);
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        let mut live = self.0.live.lock().unwrap_or_else(|p| p.into_inner());
+        *live -= 1;
+        if *live == 0 {
+            self.0.idle.notify_all();
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 //! (usfs_vfs::channel). The directory is 0711 and each socket's name carries 128 random
 //! bits: a process of CMD that changed its user (setpriv, su) still reaches the owner by
 //! the name it inherited in the environment, and no other user can find the socket
-//! (environments are private to their processes). CMD runs as a child; when it and every process still connected
-//! have exited, each image is committed and closed, and usfs exits with CMD's status.
+//! (environments are private to their processes). CMD runs as a child and usfs is a
+//! child subreaper: when CMD and every process it started have exited, each image is
+//! committed and closed, and usfs exits with CMD's status.
 //!
 //! usfs ignores SIGINT and SIGQUIT while CMD runs (as system(3) does), so a ^C reaches
 //! the program and the images still close cleanly. A usfs killed outright leaves images

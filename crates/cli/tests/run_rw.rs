@@ -8,12 +8,11 @@
 
 mod common;
 
-use common::fuse_rw::{fsck_clean, level_times, make_tarball, WORKLOAD};
+use common::fuse_rw::{fsck_clean, judge_against_kernel, make_tarball, run_workload, WORKLOAD};
 use common::*;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use usfs_testkit::{compare, CmpOptions};
 
 /// Runs the workload under `usfs run --rw --mode MODE`, the image at `prefix`.
 fn run_workload_rw(img: &Path, prefix: &Path, tarball: &Path, mode: &str) {
@@ -46,44 +45,9 @@ fn check(name: &str, args: &[&str], mode: &str) {
     fsck_clean(&a, &format!("{name}: after usfs run --rw"));
     {
         let m = Mount::new(&b, &s.path("mb"), "ext4", "");
-        let (code, out, err) = run_limited(
-            Command::new("bash")
-                .arg("-c")
-                .arg(WORKLOAD)
-                .current_dir(&m.dir)
-                .env("TARBALL", &tarball),
-            Duration::from_secs(300),
-        );
-        assert_eq!(
-            code,
-            Some(0),
-            "{}{}",
-            String::from_utf8_lossy(&out),
-            String::from_utf8_lossy(&err)
-        );
+        run_workload(&m.dir, &tarball);
     }
-    level_times(&a, &s.path("la"));
-    level_times(&b, &s.path("lb"));
-    {
-        let ma = Mount::new(&a, &s.path("ca"), "ext4", "ro");
-        let mb = Mount::new(&b, &s.path("cb"), "ext4", "ro");
-        let opts = CmpOptions {
-            atime: false,
-            system_xattrs: true,
-            ..Default::default()
-        };
-        if let Err(d) = compare(&ma.dir, &mb.dir, &opts) {
-            panic!("{name}: usfs run --rw and the kernel differ: {d}");
-        }
-    }
-    {
-        let m = Mount::new(&a, &s.path("more"), "ext4", "");
-        sh(&format!(
-            "cd '{}' && rm -rf w/tree && cp -r w/proj w/proj2 && for i in $(seq 1 100); do echo $i > w/k$i; done && sync",
-            m.dir.display()
-        ));
-    }
-    fsck_clean(&a, &format!("{name}: the kernel kept writing"));
+    judge_against_kernel(&s, &a, &b, &format!("{name}: usfs run --rw"));
 }
 
 fn ready(test: &str) -> bool {
